@@ -1,0 +1,73 @@
+//! The coordination store as the agent needs it: one semantic trait, Patroni's key layout, two backends.
+//!
+//! Adapters translate; they hold no HA policy. Every call takes a deadline from its caller and returns
+//! `DcsError::Unavailable` rather than outlive it.
+pub mod keys;
+
+use async_trait::async_trait;
+use tokio::time::Instant;
+
+pub use keys::{ClusterSnapshot, KeyLayout, MemberRecord, SwitchoverRecord};
+
+use crate::ha::types::SessionId;
+
+/// Errors the caller can branch on.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DcsError {
+    /// 5xx, 429, connection error, timeout, or the deadline passed: nothing may be inferred.
+    #[error("store unavailable: {0}")]
+    Unavailable(String),
+    /// The session or lease is gone (Consul renew 404, `invalid session`; etcd lease not found).
+    #[error("session invalid: {0}")]
+    SessionInvalid(String),
+    /// The store said no: acquire refused, CAS lost, key held by someone else.
+    #[error("conflict: {0}")]
+    Conflict(String),
+    /// A value in the store could not be understood (never a reason to act).
+    #[error("bad data in the store at {key}: {why}")]
+    BadData { key: String, why: String },
+}
+
+/// The agent's view of the store. One implementation per backend; the contract suite runs against each.
+#[async_trait]
+pub trait Dcs: Send + Sync {
+    /// Read the whole `service/<scope>/` tree in one call. `consistent` asks for a quorum-confirmed read
+    /// (Consul `?consistent`; etcd reads are linearizable anyway).
+    async fn get_cluster(&self, consistent: bool, deadline: Instant) -> Result<ClusterSnapshot, DcsError>;
+    /// Create our session/lease if we have none; return its id.
+    async fn ensure_session(&self, deadline: Instant) -> Result<SessionId, DcsError>;
+    /// Renew our session/lease. `SessionInvalid` when it has expired (the caller then ensures a new one).
+    async fn renew_session(&self, deadline: Instant) -> Result<(), DcsError>;
+    /// Renew the session, then take the leader key with it. `Conflict` if another session holds it.
+    /// If the key holds our own name under an older session of ours (a restarted agent), it is taken over.
+    async fn acquire_leader(&self, deadline: Instant) -> Result<(), DcsError>;
+    /// Renew the session and confirm the leader key is still bound to it (`Conflict` if not).
+    async fn renew_leader(&self, deadline: Instant) -> Result<(), DcsError>;
+    /// Give the leader key up at once, without a lock-delay. Ok if we did not hold it.
+    async fn release_leader(&self, deadline: Instant) -> Result<(), DcsError>;
+    /// Write `members/<name>` bound to our session, so it vanishes with it.
+    async fn publish_member(&self, record: &MemberRecord, deadline: Instant) -> Result<(), DcsError>;
+    /// Create-only write of `initialize`; `Conflict` if it exists.
+    async fn race_initialize(&self, value: &str, deadline: Instant) -> Result<(), DcsError>;
+    /// Overwrite `initialize` (the system identifier after bootstrap).
+    async fn write_initialize(&self, value: &str, deadline: Instant) -> Result<(), DcsError>;
+    /// Write the `failover` key.
+    async fn write_switchover(&self, request: &SwitchoverRecord, deadline: Instant) -> Result<(), DcsError>;
+    /// Clear the `failover` key.
+    async fn clear_switchover(&self, deadline: Instant) -> Result<(), DcsError>;
+    /// Compare-and-set the `config` key: `expected_index` None means create-only. `Conflict` when lost.
+    async fn cas_config(
+        &self,
+        value: &serde_json::Value,
+        expected_index: Option<u64>,
+        deadline: Instant,
+    ) -> Result<(), DcsError>;
+    /// Write `status` (`{"optime": <bytes>}`) as the leader.
+    async fn write_status(&self, optime: u64, deadline: Instant) -> Result<(), DcsError>;
+    /// Write `history` as the leader.
+    async fn write_history(&self, history: &serde_json::Value, deadline: Instant) -> Result<(), DcsError>;
+    /// Block until the leader key changes from `index` or `wait_ms` passes; returns the new index.
+    async fn watch_leader(&self, index: u64, wait_ms: u64) -> Result<u64, DcsError>;
+    /// Destroy our session/lease (and so every key bound to it). Used on shutdown and in tests.
+    async fn destroy_session(&self, deadline: Instant) -> Result<(), DcsError>;
+}

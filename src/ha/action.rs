@@ -1,0 +1,305 @@
+//! What the core asks the shell to do, and what it reports: actions, the decision, node status, the reason.
+use std::fmt;
+
+use super::memory::Memory;
+use super::observation::{MemberRole, MemberState};
+use super::types::{Lsn, Millis, NodeName, Timeline};
+
+/// One side effect. The shell executes a decision's actions in order and stops at the first that does not succeed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Action {
+    // --- the store ---
+    /// Create-only write of the `initialize` key (the bootstrap race).
+    RaceInitialize,
+    /// Overwrite `initialize` with the system identifier once bootstrap is done.
+    WriteInitialize(String),
+    /// Renew the session, then take the leader key with it (`?acquire`, or an etcd txn on create_revision).
+    AcquireLeader,
+    /// Renew the session/lease and confirm the leader key is still ours.
+    RenewLeader,
+    /// Give the leader key up at once (no lock-delay).
+    ReleaseLeader,
+    /// Clear the `failover` key after a switchover completed or was refused.
+    ClearSwitchover,
+    /// Publish the leader's WAL position to `status`.
+    WriteOptime(Lsn),
+    // --- PostgreSQL ---
+    /// Start as a replica streaming from `upstream` (none: read-only, no upstream).
+    StartReplica { upstream: Option<NodeName> },
+    /// Start in place as primary (crash restart of the leader).
+    StartPrimary,
+    /// Point a running replica at another upstream.
+    Follow { upstream: Option<NodeName> },
+    /// `pg_ctl promote`, then wait for "in production" and CHECKPOINT.
+    Promote,
+    /// Stop PostgreSQL; fast escalates to immediate after the stop timeout.
+    Stop { mode: StopMode },
+    /// A CHECKPOINT before a graceful stop, so the candidate receives a short shutdown tail.
+    Checkpoint,
+    /// Ask the shell to check our timeline against the leader's history (result in `Observation::divergence`).
+    CheckDivergence { leader: NodeName },
+    /// Probe every member's REST API (results in `Observation::peers`).
+    ProbePeers,
+    /// Start a long job in the background.
+    StartJob(Job),
+    // --- fencing ---
+    /// Tell the fencing process (and the watchdog when configured) the deadline by which PostgreSQL must not
+    /// be writable unless extended again.
+    ArmFence { deadline: Millis },
+    /// Stand the fencing process and the watchdog down: PostgreSQL is not primary, or an operator paused HA.
+    DisarmFence,
+    /// The agent's orderly exit is complete.
+    Exit,
+}
+
+impl Action {
+    /// Actions that talk to the store (their failure says nothing about PostgreSQL).
+    pub fn is_store_call(&self) -> bool {
+        matches!(
+            self,
+            Action::RaceInitialize
+                | Action::WriteInitialize(_)
+                | Action::AcquireLeader
+                | Action::RenewLeader
+                | Action::ReleaseLeader
+                | Action::ClearSwitchover
+                | Action::WriteOptime(_)
+        )
+    }
+}
+
+/// How hard to stop PostgreSQL.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StopMode {
+    Fast,
+    Immediate,
+}
+
+/// A long-running job the shell runs in the background and reports through `JobStatus`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Job {
+    /// initdb, start as primary, create roles.
+    Bootstrap,
+    /// pg_basebackup from `from` into an empty data directory.
+    Clone { from: NodeName },
+    /// pg_rewind against `from`.
+    Rewind { from: NodeName },
+    /// Remove the data directory and clone again from `from`.
+    Reinit { from: NodeName },
+}
+
+impl fmt::Display for Job {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Job::Bootstrap => write!(f, "bootstrap"),
+            Job::Clone { from } => write!(f, "clone from {from}"),
+            Job::Rewind { from } => write!(f, "pg_rewind from {from}"),
+            Job::Reinit { from } => write!(f, "re-clone from {from}"),
+        }
+    }
+}
+
+/// The core's answer for one cycle.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Decision {
+    pub memory: Memory,
+    pub actions: Vec<Action>,
+    /// The member record to publish (skipped when the store is unavailable).
+    pub member: MemberStatus,
+    /// What the REST API answers from until the next decision.
+    pub status: NodeStatus,
+    pub reason: Reason,
+    /// When the next cycle should run at the latest.
+    pub wake_at: Millis,
+}
+
+/// The member record the shell publishes under `members/<name>`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MemberStatus {
+    pub role: MemberRole,
+    pub state: MemberState,
+    pub timeline: Option<Timeline>,
+    pub lsn: Option<Lsn>,
+}
+
+/// The role the REST API reports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NodeRole {
+    Primary,
+    Replica,
+    Uninitialized,
+    Demoted,
+}
+
+/// The status the REST health checks answer from: pure data, stamped with the cycle's `now`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeStatus {
+    pub role: NodeRole,
+    pub running: bool,
+    /// A replica's WAL receiver is streaming.
+    pub streaming: bool,
+    /// Primary only: health says "primary" only before this instant (R4).
+    pub lease_deadline: Option<Millis>,
+    /// Replica only: bytes behind the leader's last published position, when known.
+    pub lag_bytes: Option<u64>,
+    pub paused: bool,
+    pub noloadbalance: bool,
+    pub timeline: Option<Timeline>,
+    pub lsn: Option<Lsn>,
+    /// When the cycle that produced this status ran (liveness).
+    pub cycle_at: Millis,
+    pub leader: Option<NodeName>,
+}
+
+/// Why the cycle did what it did: exactly one per cycle; its Display is the cycle's INFO log line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Reason {
+    // bootstrap
+    RacingInitialize,
+    LostInitializeRace,
+    Bootstrapping,
+    WaitingForBootstrap,
+    NoFailoverNeverBootstraps,
+    SystemIdMismatch { ours: String, cluster: String },
+    Cloning { from: NodeName },
+    WaitingForLeaderToClone,
+    JobRunning { job: Job },
+    JobFailed { job: Job, why: String },
+    // leading
+    AcquiringAfterBootstrap,
+    Leading,
+    Promoting,
+    RestartingCrashedPrimary,
+    CrashedPrimaryGaveUp,
+    Renewing,
+    // following
+    Following { leader: NodeName },
+    StartingReplica { leader: Option<NodeName> },
+    Reconfiguring { leader: NodeName },
+    CheckingDivergence { leader: NodeName },
+    Rewinding { leader: NodeName },
+    Reinitializing { leader: NodeName },
+    DivergedNoRewind { leader: NodeName },
+    RewindFailedStaying { leader: NodeName },
+    // race
+    ProbingPeers,
+    Acquiring,
+    NotHealthiest { better: NodeName },
+    PrimaryStillRunning { peer: NodeName },
+    TooMuchLag { lag_bytes: u64 },
+    NoFailover,
+    LostRace { leader: NodeName },
+    NoLeaderWaiting,
+    // demotion
+    DemotingLockLost,
+    DemotingOtherLeader { leader: NodeName },
+    DemotingNoLease,
+    FencingStoreUnavailable,
+    // switchover
+    SwitchoverScheduled { at_ms: u64 },
+    SwitchoverStopping { candidate: Option<NodeName> },
+    SwitchoverWaitingForCandidate { candidate: Option<NodeName> },
+    SwitchoverReleasing,
+    SwitchoverRefused { why: String },
+    FailoverCandidateAcquiring,
+    WaitingForSwitchoverCandidate { candidate: NodeName },
+    // store
+    StoreUnavailableKeeping { remaining_ms: u64 },
+    StoreUnavailableFollowing,
+    StoreUnavailableStopped,
+    // pause
+    Paused { what: String },
+    // shutdown
+    ShuttingDown,
+    ShutdownComplete,
+    ShutdownLeavingPostgres,
+    // idle
+    WaitingForPostgres,
+}
+
+impl fmt::Display for Reason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use Reason::*;
+        match self {
+            RacingInitialize => write!(f, "racing for the initialize key"),
+            LostInitializeRace => write!(f, "another member is bootstrapping the cluster"),
+            Bootstrapping => write!(f, "bootstrapping a new cluster"),
+            WaitingForBootstrap => write!(f, "waiting for the cluster to be bootstrapped"),
+            NoFailoverNeverBootstraps => write!(f, "nofailover is set: not bootstrapping, waiting for a leader"),
+            SystemIdMismatch { ours, cluster } => write!(
+                f,
+                "refusing to join: our system identifier {ours} differs from the cluster's {cluster}"
+            ),
+            Cloning { from } => write!(f, "creating a replica from {from}"),
+            WaitingForLeaderToClone => write!(f, "no leader to clone from; waiting"),
+            JobRunning { job } => write!(f, "{job} in progress"),
+            JobFailed { job, why } => write!(f, "{job} failed: {why}"),
+            AcquiringAfterBootstrap => write!(f, "taking the leader key for the bootstrapped cluster"),
+            Leading => write!(f, "no action: I am the leader with the lock"),
+            Promoting => write!(f, "promoted self to leader by acquiring the lock"),
+            RestartingCrashedPrimary => write!(f, "starting the crashed primary in place"),
+            CrashedPrimaryGaveUp => {
+                write!(f, "primary did not start within primary_start_timeout: releasing the leader key")
+            }
+            Renewing => write!(f, "renewing the leader lock"),
+            Following { leader } => write!(f, "no action: I am a replica following the leader {leader}"),
+            StartingReplica { leader: Some(l) } => write!(f, "starting as a replica of {l}"),
+            StartingReplica { leader: None } => write!(f, "starting as a read-only replica without an upstream"),
+            Reconfiguring { leader } => write!(f, "following the new leader {leader}"),
+            CheckingDivergence { leader } => write!(f, "checking our timeline against {leader}'s history"),
+            Rewinding { leader } => write!(f, "running pg_rewind from {leader}"),
+            Reinitializing { leader } => write!(f, "reinitializing from {leader} (diverged timelines)"),
+            DivergedNoRewind { leader } => write!(
+                f,
+                "our timeline diverged from {leader}'s and neither use_pg_rewind nor \
+                 remove_data_directory_on_diverged_timelines allows a repair: staying stopped"
+            ),
+            RewindFailedStaying { leader } => write!(
+                f,
+                "pg_rewind from {leader} failed and remove_data_directory_on_rewind_failure is off: staying stopped"
+            ),
+            ProbingPeers => write!(f, "the leader key is free: asking the members whether I am the healthiest"),
+            Acquiring => write!(f, "I am the healthiest: trying to acquire the leader key"),
+            NotHealthiest { better } => write!(f, "not the healthiest candidate: {better} is ahead"),
+            PrimaryStillRunning { peer } => write!(f, "not racing: the former primary {peer} is still running"),
+            TooMuchLag { lag_bytes } => {
+                write!(f, "not racing: {lag_bytes} bytes behind is more than maximum_lag_on_failover")
+            }
+            NoFailover => write!(f, "not racing: nofailover is set"),
+            LostRace { leader } => write!(f, "following new leader {leader} after failing to obtain the lock"),
+            NoLeaderWaiting => write!(f, "the leader key is free; waiting"),
+            DemotingLockLost => write!(f, "demoting: the leader lock was lost"),
+            DemotingOtherLeader { leader } => write!(f, "demoting: {leader} holds the leader key"),
+            DemotingNoLease => write!(f, "stopping a primary that holds no lease"),
+            FencingStoreUnavailable => {
+                write!(f, "fencing: the store is unreachable and the lease deadline has come")
+            }
+            SwitchoverScheduled { at_ms } => write!(f, "switchover scheduled at {at_ms} (unix ms)"),
+            SwitchoverStopping { candidate } => match candidate {
+                Some(c) => write!(f, "switchover: stopping gracefully for {c}"),
+                None => write!(f, "switchover: stopping gracefully"),
+            },
+            SwitchoverWaitingForCandidate { candidate } => match candidate {
+                Some(c) => write!(f, "switchover: waiting for {c} to receive the shutdown checkpoint"),
+                None => write!(f, "switchover: waiting for a replica to receive the shutdown checkpoint"),
+            },
+            SwitchoverReleasing => write!(f, "switchover: releasing the leader key"),
+            SwitchoverRefused { why } => write!(f, "switchover refused: {why}"),
+            FailoverCandidateAcquiring => write!(f, "I am the requested candidate: acquiring the leader key"),
+            WaitingForSwitchoverCandidate { candidate } => {
+                write!(f, "waiting for the requested candidate {candidate} to take over")
+            }
+            StoreUnavailableKeeping { remaining_ms } => write!(
+                f,
+                "the store is unreachable: still primary for {remaining_ms} ms of lease unless renewed"
+            ),
+            StoreUnavailableFollowing => write!(f, "the store is unreachable: following as before, not racing"),
+            StoreUnavailableStopped => write!(f, "the store is unreachable: staying as we are"),
+            Paused { what } => write!(f, "PAUSE: {what}"),
+            ShuttingDown => write!(f, "shutting down"),
+            ShutdownComplete => write!(f, "shutdown complete"),
+            ShutdownLeavingPostgres => write!(f, "PAUSE: shutting down the agent, leaving PostgreSQL running"),
+            WaitingForPostgres => write!(f, "waiting for PostgreSQL to accept connections"),
+        }
+    }
+}

@@ -1,0 +1,141 @@
+//! The core's configuration and the timing rules every combination of settings must satisfy (GUIDE §4).
+use super::types::NodeName;
+
+/// How the watchdog device is used.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WatchdogMode {
+    Off,
+    /// Use it when the device opens; lead without it otherwise.
+    Automatic,
+    /// Refuse to lead without it.
+    Required,
+}
+
+/// What the core needs to know about settings. Built only through [`CoreConfig::new`], which checks timing.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CoreConfig {
+    pub name: NodeName,
+    pub timing: Timing,
+    pub maximum_lag_on_failover_bytes: u64,
+    /// 0: fail over at once when the primary's PostgreSQL crashes.
+    pub primary_start_timeout_ms: u64,
+    pub nofailover: bool,
+    pub failover_priority: i64,
+    pub noloadbalance: bool,
+    pub use_pg_rewind: bool,
+    pub remove_data_directory_on_rewind_failure: bool,
+    pub remove_data_directory_on_diverged_timelines: bool,
+    pub watchdog: WatchdogMode,
+}
+
+/// The timing settings, in milliseconds, and the store's session TTL.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Timing {
+    pub ttl_ms: u64,
+    pub loop_wait_ms: u64,
+    pub retry_timeout_ms: u64,
+    /// The TTL sent to the store (Consul: ttl/2, since Consul may reap up to 2×TTL later; etcd: ttl).
+    pub session_ttl_ms: u64,
+    /// Upper bound on clock rate difference between us and the store, in parts per million.
+    pub drift_max_ppm: u64,
+    /// Time reserved for stopping PostgreSQL (and every backend) before the lease can pass on.
+    pub fence_budget_ms: u64,
+}
+
+/// A timing combination that cannot keep the safety promises; the message names the settings and the rule.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TimingError {
+    #[error(
+        "loop_wait ({loop_wait_ms} ms) + 2 * retry_timeout ({retry_timeout_ms} ms) must not exceed ttl \
+         ({ttl_ms} ms): a leader cut off from the store must notice before its key can expire; \
+         raise ttl or lower loop_wait/retry_timeout"
+    )]
+    LoopTooSlowForTtl { ttl_ms: u64, loop_wait_ms: u64, retry_timeout_ms: u64 },
+    #[error(
+        "loop_wait ({loop_wait_ms} ms) + retry_timeout ({retry_timeout_ms} ms) + fence_budget ({fence_budget_ms} ms) \
+         must not exceed the session TTL ({session_ttl_ms} ms) less clock drift ({drift_max_ppm} ppm) = \
+         {usable_ms} ms: a renewal must be able to land before the lease runs out; raise ttl or lower \
+         loop_wait/retry_timeout"
+    )]
+    RenewalCannotLand {
+        loop_wait_ms: u64,
+        retry_timeout_ms: u64,
+        fence_budget_ms: u64,
+        session_ttl_ms: u64,
+        drift_max_ppm: u64,
+        usable_ms: u64,
+    },
+    #[error("{setting} must be at least {min_ms} ms (got {got_ms} ms)")]
+    TooSmall { setting: &'static str, min_ms: u64, got_ms: u64 },
+    #[error("drift_max_ppm ({0}) must be below 100000 (10%)")]
+    DriftTooLarge(u64),
+}
+
+impl Timing {
+    /// The part of a session TTL we may count on, given clock drift.
+    pub fn usable_session_ms(&self) -> u64 {
+        self.session_ttl_ms * (1_000_000 - self.drift_max_ppm) / 1_000_000
+    }
+
+    /// Check every rule of GUIDE §4.
+    pub fn validate(&self) -> Result<(), TimingError> {
+        let min = |setting, min_ms, got_ms| {
+            if got_ms < min_ms {
+                Err(TimingError::TooSmall { setting, min_ms, got_ms })
+            } else {
+                Ok(())
+            }
+        };
+        min("loop_wait", 100, self.loop_wait_ms)?;
+        min("retry_timeout", 100, self.retry_timeout_ms)?;
+        min("ttl", 1000, self.ttl_ms)?;
+        min("fence_budget", 1, self.fence_budget_ms)?;
+        if self.drift_max_ppm >= 100_000 {
+            return Err(TimingError::DriftTooLarge(self.drift_max_ppm));
+        }
+        if self.loop_wait_ms + 2 * self.retry_timeout_ms > self.ttl_ms {
+            return Err(TimingError::LoopTooSlowForTtl {
+                ttl_ms: self.ttl_ms,
+                loop_wait_ms: self.loop_wait_ms,
+                retry_timeout_ms: self.retry_timeout_ms,
+            });
+        }
+        let usable_ms = self.usable_session_ms();
+        if self.loop_wait_ms + self.retry_timeout_ms + self.fence_budget_ms > usable_ms {
+            return Err(TimingError::RenewalCannotLand {
+                loop_wait_ms: self.loop_wait_ms,
+                retry_timeout_ms: self.retry_timeout_ms,
+                fence_budget_ms: self.fence_budget_ms,
+                session_ttl_ms: self.session_ttl_ms,
+                drift_max_ppm: self.drift_max_ppm,
+                usable_ms,
+            });
+        }
+        Ok(())
+    }
+}
+
+impl CoreConfig {
+    /// A config with Patroni's defaults for everything but timing, which is checked here.
+    pub fn new(name: NodeName, timing: Timing) -> Result<CoreConfig, TimingError> {
+        timing.validate()?;
+        Ok(CoreConfig {
+            name,
+            timing,
+            maximum_lag_on_failover_bytes: 1 << 20,
+            primary_start_timeout_ms: 300_000,
+            nofailover: false,
+            failover_priority: 1,
+            noloadbalance: false,
+            use_pg_rewind: true,
+            remove_data_directory_on_rewind_failure: false,
+            remove_data_directory_on_diverged_timelines: false,
+            watchdog: WatchdogMode::Off,
+        })
+    }
+
+    /// Whether this node may ever become primary.
+    pub fn can_promote(&self) -> bool {
+        !self.nofailover && self.failover_priority > 0
+    }
+}

@@ -1,0 +1,29 @@
+//! What the core remembers between cycles. Never persisted: a restarted agent re-derives it.
+use super::lease::Lease;
+use super::observation::Divergence;
+use super::types::{Millis, NodeName};
+
+/// The core's memory.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Memory {
+    /// The leader lease, while we hold the key.
+    pub lease: Option<Lease>,
+    /// The last pause flag seen in the store (kept while the store is unreachable).
+    pub paused: bool,
+    /// The last leader seen, and its timeline, for rejoin decisions while the store is unreachable.
+    pub last_leader: Option<NodeName>,
+    /// When we first saw our PostgreSQL down while holding the key (primary_start_timeout).
+    pub primary_down_since: Option<Millis>,
+    /// We won the initialize race and are bootstrapping.
+    pub bootstrapping: bool,
+    /// The result of the last divergence check, and against whom.
+    pub divergence: Option<Divergence>,
+    /// A rewind failed against this leader; do not retry it against the same leader.
+    pub rewind_failed_from: Option<NodeName>,
+    /// We stopped PostgreSQL for a switchover and wait to release the key.
+    pub switchover_stopped_at: Option<Millis>,
+    /// Peer probes were requested at this time (the answers arrive in the next observation).
+    pub probes_requested_at: Option<Millis>,
+    /// The fence deadline last armed (so we re-arm only when it moves).
+    pub fence_armed: Option<Millis>,
+}

@@ -1,0 +1,283 @@
+//! What the shell observed this cycle: the store snapshot, local PostgreSQL, peers, and last actions' outcomes.
+use std::collections::BTreeMap;
+
+use super::action::Action;
+use super::types::{Lsn, Millis, NodeName, SessionId, SystemId, Timeline};
+
+/// Everything `decide` may know about the world. `now` is read once per cycle by the shell.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Observation {
+    /// The agent's monotonic clock, in ms.
+    pub now: Millis,
+    /// Wall-clock time (Unix ms), used only to compare with `scheduled_at` of a switchover.
+    pub wall_ms: u64,
+    pub pg: PgState,
+    pub store: StoreView,
+    /// Peer probes, present when the previous decision asked for them.
+    pub peers: Option<Vec<PeerProbe>>,
+    /// Outcomes of the previous decision's actions, in order; the shell stops at the first that does not succeed.
+    pub outcomes: Vec<ActionOutcome>,
+    /// The background job (bootstrap, clone, rewind), if one is running or just finished.
+    pub job: JobStatus,
+    /// Whether the leader's timeline history says our data diverged, when the core asked for that check.
+    pub divergence: Option<Divergence>,
+    /// The agent was asked to stop (SIGTERM): the core plans the orderly exit.
+    pub shutting_down: bool,
+}
+
+/// The coordination store as seen this cycle.
+#[derive(Clone, Debug, PartialEq)]
+pub enum StoreView {
+    Available(Cluster),
+    /// 5xx, 429, a connection error or a timeout: nothing is known, nothing may be inferred.
+    Unavailable,
+}
+
+/// One consistent snapshot of `service/<scope>/`.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Cluster {
+    /// Contents of the `initialize` key (the system identifier as text, or the bootstrap placeholder).
+    pub initialize: Option<String>,
+    pub config: DynamicConfig,
+    pub leader: Option<LeaderKey>,
+    pub members: Vec<Member>,
+    pub switchover: Option<Switchover>,
+    /// The leader's last published WAL position (`status.optime`).
+    pub optime: Option<Lsn>,
+}
+
+impl Cluster {
+    pub fn member(&self, name: &NodeName) -> Option<&Member> {
+        self.members.iter().find(|m| &m.name == name)
+    }
+    pub fn leader_name(&self) -> Option<&NodeName> {
+        self.leader.as_ref().map(|l| &l.name)
+    }
+}
+
+/// The parts of the `config` key the core acts on.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DynamicConfig {
+    pub pause: bool,
+}
+
+/// The `leader` key: whose it is, the session that holds it, and its modify index (for watches and CAS).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LeaderKey {
+    pub name: NodeName,
+    pub session: Option<SessionId>,
+    pub index: u64,
+}
+
+/// A `members/<name>` record, as far as the core uses it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Member {
+    pub name: NodeName,
+    pub role: MemberRole,
+    pub state: MemberState,
+    pub api_url: Option<String>,
+    pub conn_url: Option<String>,
+    pub timeline: Option<Timeline>,
+    /// Write position for a primary; max(receive, replay) for a replica.
+    pub lsn: Option<Lsn>,
+    pub tags: Tags,
+}
+
+/// Patroni's member `role` values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum MemberRole {
+    Primary,
+    Replica,
+    Uninitialized,
+    Demoted,
+}
+
+impl MemberRole {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MemberRole::Primary => "primary",
+            MemberRole::Replica => "replica",
+            MemberRole::Uninitialized => "uninitialized",
+            MemberRole::Demoted => "demoted",
+        }
+    }
+}
+
+/// Patroni's member `state` values (the ones tenure produces).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum MemberState {
+    Running,
+    Streaming,
+    Stopped,
+    Starting,
+    Stopping,
+    Initializing,
+    CreatingReplica,
+    Rewinding,
+    StartFailed,
+    Crashed,
+}
+
+impl MemberState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MemberState::Running => "running",
+            MemberState::Streaming => "streaming",
+            MemberState::Stopped => "stopped",
+            MemberState::Starting => "starting",
+            MemberState::Stopping => "stopping",
+            MemberState::Initializing => "initializing new cluster",
+            MemberState::CreatingReplica => "creating replica",
+            MemberState::Rewinding => "running pg_rewind",
+            MemberState::StartFailed => "start failed",
+            MemberState::Crashed => "crashed",
+        }
+    }
+}
+
+/// Member tags that change HA behaviour; other tags pass through untouched.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Tags {
+    pub nofailover: bool,
+    /// Higher wins when WAL positions are equal; `<= 0` means never a candidate.
+    pub failover_priority: i64,
+    pub noloadbalance: bool,
+    pub clonefrom: bool,
+    pub other: BTreeMap<String, String>,
+}
+
+impl Default for Tags {
+    fn default() -> Self {
+        Tags {
+            nofailover: false,
+            failover_priority: 1,
+            noloadbalance: false,
+            clonefrom: false,
+            other: BTreeMap::new(),
+        }
+    }
+}
+
+impl Tags {
+    /// Whether this member may ever become primary.
+    pub fn can_promote(&self) -> bool {
+        !self.nofailover && self.failover_priority > 0
+    }
+}
+
+/// A switchover (leader set) or failover (no leader) request from the `failover` key.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Switchover {
+    pub leader: Option<NodeName>,
+    pub candidate: Option<NodeName>,
+    /// Unix ms; `None` means now.
+    pub scheduled_at_ms: Option<u64>,
+}
+
+/// Local PostgreSQL as probed this cycle.
+#[derive(Clone, Debug, PartialEq)]
+pub enum PgState {
+    /// No data directory (or an empty one).
+    NoData,
+    /// Not running; `pg_control` read.
+    Stopped(Controldata),
+    /// A postmaster is up but does not accept connections yet.
+    Starting,
+    Running(RunningPg),
+}
+
+/// The facts `pg_controldata` gives about a stopped cluster.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Controldata {
+    pub system_id: SystemId,
+    pub timeline: Timeline,
+    pub lsn: Lsn,
+    /// `shut down` or `in production` (crashed primary), as opposed to `shut down in recovery`.
+    pub was_primary: bool,
+    /// Cleanly shut down (not crashed).
+    pub clean: bool,
+}
+
+/// A running PostgreSQL.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunningPg {
+    pub system_id: SystemId,
+    pub role: PgRole,
+    pub timeline: Timeline,
+    /// Write position for a primary; max(receive, replay) for a replica.
+    pub lsn: Lsn,
+    /// The member our `primary_conninfo` points at, if any.
+    pub upstream: Option<NodeName>,
+    /// A WAL receiver is streaming.
+    pub streaming: bool,
+}
+
+/// What `pg_is_in_recovery()` says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PgRole {
+    Primary,
+    Replica,
+}
+
+/// One peer's `/patroni` answer (or its absence) within the probe timeout.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PeerProbe {
+    pub name: NodeName,
+    pub answer: Option<PeerStatus>,
+}
+
+/// What a reachable peer reported.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PeerStatus {
+    pub role: Option<PgRole>,
+    pub timeline: Option<Timeline>,
+    pub lsn: Lsn,
+    pub tags: Tags,
+}
+
+/// The result of one executed action.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ActionOutcome {
+    pub action: Action,
+    /// When the shell sent the request (stamped *before* sending; R3 extends leases from here).
+    pub sent_at: Millis,
+    pub result: Outcome,
+}
+
+/// How an action ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    Done,
+    /// The store answered no: acquire refused, CAS lost, session invalid.
+    Rejected,
+    /// Definitely not applied (connection refused, PostgreSQL command failed).
+    Failed(String),
+    /// Timed out: may or may not have been applied.
+    Unknown,
+}
+
+/// The background job slot.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum JobStatus {
+    Idle,
+    Running(super::action::Job),
+    Finished(super::action::Job, JobResult),
+}
+
+/// How a background job ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum JobResult {
+    Ok,
+    Failed(String),
+}
+
+/// The answer to "did our data diverge from the leader's timeline history?" (patroni-compat §4.3).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Divergence {
+    /// Our history is a prefix of the leader's: we can follow it.
+    NoNeed { leader: NodeName },
+    /// We wrote past the leader's switch point: rewind or re-clone.
+    NeedRewind { leader: NodeName },
+    /// The check could not run (leader unreachable, still in recovery, no checkpoint yet).
+    Unknown { leader: NodeName, why: String },
+}

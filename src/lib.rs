@@ -1,0 +1,5 @@
+//! tenure: a PostgreSQL high-availability agent; the library behind the `tenure` binary.
+#![forbid(unsafe_code)]
+
+pub mod dcs;
+pub mod ha;

@@ -1,0 +1,4 @@
+//! The `tenure` command line.
+fn main() {
+    println!("tenure {}", env!("CARGO_PKG_VERSION"));
+}

@@ -1,0 +1,1 @@
+//! DCS contract suite.
