@@ -3,3 +3,4 @@
 
 pub mod dcs;
 pub mod ha;
+pub mod pg;

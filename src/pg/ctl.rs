@@ -1,0 +1,434 @@
+//! Lifecycle commands: initdb, the tenure-managed config, roles, pg_ctl start/stop/promote, basebackup, slots.
+use std::time::Duration;
+
+use super::probe;
+use super::process::{kill_postmaster, pid_alive, read_postmaster_pid, Cmd};
+use super::{
+    chown_to_run_as, conninfo, recovery, write_owned, write_pgpass, Endpoint, PgError, PgSettings,
+};
+
+/// The file tenure rewrites before every start: node-specific settings (port, listen address) must not come
+/// from a data directory that `pg_basebackup` or `pg_rewind` copied from another member.
+pub const TENURE_CONF: &str = "tenure.conf";
+
+/// `initdb` choices.
+#[derive(Clone, Debug)]
+pub struct InitdbOptions {
+    /// `--data-checksums`; without it tenure still sets `wal_log_hints = on`, so pg_rewind works either way.
+    pub data_checksums: bool,
+    /// Further `initdb` arguments, passed as given (`--encoding=UTF8`, `--locale=C`).
+    pub extra: Vec<String>,
+}
+
+impl Default for InitdbOptions {
+    fn default() -> Self {
+        InitdbOptions {
+            data_checksums: true,
+            extra: Vec::new(),
+        }
+    }
+}
+
+/// How hard to stop PostgreSQL (`pg_ctl stop -m`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StopMode {
+    /// Disconnect clients, write a shutdown checkpoint. Escalates to `Immediate`, then to SIGKILL.
+    Fast,
+    /// No checkpoint; crash recovery on next start. Escalates to SIGKILL.
+    Immediate,
+}
+
+/// How a stop ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stopped {
+    AlreadyStopped,
+    Fast,
+    Immediate,
+    /// `pg_ctl` did not manage: the postmaster and its children were SIGKILLed.
+    Killed,
+}
+
+/// `initdb` into an empty or absent data directory, then write tenure's config and `pg_hba.conf`.
+pub async fn initdb(settings: &PgSettings, opts: &InitdbOptions) -> Result<(), PgError> {
+    // The superuser password goes through a file: never on a command line.
+    let pwfile = settings.pgpass_path.with_extension("initdb-pw");
+    write_owned(
+        settings,
+        &pwfile,
+        &format!("{}\n", settings.superuser.password),
+        0o600,
+    )?;
+    let mut cmd = Cmd::new(settings, "initdb")
+        .arg("-D")
+        .arg(&settings.data_dir)
+        .arg(format!("--username={}", settings.superuser.username))
+        .arg(format!("--pwfile={}", pwfile.display()))
+        .arg("--auth-local=scram-sha-256")
+        .arg("--auth-host=scram-sha-256");
+    if opts.data_checksums {
+        cmd = cmd.arg("--data-checksums");
+    }
+    for a in &opts.extra {
+        cmd = cmd.arg(a);
+    }
+    let result = cmd.run().await;
+    let _ = std::fs::remove_file(&pwfile);
+    result?;
+    write_hba(settings)?;
+    write_config(settings)
+}
+
+/// Rewrite `pg_hba.conf`: scram from loopback for every database and for replication, then the extra lines.
+pub fn write_hba(settings: &PgSettings) -> Result<(), PgError> {
+    let repl = &settings.replication.username;
+    let mut text = String::from("# Written by tenure.\n");
+    text.push_str("local   all          all                     scram-sha-256\n");
+    for net in ["127.0.0.1/32", "::1/128"] {
+        text.push_str(&format!(
+            "host    all          all      {net:<18} scram-sha-256\n"
+        ));
+        text.push_str(&format!(
+            "host    replication  {repl}  {net:<18} scram-sha-256\n"
+        ));
+    }
+    for line in &settings.pg_hba {
+        text.push_str(line);
+        text.push('\n');
+    }
+    write_owned(settings, &settings.data_path("pg_hba.conf"), &text, 0o600)
+}
+
+/// Write `tenure.conf` (node settings and replication defaults) and make sure `postgresql.conf` includes it
+/// and the recovery file, last, so they win over what initdb wrote. `postgresql.auto.conf` (ALTER SYSTEM)
+/// is left to operators and still wins over both.
+pub fn write_config(settings: &PgSettings) -> Result<(), PgError> {
+    let mut gucs: Vec<(String, String)> = vec![
+        ("listen_addresses".into(), quote_guc(&settings.listen_host)),
+        ("port".into(), settings.listen_port.to_string()),
+        ("wal_level".into(), "replica".into()),
+        ("hot_standby".into(), "on".into()),
+        ("max_wal_senders".into(), "10".into()),
+        ("max_replication_slots".into(), "10".into()),
+        ("wal_keep_size".into(), "'128MB'".into()),
+        // pg_rewind needs hint-bit changes in WAL; harmless when checksums already force it.
+        ("wal_log_hints".into(), "on".into()),
+    ];
+    for (k, v) in &settings.parameters {
+        gucs.retain(|(g, _)| g != k);
+        gucs.push((k.clone(), quote_guc(v)));
+    }
+    let mut text = String::from("# Written by tenure before every start; edits are lost.\n");
+    for (k, v) in gucs {
+        text.push_str(&format!("{k} = {v}\n"));
+    }
+    write_owned(settings, &settings.data_path(TENURE_CONF), &text, 0o600)?;
+
+    let main = settings.data_path("postgresql.conf");
+    let mut conf =
+        std::fs::read_to_string(&main).map_err(PgError::io(format!("read {}", main.display())))?;
+    let mut changed = false;
+    for file in [TENURE_CONF, recovery::RECOVERY_CONF] {
+        let line = format!("include_if_exists '{file}'");
+        if !conf.lines().any(|l| l.trim() == line) {
+            conf.push_str(&format!("\n{line}\n"));
+            changed = true;
+        }
+    }
+    if changed {
+        write_owned(settings, &main, &conf, 0o600)?;
+    }
+    Ok(())
+}
+
+/// A GUC value quoted for a config file, unless it is a plain number or word.
+fn quote_guc(v: &str) -> String {
+    if !v.is_empty()
+        && v.chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '_')
+    {
+        v.to_string()
+    } else {
+        format!("'{}'", v.replace('\\', "\\\\").replace('\'', "''"))
+    }
+}
+
+/// Create (or update the passwords of) the replication and rewind roles; needs a running primary.
+/// The rewind role gets exactly the functions pg_rewind calls (Patroni, PG11+).
+pub async fn create_roles(settings: &PgSettings) -> Result<(), PgError> {
+    let client = probe::connect_local(settings).await?;
+    let upsert = |name: &str, pw: &str, attrs: &str| {
+        let (n, p) = (quote_ident(name), quote_literal(pw));
+        format!(
+            "DO $$BEGIN IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = {lit}) \
+             THEN ALTER ROLE {n} WITH LOGIN {attrs} PASSWORD {p}; \
+             ELSE CREATE ROLE {n} WITH LOGIN {attrs} PASSWORD {p}; END IF; END$$",
+            lit = quote_literal(name)
+        )
+    };
+    let repl = &settings.replication;
+    client
+        .batch_execute(&upsert(&repl.username, &repl.password, "REPLICATION"))
+        .await?;
+    let rw = &settings.rewind;
+    client
+        .batch_execute(&upsert(&rw.username, &rw.password, ""))
+        .await?;
+    let who = quote_ident(&rw.username);
+    for f in [
+        "pg_ls_dir(text, boolean, boolean)",
+        "pg_stat_file(text, boolean)",
+        "pg_read_binary_file(text)",
+        "pg_read_binary_file(text, bigint, bigint, boolean)",
+    ] {
+        client
+            .batch_execute(&format!(
+                "GRANT EXECUTE ON FUNCTION pg_catalog.{f} TO {who}"
+            ))
+            .await?;
+    }
+    Ok(())
+}
+
+pub(crate) fn quote_ident(s: &str) -> String {
+    format!("\"{}\"", s.replace('"', "\"\""))
+}
+
+pub(crate) fn quote_literal(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "''"))
+}
+
+/// `pg_ctl start -w`: rewrite `tenure.conf` first, clear a stale lock left by a dead (zombie) postmaster.
+/// Which role it starts in is whatever `recovery` last wrote.
+pub async fn start(settings: &PgSettings) -> Result<(), PgError> {
+    write_config(settings)?;
+    if let Some((pid, _)) = read_postmaster_pid(settings) {
+        if pid_alive(pid) {
+            return Err(PgError::State(format!(
+                "postmaster {pid} is already running"
+            )));
+        }
+        // A zombie still answers kill(pid, 0), which postgres takes for a live owner of the lock.
+        let _ = nix::sys::wait::waitpid(
+            nix::unistd::Pid::from_raw(pid),
+            Some(nix::sys::wait::WaitPidFlag::WNOHANG),
+        );
+        if std::path::Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = std::fs::remove_file(settings.data_path("postmaster.pid"));
+        }
+    }
+    if let Some(dir) = settings.log_file.parent() {
+        std::fs::create_dir_all(dir).map_err(PgError::io(format!("create {}", dir.display())))?;
+    }
+    Cmd::new(settings, "pg_ctl")
+        .arg("start")
+        .arg("-D")
+        .arg(&settings.data_dir)
+        .arg("-l")
+        .arg(&settings.log_file)
+        .arg("-w")
+        .arg("-t")
+        .arg(settings.pg_ctl_timeout_s.to_string())
+        // pg_ctl's own wait is the bound; ours only catches a hung pg_ctl.
+        .timeout_s(settings.pg_ctl_timeout_s + 5)
+        .run()
+        .await?;
+    Ok(())
+}
+
+/// Stop PostgreSQL: `Fast` escalates to `Immediate`, and either to SIGKILL of the postmaster from `postmaster.pid`.
+pub async fn stop(settings: &PgSettings, mode: StopMode) -> Result<Stopped, PgError> {
+    let Some((pid, _)) = read_postmaster_pid(settings) else {
+        return Ok(Stopped::AlreadyStopped);
+    };
+    if !pid_alive(pid) {
+        return Ok(Stopped::AlreadyStopped);
+    }
+    let modes: &[(StopMode, Stopped)] = match mode {
+        StopMode::Fast => &[
+            (StopMode::Fast, Stopped::Fast),
+            (StopMode::Immediate, Stopped::Immediate),
+        ],
+        StopMode::Immediate => &[(StopMode::Immediate, Stopped::Immediate)],
+    };
+    for &(m, outcome) in modes {
+        let arg = if m == StopMode::Fast {
+            "fast"
+        } else {
+            "immediate"
+        };
+        let res = Cmd::new(settings, "pg_ctl")
+            .arg("stop")
+            .arg("-D")
+            .arg(&settings.data_dir)
+            .arg("-m")
+            .arg(arg)
+            .arg("-w")
+            .arg("-t")
+            .arg(settings.pg_ctl_timeout_s.to_string())
+            .timeout_s(settings.pg_ctl_timeout_s + 5)
+            .output()
+            .await;
+        // pg_ctl returns once postmaster.pid is gone; the process itself exits a moment later.
+        if wait_gone(pid, Duration::from_secs(2)).await {
+            return Ok(outcome);
+        }
+        tracing::warn!(mode = arg, pid, result = ?res.map(|o| o.combined()), "pg_ctl stop did not stop postgres");
+    }
+    kill_postmaster(pid, settings.pg_ctl_timeout_s).await?;
+    Ok(Stopped::Killed)
+}
+
+/// Wait until `pid` is no longer alive, reaping it if it was our child (or we are its subreaper).
+async fn wait_gone(pid: i32, bound: Duration) -> bool {
+    let deadline = tokio::time::Instant::now() + bound;
+    loop {
+        let _ = nix::sys::wait::waitpid(
+            nix::unistd::Pid::from_raw(pid),
+            Some(nix::sys::wait::WaitPidFlag::WNOHANG),
+        );
+        if !pid_alive(pid) {
+            return true;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// `pg_ctl reload`: re-read config files (primary_conninfo is reloadable on PG13+).
+pub async fn reload(settings: &PgSettings) -> Result<(), PgError> {
+    Cmd::new(settings, "pg_ctl")
+        .arg("reload")
+        .arg("-D")
+        .arg(&settings.data_dir)
+        .timeout_s(settings.pg_ctl_timeout_s)
+        .run()
+        .await?;
+    Ok(())
+}
+
+/// `pg_ctl promote -w`, then wait until `pg_is_in_recovery()` is false, then CHECKPOINT so pg_control
+/// carries the new timeline (pg_rewind of the old primary reads it from there), then forget the upstream.
+pub async fn promote(settings: &PgSettings) -> Result<(), PgError> {
+    Cmd::new(settings, "pg_ctl")
+        .arg("promote")
+        .arg("-D")
+        .arg(&settings.data_dir)
+        .arg("-w")
+        .arg("-t")
+        .arg(settings.pg_ctl_timeout_s.to_string())
+        .timeout_s(settings.pg_ctl_timeout_s + 5)
+        .run()
+        .await?;
+    let client = probe::connect_local(settings).await?;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(settings.pg_ctl_timeout_s);
+    loop {
+        let row = client.query_one("SELECT pg_is_in_recovery()", &[]).await?;
+        if !row.get::<_, bool>(0) {
+            break;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Err(PgError::Timeout {
+                cmd: "wait for pg_is_in_recovery() = false".into(),
+                after_s: settings.pg_ctl_timeout_s,
+            });
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    client.batch_execute("CHECKPOINT").await?;
+    recovery::configure_primary(settings)
+}
+
+/// `pg_basebackup -X stream` from `source` into an empty data directory, as the replication user.
+/// On failure the partial copy is removed, so a retry starts from an empty directory.
+pub async fn basebackup(settings: &PgSettings, source: &Endpoint) -> Result<(), PgError> {
+    let dir = &settings.data_dir;
+    let empty = match std::fs::read_dir(dir) {
+        Ok(mut entries) => entries.next().is_none(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => true,
+        Err(e) => return Err(PgError::io(format!("read {}", dir.display()))(e)),
+    };
+    if !empty {
+        return Err(PgError::State(format!("{} is not empty", dir.display())));
+    }
+    write_pgpass(settings)?;
+    let mut dsn = conninfo(source, &settings.replication.username, "postgres");
+    dsn.push_str(&format!(
+        " application_name={}",
+        super::conninfo_quote(settings.name.as_str())
+    ));
+    let result = Cmd::new(settings, "pg_basebackup")
+        .arg(format!("--pgdata={}", dir.display()))
+        .arg("-X")
+        .arg("stream")
+        // A spread checkpoint on the source would delay every clone by up to checkpoint_timeout.
+        .arg("--checkpoint=fast")
+        .arg(format!("--dbname={dsn}"))
+        .env("PGPASSFILE", &settings.pgpass_path)
+        .run()
+        .await;
+    if let Err(e) = result {
+        remove_data_dir_contents(settings)?;
+        return Err(e);
+    }
+    chown_to_run_as(settings, dir)?;
+    Ok(())
+}
+
+/// Empty the data directory but keep it (its ownership and mode are the operator's).
+pub fn remove_data_dir_contents(settings: &PgSettings) -> Result<(), PgError> {
+    let dir = &settings.data_dir;
+    let entries = match std::fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(PgError::io(format!("read {}", dir.display()))(e)),
+    };
+    for entry in entries {
+        let path = entry.map_err(PgError::io("read entry"))?.path();
+        let res = if path.is_dir() && !path.is_symlink() {
+            std::fs::remove_dir_all(&path)
+        } else {
+            std::fs::remove_file(&path)
+        };
+        res.map_err(PgError::io(format!("remove {}", path.display())))?;
+    }
+    Ok(())
+}
+
+/// Create the physical slot `slot` on the local primary, if absent.
+pub async fn create_slot(settings: &PgSettings, slot: &str) -> Result<(), PgError> {
+    let client = probe::connect_local(settings).await?;
+    client
+        .execute(
+            "SELECT pg_create_physical_replication_slot($1::text::name) \
+             WHERE NOT EXISTS (SELECT 1 FROM pg_replication_slots WHERE slot_name = $1::text::name)",
+            &[&slot],
+        )
+        .await?;
+    Ok(())
+}
+
+/// Drop the slot `slot` on the local primary, if present (an active slot is an error: its walsender holds it).
+pub async fn drop_slot(settings: &PgSettings, slot: &str) -> Result<(), PgError> {
+    let client = probe::connect_local(settings).await?;
+    client
+        .execute(
+            "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1::text::name",
+            &[&slot],
+        )
+        .await?;
+    Ok(())
+}
+
+/// Names of the physical slots on the local PostgreSQL.
+pub async fn list_slots(settings: &PgSettings) -> Result<Vec<String>, PgError> {
+    let client = probe::connect_local(settings).await?;
+    let rows = client
+        .query(
+            "SELECT slot_name::text FROM pg_replication_slots WHERE slot_type = 'physical' ORDER BY 1",
+            &[],
+        )
+        .await?;
+    Ok(rows.iter().map(|r| r.get(0)).collect())
+}

@@ -1,0 +1,210 @@
+//! The PostgreSQL adapter: settings, errors and the translation of `initdb`/`pg_ctl`/SQL into the core's vocabulary.
+//!
+//! Adapters translate; they hold no HA policy. Every function here does one mechanical thing that the
+//! runtime's executor asks for; none of them decides which role this node should have.
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use crate::ha::types::NodeName;
+
+pub mod controldata;
+pub mod ctl;
+pub mod probe;
+mod process;
+pub mod recovery;
+pub mod rewind;
+
+/// A role name and its password.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Credentials {
+    pub username: String,
+    pub password: String,
+}
+
+/// Where another PostgreSQL listens, and which member it is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Endpoint {
+    pub name: NodeName,
+    pub host: String,
+    pub port: u16,
+}
+
+/// Everything the adapter needs to run one local PostgreSQL.
+#[derive(Clone, Debug)]
+pub struct PgSettings {
+    /// This member's name: `application_name` towards the upstream, and its replication slot name.
+    pub name: NodeName,
+    pub bin_dir: PathBuf,
+    pub data_dir: PathBuf,
+    /// `listen_addresses` (`*` or a list); the agent's own connections go to the first address.
+    pub listen_host: String,
+    pub listen_port: u16,
+    /// `host:port` other members use to reach this PostgreSQL.
+    pub connect_address: String,
+    pub superuser: Credentials,
+    pub replication: Credentials,
+    pub rewind: Credentials,
+    /// Extra GUCs written into the tenure-managed config file; they win over the defaults tenure writes.
+    pub parameters: BTreeMap<String, String>,
+    /// Extra `pg_hba.conf` lines, placed after tenure's loopback rules (other members' networks).
+    pub pg_hba: Vec<String>,
+    /// Run every binary as this user via `runuser -u <user> --` (tests run as root); `None` in production,
+    /// where the agent itself is the postgres user.
+    pub run_as: Option<String>,
+    /// The password file generated for `pg_basebackup` and `pg_rewind` (passwords never go on a command line).
+    pub pgpass_path: PathBuf,
+    /// Where `pg_ctl start -l` sends the postmaster's stderr until `logging_collector` takes over.
+    pub log_file: PathBuf,
+    /// Bound for `pg_ctl start/stop/promote -w`.
+    pub pg_ctl_timeout_s: u64,
+}
+
+impl PgSettings {
+    /// Path of a `pg` binary.
+    pub fn bin(&self, name: &str) -> PathBuf {
+        self.bin_dir.join(name)
+    }
+
+    /// The host the agent itself uses to reach its local PostgreSQL.
+    pub fn local_host(&self) -> String {
+        let first = self.listen_host.split(',').next().unwrap_or("").trim();
+        match first {
+            "" | "*" | "0.0.0.0" => "127.0.0.1".to_string(),
+            "::" => "::1".to_string(),
+            other => other.to_string(),
+        }
+    }
+
+    /// This member's replication slot name on the primary.
+    pub fn slot_name(&self) -> String {
+        slot_name_for(&self.name)
+    }
+
+    pub(crate) fn data_path(&self, rel: &str) -> PathBuf {
+        self.data_dir.join(rel)
+    }
+}
+
+/// Errors callers branch on: a binary failed, an SQL call failed, a bound was hit, output did not parse.
+#[derive(Debug, thiserror::Error)]
+pub enum PgError {
+    #[error("{what}: {source}")]
+    Io {
+        what: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{cmd} failed ({status}): {output}")]
+    Command {
+        cmd: String,
+        status: String,
+        output: String,
+    },
+    #[error("{cmd} did not finish within {after_s}s")]
+    Timeout { cmd: String, after_s: u64 },
+    #[error("sql: {0}")]
+    Sql(#[from] tokio_postgres::Error),
+    #[error("unexpected output: {0}")]
+    Parse(String),
+    /// The operation needs a running PostgreSQL (or a stopped one) and found the other.
+    #[error("wrong state: {0}")]
+    State(String),
+}
+
+impl PgError {
+    pub(crate) fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> PgError {
+        let what = what.into();
+        move |source| PgError::Io { what, source }
+    }
+}
+
+/// Patroni's `slot_name_from_member_name`: lowercase; `-` and `.` become `_`; any other character outside
+/// `[a-z0-9_]` becomes `u` and its code point in four digits; at most 63 bytes. Kept identical so slots
+/// survive a migration between Patroni and tenure.
+pub fn slot_name_for(member: &NodeName) -> String {
+    let mut out = String::new();
+    for c in member.as_str().to_lowercase().chars() {
+        match c {
+            'a'..='z' | '0'..='9' | '_' => out.push(c),
+            '-' | '.' => out.push('_'),
+            other => out.push_str(&format!("u{:04}", other as u32)),
+        }
+    }
+    out.truncate(63);
+    out
+}
+
+/// Quote a libpq conninfo value (`'...'` with `\` and `'` escaped).
+pub fn conninfo_quote(value: &str) -> String {
+    let escaped = value.replace('\\', "\\\\").replace('\'', "\\'");
+    format!("'{escaped}'")
+}
+
+/// A conninfo string for `endpoint` as `user`, without the password (that travels in the pgpass file).
+pub fn conninfo(endpoint: &Endpoint, user: &str, dbname: &str) -> String {
+    format!(
+        "host={} port={} user={} dbname={}",
+        conninfo_quote(&endpoint.host),
+        endpoint.port,
+        conninfo_quote(user),
+        conninfo_quote(dbname)
+    )
+}
+
+/// Write a file and hand it to `run_as` so PostgreSQL (running as that user) can read and rewrite it.
+pub(crate) fn write_owned(
+    settings: &PgSettings,
+    path: &Path,
+    contents: &str,
+    mode: u32,
+) -> Result<(), PgError> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::write(path, contents).map_err(PgError::io(format!("write {}", path.display())))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+        .map_err(PgError::io(format!("chmod {}", path.display())))?;
+    chown_to_run_as(settings, path)
+}
+
+pub(crate) fn chown_to_run_as(settings: &PgSettings, path: &Path) -> Result<(), PgError> {
+    let Some(user) = &settings.run_as else {
+        return Ok(());
+    };
+    let found = nix::unistd::User::from_name(user)
+        .map_err(|e| PgError::io(format!("look up user {user}"))(e.into()))?
+        .ok_or_else(|| PgError::State(format!("no such user {user}")))?;
+    nix::unistd::chown(path, Some(found.uid), Some(found.gid))
+        .map_err(|e| PgError::io(format!("chown {}", path.display()))(e.into()))
+}
+
+/// Write the pgpass file holding every tenure credential (any host), mode 0600 as libpq requires.
+pub(crate) fn write_pgpass(settings: &PgSettings) -> Result<(), PgError> {
+    fn esc(s: &str) -> String {
+        s.replace('\\', "\\\\").replace(':', "\\:")
+    }
+    let mut text = String::new();
+    for c in [&settings.superuser, &settings.replication, &settings.rewind] {
+        text.push_str(&format!(
+            "*:*:*:{}:{}\n",
+            esc(&c.username),
+            esc(&c.password)
+        ));
+    }
+    write_owned(settings, &settings.pgpass_path, &text, 0o600)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slot_names_match_patroni() {
+        assert_eq!(slot_name_for(&"Node-1.a".into()), "node_1_a");
+        assert_eq!(slot_name_for(&"n@x".into()), "nu0064x");
+        assert_eq!(slot_name_for(&"x".repeat(70).as_str().into()).len(), 63);
+    }
+
+    #[test]
+    fn conninfo_values_are_quoted() {
+        assert_eq!(conninfo_quote("a'b\\c"), r"'a\'b\\c'");
+    }
+}

@@ -1,0 +1,278 @@
+//! Reading local PostgreSQL's state over SQL (tokio-postgres) and `pg_controldata`, into the core's `PgState`.
+use std::time::Duration;
+
+use tokio_postgres::error::SqlState;
+use tokio_postgres::{Client, NoTls};
+
+use super::controldata;
+use super::process::{pid_alive, read_postmaster_pid};
+use super::{recovery, Credentials, Endpoint, PgError, PgSettings};
+use crate::ha::observation::{PgRole, PgState, RunningPg};
+use crate::ha::types::{Lsn, NodeName, SystemId, Timeline};
+
+/// Bound on establishing any connection the adapter opens.
+const CONNECT_TIMEOUT_S: u64 = 5;
+
+/// Everything one probe of a running PostgreSQL reads (a superset of the core's `RunningPg`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunningStatus {
+    pub system_id: SystemId,
+    pub role: PgRole,
+    pub timeline: Timeline,
+    /// Primary: `pg_current_wal_lsn()` / `pg_current_wal_flush_lsn()`.
+    pub write_lsn: Option<Lsn>,
+    pub flush_lsn: Option<Lsn>,
+    /// Replica: `pg_last_wal_receive_lsn()` / `pg_last_wal_replay_lsn()`.
+    pub receive_lsn: Option<Lsn>,
+    pub replay_lsn: Option<Lsn>,
+    pub wal_receiver: Option<WalReceiver>,
+    /// The member our recovery file points at.
+    pub upstream: Option<NodeName>,
+}
+
+/// A row of `pg_stat_wal_receiver`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WalReceiver {
+    pub status: String,
+    pub received_tli: Timeline,
+    pub sender_host: Option<String>,
+    pub sender_port: Option<u16>,
+    pub slot_name: Option<String>,
+}
+
+/// A row of `pg_stat_replication` (on the upstream).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReplicationRow {
+    pub application_name: String,
+    pub client_addr: Option<String>,
+    pub state: String,
+    pub sync_state: String,
+    pub sent_lsn: Option<Lsn>,
+    pub write_lsn: Option<Lsn>,
+    pub flush_lsn: Option<Lsn>,
+    pub replay_lsn: Option<Lsn>,
+}
+
+impl RunningStatus {
+    /// Write position for a primary; max(receive, replay) for a replica (what members publish).
+    pub fn lsn(&self) -> Lsn {
+        match self.role {
+            PgRole::Primary => self.write_lsn.unwrap_or_default(),
+            PgRole::Replica => self.receive_lsn.max(self.replay_lsn).unwrap_or_default(),
+        }
+    }
+
+    pub fn streaming(&self) -> bool {
+        matches!(&self.wal_receiver, Some(w) if w.status == "streaming")
+    }
+
+    pub fn to_core(&self) -> RunningPg {
+        RunningPg {
+            system_id: self.system_id,
+            role: self.role,
+            timeline: self.timeline,
+            lsn: self.lsn(),
+            upstream: self.upstream.clone(),
+            streaming: self.streaming(),
+        }
+    }
+}
+
+/// Connect to `host:port` as `creds`; the connection is driven on its own task, as tokio-postgres requires.
+pub async fn connect(
+    host: &str,
+    port: u16,
+    creds: &Credentials,
+    dbname: &str,
+) -> Result<Client, PgError> {
+    let mut cfg = tokio_postgres::Config::new();
+    cfg.host(host)
+        .port(port)
+        .user(&creds.username)
+        .password(&creds.password)
+        .dbname(dbname)
+        .application_name("tenure")
+        .connect_timeout(Duration::from_secs(CONNECT_TIMEOUT_S));
+    let (client, connection) = cfg.connect(NoTls).await?;
+    tokio::spawn(async move {
+        if let Err(e) = connection.await {
+            tracing::debug!(error = %e, "postgres connection closed");
+        }
+    });
+    Ok(client)
+}
+
+/// Connect to the local PostgreSQL as the superuser.
+pub async fn connect_local(settings: &PgSettings) -> Result<Client, PgError> {
+    connect(
+        &settings.local_host(),
+        settings.listen_port,
+        &settings.superuser,
+        "postgres",
+    )
+    .await
+}
+
+/// Connect to another member as `creds`.
+pub async fn connect_to(endpoint: &Endpoint, creds: &Credentials) -> Result<Client, PgError> {
+    connect(&endpoint.host, endpoint.port, creds, "postgres").await
+}
+
+fn parse_lsn(s: Option<String>) -> Result<Option<Lsn>, PgError> {
+    s.map(|s| s.parse().map_err(|e| PgError::Parse(format!("{e}"))))
+        .transpose()
+}
+
+/// A WAL file name's first 8 hex digits are its timeline.
+pub(crate) fn timeline_of_walfile(name: &str) -> Result<Timeline, PgError> {
+    name.get(..8)
+        .and_then(|h| u32::from_str_radix(h, 16).ok())
+        .map(Timeline)
+        .ok_or_else(|| PgError::Parse(format!("WAL file name {name:?}")))
+}
+
+/// Probe a running PostgreSQL through `client`.
+pub async fn running_status(
+    settings: &PgSettings,
+    client: &Client,
+) -> Result<RunningStatus, PgError> {
+    let row = client
+        .query_one(
+            "SELECT pg_is_in_recovery(), system_identifier::text FROM pg_control_system()",
+            &[],
+        )
+        .await?;
+    let in_recovery: bool = row.get(0);
+    let sysid: String = row.get(1);
+    let system_id = SystemId(
+        sysid
+            .parse()
+            .map_err(|_| PgError::Parse(format!("system identifier {sysid:?}")))?,
+    );
+    if !in_recovery {
+        // pg_control's checkpoint timeline lags a promotion until the next checkpoint; the current WAL file's
+        // name does not.
+        let row = client
+            .query_one(
+                "SELECT pg_walfile_name(pg_current_wal_lsn()), pg_current_wal_lsn()::text, \
+                 pg_current_wal_flush_lsn()::text",
+                &[],
+            )
+            .await?;
+        return Ok(RunningStatus {
+            system_id,
+            role: PgRole::Primary,
+            timeline: timeline_of_walfile(row.get(0))?,
+            write_lsn: parse_lsn(row.get(1))?,
+            flush_lsn: parse_lsn(row.get(2))?,
+            receive_lsn: None,
+            replay_lsn: None,
+            wal_receiver: None,
+            upstream: None,
+        });
+    }
+    let row = client
+        .query_one(
+            "SELECT pg_last_wal_receive_lsn()::text, pg_last_wal_replay_lsn()::text, \
+             (SELECT timeline_id FROM pg_control_checkpoint()), \
+             w.status, w.received_tli, w.sender_host, w.sender_port, w.slot_name \
+             FROM (SELECT 1) AS one LEFT JOIN pg_stat_wal_receiver AS w ON true",
+            &[],
+        )
+        .await?;
+    let checkpoint_tli: i32 = row.get(2);
+    let wal_receiver = row.get::<_, Option<String>>(3).map(|status| WalReceiver {
+        status,
+        received_tli: Timeline(row.get::<_, Option<i32>>(4).unwrap_or(0) as u32),
+        sender_host: row.get(5),
+        sender_port: row.get::<_, Option<i32>>(6).map(|p| p as u16),
+        slot_name: row.get(7),
+    });
+    // The receiver's timeline is the newest the standby knows; without a receiver, the last restartpoint's.
+    let received = wal_receiver.as_ref().map_or(0, |w| w.received_tli.0);
+    Ok(RunningStatus {
+        system_id,
+        role: PgRole::Replica,
+        timeline: Timeline(received.max(checkpoint_tli as u32)),
+        write_lsn: None,
+        flush_lsn: None,
+        receive_lsn: parse_lsn(row.get(0))?,
+        replay_lsn: parse_lsn(row.get(1))?,
+        wal_receiver,
+        upstream: recovery::configured_upstream(settings),
+    })
+}
+
+/// `pg_stat_replication` rows of the local PostgreSQL (its downstream standbys).
+pub async fn replication(client: &Client) -> Result<Vec<ReplicationRow>, PgError> {
+    let rows = client
+        .query(
+            "SELECT application_name, client_addr::text, state, sync_state, sent_lsn::text, write_lsn::text, \
+             flush_lsn::text, replay_lsn::text FROM pg_stat_replication ORDER BY application_name",
+            &[],
+        )
+        .await?;
+    rows.iter()
+        .map(|r| {
+            Ok(ReplicationRow {
+                application_name: r.get(0),
+                client_addr: r.get(1),
+                state: r.get::<_, Option<String>>(2).unwrap_or_default(),
+                sync_state: r.get::<_, Option<String>>(3).unwrap_or_default(),
+                sent_lsn: parse_lsn(r.get(4))?,
+                write_lsn: parse_lsn(r.get(5))?,
+                flush_lsn: parse_lsn(r.get(6))?,
+                replay_lsn: parse_lsn(r.get(7))?,
+            })
+        })
+        .collect()
+}
+
+/// Whether the data directory holds a cluster (`PG_VERSION` is the first file initdb writes... and the
+/// last one a failed basebackup leaves: we treat its absence as no data).
+pub fn has_data(settings: &PgSettings) -> bool {
+    settings.data_path("PG_VERSION").exists() && settings.data_path("global/pg_control").exists()
+}
+
+/// The core's `PgState` of the local PostgreSQL: no data, stopped (from `pg_controldata`), starting, or running.
+pub async fn observe(settings: &PgSettings) -> Result<PgState, PgError> {
+    Ok(match observe_detailed(settings).await? {
+        Observed::NoData => PgState::NoData,
+        Observed::Stopped(cd) => PgState::Stopped(cd.to_core()),
+        Observed::Starting => PgState::Starting,
+        Observed::Running(st) => PgState::Running(st.to_core()),
+    })
+}
+
+/// `observe` with the adapter's richer types (the rewind check needs them).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Observed {
+    NoData,
+    Stopped(controldata::ControlData),
+    Starting,
+    Running(RunningStatus),
+}
+
+pub async fn observe_detailed(settings: &PgSettings) -> Result<Observed, PgError> {
+    if !has_data(settings) {
+        return Ok(Observed::NoData);
+    }
+    let postmaster = read_postmaster_pid(settings).filter(|(pid, _)| pid_alive(*pid));
+    let Some((_, status)) = postmaster else {
+        return Ok(Observed::Stopped(controldata::read(settings).await?));
+    };
+    if status == "starting" {
+        return Ok(Observed::Starting);
+    }
+    let client = match connect_local(settings).await {
+        Ok(c) => c,
+        // Not accepting connections yet (or any more): recovery in progress, or shutting down.
+        Err(PgError::Sql(e))
+            if e.code() == Some(&SqlState::CANNOT_CONNECT_NOW) || e.code().is_none() =>
+        {
+            return Ok(Observed::Starting)
+        }
+        Err(e) => return Err(e),
+    };
+    Ok(Observed::Running(running_status(settings, &client).await?))
+}

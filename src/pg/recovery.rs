@@ -1,0 +1,114 @@
+//! Standby configuration: `standby.signal` plus a tenure-owned `tenure.recovery.conf` included from postgresql.conf.
+//!
+//! Why an include file rather than `-c` options or `postgresql.auto.conf`:
+//! - `-c` options on the command line cannot be changed by a reload, so following a new leader would need a
+//!   restart; and a postmaster restarted by anyone else (an operator, a crash-restart) must keep following.
+//! - `postgresql.auto.conf` belongs to `ALTER SYSTEM`, which rewrites it whole; tenure would fight operators.
+//! - A separate file is rewritten atomically, reloadable (`primary_conninfo`/`primary_slot_name` on PG13+),
+//!   and readable back: its `# tenure-upstream:` line tells the probe which member we follow.
+use super::{conninfo_quote, ctl, write_owned, Endpoint, PgError, PgSettings};
+use crate::ha::types::NodeName;
+
+/// The recovery include file, relative to the data directory.
+pub const RECOVERY_CONF: &str = "tenure.recovery.conf";
+const UPSTREAM_MARK: &str = "# tenure-upstream: ";
+
+/// What a standby follows.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StandbyConfig {
+    /// `None`: a standby with no upstream (demoted while nothing is known about the leader).
+    pub upstream: Option<Endpoint>,
+    /// The slot to stream from on the upstream (normally `settings.slot_name()`).
+    pub slot: Option<String>,
+}
+
+impl StandbyConfig {
+    /// Follow `upstream` through this member's own slot, as Patroni does with `use_slots`.
+    pub fn follow(settings: &PgSettings, upstream: Endpoint) -> StandbyConfig {
+        StandbyConfig {
+            upstream: Some(upstream),
+            slot: Some(settings.slot_name()),
+        }
+    }
+}
+
+/// The text of `tenure.recovery.conf` for a standby.
+pub fn render(settings: &PgSettings, cfg: &StandbyConfig) -> String {
+    let mut text = String::from("# Written by tenure; edits are lost.\n");
+    if let Some(up) = &cfg.upstream {
+        text.push_str(&format!("{UPSTREAM_MARK}{}\n", up.name));
+        // The password sits in this 0600 file, as Patroni writes it into postgresql.conf: the WAL receiver
+        // reconnects on its own, long after any pgpass file we generated might have changed.
+        let conninfo = format!(
+            "host={} port={} user={} password={} application_name={}",
+            conninfo_quote(&up.host),
+            up.port,
+            conninfo_quote(&settings.replication.username),
+            conninfo_quote(&settings.replication.password),
+            conninfo_quote(settings.name.as_str()),
+        );
+        text.push_str(&format!(
+            "primary_conninfo = '{}'\n",
+            quote_guc_string(&conninfo)
+        ));
+        if let Some(slot) = &cfg.slot {
+            text.push_str(&format!("primary_slot_name = '{slot}'\n"));
+        }
+    } else {
+        text.push_str("primary_conninfo = ''\nprimary_slot_name = ''\n");
+    }
+    text.push_str("recovery_target_timeline = 'latest'\n");
+    text
+}
+
+/// A GUC string value's body: the config-file lexer turns `\\` into `\` and `''` into `'`.
+fn quote_guc_string(v: &str) -> String {
+    v.replace('\\', "\\\\").replace('\'', "''")
+}
+
+/// Make the next start a standby: write the recovery file and `standby.signal`.
+pub fn configure_standby(settings: &PgSettings, cfg: &StandbyConfig) -> Result<(), PgError> {
+    write_owned(
+        settings,
+        &settings.data_path(RECOVERY_CONF),
+        &render(settings, cfg),
+        0o600,
+    )?;
+    write_owned(settings, &settings.data_path("standby.signal"), "", 0o600)
+}
+
+/// Make the next start a primary: no signal files, and no upstream left in the recovery file.
+pub fn configure_primary(settings: &PgSettings) -> Result<(), PgError> {
+    for signal in ["standby.signal", "recovery.signal"] {
+        match std::fs::remove_file(settings.data_path(signal)) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(PgError::io(format!("remove {signal}"))(e)),
+        }
+    }
+    let text = "# Written by tenure; this node was last configured as a primary.\n";
+    write_owned(settings, &settings.data_path(RECOVERY_CONF), text, 0o600)
+}
+
+/// Point a running standby at a new upstream: rewrite the file, then `pg_ctl reload`. The WAL receiver
+/// restarts with the new `primary_conninfo` (PG13+), no restart needed.
+pub async fn reconfigure_upstream(
+    settings: &PgSettings,
+    cfg: &StandbyConfig,
+) -> Result<(), PgError> {
+    configure_standby(settings, cfg)?;
+    ctl::reload(settings).await
+}
+
+/// The member the recovery file says we follow, if any.
+pub fn configured_upstream(settings: &PgSettings) -> Option<NodeName> {
+    let text = std::fs::read_to_string(settings.data_path(RECOVERY_CONF)).ok()?;
+    text.lines()
+        .find_map(|l| l.strip_prefix(UPSTREAM_MARK))
+        .map(|n| NodeName::new(n.trim()))
+}
+
+/// Whether `standby.signal` is present (the next start is a standby).
+pub fn is_standby_configured(settings: &PgSettings) -> bool {
+    settings.data_path("standby.signal").exists()
+}
