@@ -23,6 +23,8 @@ pub enum Action {
     ClearSwitchover,
     /// Publish the leader's WAL position to `status`.
     WriteOptime(Lsn),
+    /// Publish our timeline history to `history` (after a promotion: our timeline is newer than the store's).
+    WriteHistory(Timeline),
     // --- PostgreSQL ---
     /// Start as a replica streaming from `upstream` (none: read-only, no upstream).
     StartReplica { upstream: Option<NodeName> },
@@ -64,6 +66,7 @@ impl Action {
                 | Action::ReleaseLeader
                 | Action::ClearSwitchover
                 | Action::WriteOptime(_)
+                | Action::WriteHistory(_)
         )
     }
 }
@@ -111,6 +114,10 @@ pub struct Decision {
     pub reason: Reason,
     /// When the next cycle should run at the latest.
     pub wake_at: Millis,
+    /// The latest instant any store call of this decision may still be running (GUIDE §4: never past the lease).
+    pub store_deadline: Millis,
+    /// Read the store with a quorum-confirmed read next cycle (the read that decides a promotion).
+    pub consistent_read: bool,
 }
 
 /// The member record the shell publishes under `members/<name>`.
@@ -188,6 +195,7 @@ pub enum Reason {
     PrimaryStillRunning { peer: NodeName },
     TooMuchLag { lag_bytes: u64 },
     NoFailover,
+    BehindClusterTimeline { ours: Timeline, cluster: Timeline },
     LostRace { leader: NodeName },
     NoLeaderWaiting,
     // demotion
@@ -266,6 +274,10 @@ impl fmt::Display for Reason {
                 write!(f, "not racing: {lag_bytes} bytes behind is more than maximum_lag_on_failover")
             }
             NoFailover => write!(f, "not racing: nofailover is set"),
+            BehindClusterTimeline { ours, cluster } => write!(
+                f,
+                "not racing: our timeline {ours} is older than the cluster's {cluster} (promoting would fork history)"
+            ),
             LostRace { leader } => write!(f, "following new leader {leader} after failing to obtain the lock"),
             NoLeaderWaiting => write!(f, "the leader key is free; waiting"),
             DemotingLockLost => write!(f, "demoting: the leader lock was lost"),

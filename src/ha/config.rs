@@ -1,6 +1,21 @@
 //! The core's configuration and the timing rules every combination of settings must satisfy (GUIDE §4).
 use super::types::NodeName;
 
+#[cfg(feature = "mutants")]
+pub(crate) use super::mutants::Mutant as MutantName;
+/// In a normal build no mutant exists; this stand-in keeps call sites free of `cfg`.
+#[cfg(not(feature = "mutants"))]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum MutantName {
+    PromoteBeforeAck,
+    LeaseFromReply,
+    NoFenceWhenStoreDown,
+    HealthIgnoresLease,
+    SkipDivergenceCheck,
+    NeverRace,
+    RaceIgnoresTimeline,
+}
+
 /// How the watchdog device is used.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum WatchdogMode {
@@ -26,6 +41,9 @@ pub struct CoreConfig {
     pub remove_data_directory_on_rewind_failure: bool,
     pub remove_data_directory_on_diverged_timelines: bool,
     pub watchdog: WatchdogMode,
+    /// Test-only: a deliberately broken rule, to prove the simulator's checkers can fail.
+    #[cfg(feature = "mutants")]
+    pub mutant: Option<super::mutants::Mutant>,
 }
 
 /// The timing settings, in milliseconds, and the store's session TTL.
@@ -50,7 +68,11 @@ pub enum TimingError {
          ({ttl_ms} ms): a leader cut off from the store must notice before its key can expire; \
          raise ttl or lower loop_wait/retry_timeout"
     )]
-    LoopTooSlowForTtl { ttl_ms: u64, loop_wait_ms: u64, retry_timeout_ms: u64 },
+    LoopTooSlowForTtl {
+        ttl_ms: u64,
+        loop_wait_ms: u64,
+        retry_timeout_ms: u64,
+    },
     #[error(
         "loop_wait ({loop_wait_ms} ms) + retry_timeout ({retry_timeout_ms} ms) + fence_budget ({fence_budget_ms} ms) \
          must not exceed the session TTL ({session_ttl_ms} ms) less clock drift ({drift_max_ppm} ppm) = \
@@ -66,7 +88,11 @@ pub enum TimingError {
         usable_ms: u64,
     },
     #[error("{setting} must be at least {min_ms} ms (got {got_ms} ms)")]
-    TooSmall { setting: &'static str, min_ms: u64, got_ms: u64 },
+    TooSmall {
+        setting: &'static str,
+        min_ms: u64,
+        got_ms: u64,
+    },
     #[error("drift_max_ppm ({0}) must be below 100000 (10%)")]
     DriftTooLarge(u64),
 }
@@ -81,7 +107,11 @@ impl Timing {
     pub fn validate(&self) -> Result<(), TimingError> {
         let min = |setting, min_ms, got_ms| {
             if got_ms < min_ms {
-                Err(TimingError::TooSmall { setting, min_ms, got_ms })
+                Err(TimingError::TooSmall {
+                    setting,
+                    min_ms,
+                    got_ms,
+                })
             } else {
                 Ok(())
             }
@@ -131,11 +161,26 @@ impl CoreConfig {
             remove_data_directory_on_rewind_failure: false,
             remove_data_directory_on_diverged_timelines: false,
             watchdog: WatchdogMode::Off,
+            #[cfg(feature = "mutants")]
+            mutant: None,
         })
     }
 
     /// Whether this node may ever become primary.
     pub fn can_promote(&self) -> bool {
         !self.nofailover && self.failover_priority > 0
+    }
+
+    /// Whether the given mutant is compiled in and selected (always false in a normal build).
+    #[allow(unused_variables)]
+    pub(crate) fn mutant(&self, which: MutantName) -> bool {
+        #[cfg(feature = "mutants")]
+        {
+            self.mutant == Some(which)
+        }
+        #[cfg(not(feature = "mutants"))]
+        {
+            false
+        }
     }
 }

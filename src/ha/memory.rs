@@ -22,8 +22,6 @@ pub struct Memory {
     pub rewind_failed_from: Option<NodeName>,
     /// We stopped PostgreSQL for a switchover and wait to release the key.
     pub switchover_stopped_at: Option<Millis>,
-    /// Peer probes were requested at this time (the answers arrive in the next observation).
-    pub probes_requested_at: Option<Millis>,
     /// The fence deadline last armed (so we re-arm only when it moves).
     pub fence_armed: Option<Millis>,
 }

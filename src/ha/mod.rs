@@ -1,7 +1,23 @@
 //! The pure decision core: `decide(config, memory, observation) -> Decision`. No I/O, clock, randomness or env.
 pub mod action;
 pub mod config;
+mod decide;
+mod election;
+mod follower;
+pub mod health;
+mod leader;
 pub mod lease;
 pub mod memory;
+#[cfg(feature = "mutants")]
+pub mod mutants;
 pub mod observation;
+mod status;
 pub mod types;
+
+pub use action::{Action, Decision, Job, MemberStatus, NodeRole, NodeStatus, Reason, StopMode};
+pub use config::{CoreConfig, Timing, TimingError, WatchdogMode};
+pub use decide::decide;
+pub use lease::Lease;
+pub use memory::Memory;
+pub use observation::*;
+pub use types::*;

@@ -44,6 +44,8 @@ pub struct Cluster {
     pub switchover: Option<Switchover>,
     /// The leader's last published WAL position (`status.optime`).
     pub optime: Option<Lsn>,
+    /// The newest timeline the store knows of: the last `history` entry's timeline + 1, as in Patroni.
+    pub timeline: Option<Timeline>,
 }
 
 impl Cluster {

@@ -31,7 +31,9 @@ impl From<&str> for NodeName {
 }
 
 /// A WAL position in bytes. Displays as PostgreSQL does (`0/16B3748`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
 #[serde(transparent)]
 pub struct Lsn(pub u64);
 
@@ -69,7 +71,9 @@ impl FromStr for Lsn {
 }
 
 /// A PostgreSQL timeline ID.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
 #[serde(transparent)]
 pub struct Timeline(pub u32);
 
@@ -103,7 +107,9 @@ impl fmt::Display for SessionId {
 
 /// A point on the agent's monotonic clock, in milliseconds. Only the shell reads the clock;
 /// the core receives `Millis` in its observation and compares them.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
 #[serde(transparent)]
 pub struct Millis(pub u64);
 

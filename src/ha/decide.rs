@@ -1,0 +1,368 @@
+//! `decide()`: the one place with top-level branching. Absorbs last actions' outcomes, picks a path, fences.
+use super::action::{Action, Decision, StopMode};
+use super::config::{CoreConfig, MutantName};
+use super::follower;
+use super::leader;
+use super::lease::{call_budget_ms, Lease};
+use super::memory::Memory;
+use super::observation::{
+    ActionOutcome, Cluster, Controldata, JobStatus, Observation, Outcome, PgRole, PgState,
+    RunningPg, StoreView,
+};
+use super::status;
+use super::types::Millis;
+use super::Reason;
+
+/// Local PostgreSQL, flattened for matching.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Local<'a> {
+    NoData,
+    Stopped(&'a Controldata),
+    Starting,
+    Primary(&'a RunningPg),
+    Replica(&'a RunningPg),
+}
+
+impl<'a> Local<'a> {
+    pub(crate) fn of(pg: &'a PgState) -> Local<'a> {
+        match pg {
+            PgState::NoData => Local::NoData,
+            PgState::Stopped(cd) => Local::Stopped(cd),
+            PgState::Starting => Local::Starting,
+            PgState::Running(r) if r.role == PgRole::Primary => Local::Primary(r),
+            PgState::Running(r) => Local::Replica(r),
+        }
+    }
+    pub(crate) fn is_primary(&self) -> bool {
+        matches!(self, Local::Primary(_))
+    }
+    pub(crate) fn system_id(&self) -> Option<u64> {
+        match self {
+            Local::Stopped(cd) => Some(cd.system_id.0),
+            Local::Primary(r) | Local::Replica(r) => Some(r.system_id.0),
+            _ => None,
+        }
+    }
+}
+
+/// What one path of the decision wants done.
+#[derive(Debug)]
+pub(crate) struct Plan {
+    pub actions: Vec<Action>,
+    pub reason: Reason,
+    /// None: the regular `loop_wait`.
+    pub wake_at: Option<Millis>,
+}
+
+impl Plan {
+    pub(crate) fn idle(reason: Reason) -> Plan {
+        Plan {
+            actions: Vec::new(),
+            reason,
+            wake_at: None,
+        }
+    }
+    pub(crate) fn act(reason: Reason, actions: Vec<Action>) -> Plan {
+        Plan {
+            actions,
+            reason,
+            wake_at: None,
+        }
+    }
+    /// Act, then come back at once to absorb the outcome.
+    pub(crate) fn act_now(reason: Reason, actions: Vec<Action>, now: Millis) -> Plan {
+        Plan {
+            actions,
+            reason,
+            wake_at: Some(now),
+        }
+    }
+    pub(crate) fn wake(mut self, at: Millis) -> Plan {
+        self.wake_at = Some(self.wake_at.map_or(at, |w| w.min(at)));
+        self
+    }
+}
+
+/// Everything a path needs, read-only.
+pub(crate) struct Ctx<'a> {
+    pub cfg: &'a CoreConfig,
+    pub obs: &'a Observation,
+    pub now: Millis,
+    pub local: Local<'a>,
+}
+
+/// The decision core's entry point: total and pure.
+pub fn decide(cfg: &CoreConfig, mem: &Memory, obs: &Observation) -> Decision {
+    let mut mem = absorb(cfg, mem, obs);
+    let ctx = Ctx {
+        cfg,
+        obs,
+        now: obs.now,
+        local: Local::of(&obs.pg),
+    };
+    let plan = if obs.shutting_down {
+        shutdown(&ctx, &mut mem)
+    } else {
+        match &obs.store {
+            StoreView::Available(c) => with_store(&ctx, &mut mem, c),
+            StoreView::Unavailable => store_unavailable(&ctx, &mut mem),
+        }
+    };
+    let actions = fence(&ctx, &mem, plan.actions);
+    check_rules(&ctx, &mem, &actions);
+    let wake_at = plan
+        .wake_at
+        .unwrap_or_else(|| ctx.now.plus_ms(cfg.timing.loop_wait_ms))
+        .max(ctx.now);
+    let wake_at = mem
+        .lease
+        .map_or(wake_at, |l| wake_at.min(l.renew_due.max(ctx.now)));
+    let store_deadline = ctx
+        .now
+        .plus_ms(call_budget_ms(&cfg.timing, mem.lease.as_ref(), ctx.now));
+    let consistent_read = actions.contains(&Action::AcquireLeader);
+    Decision {
+        member: status::member(&ctx),
+        status: status::node(&ctx, &mem),
+        memory: mem,
+        actions,
+        reason: plan.reason,
+        wake_at,
+        store_deadline,
+        consistent_read,
+    }
+}
+
+/// Fold the previous decision's outcomes into memory. Only acknowledged acquires and renews extend the lease,
+/// and only from their send time (R3); a rejection drops it; an unknown outcome changes nothing.
+pub(crate) fn absorb(cfg: &CoreConfig, mem: &Memory, obs: &Observation) -> Memory {
+    let mut m = mem.clone();
+    for ActionOutcome {
+        action,
+        sent_at,
+        result,
+    } in &obs.outcomes
+    {
+        // Mutant LeaseFromReply counts from when we learned of the reply, not from when we asked.
+        let from = if cfg.mutant(MutantName::LeaseFromReply) {
+            obs.now
+        } else {
+            *sent_at
+        };
+        absorb_one(cfg, &mut m, action, from, result);
+    }
+    if let Some(d) = &obs.divergence {
+        m.divergence = Some(d.clone());
+    }
+    if let JobStatus::Finished(job, result) = &obs.job {
+        follower::absorb_job(&mut m, job, result);
+    }
+    if m.lease.is_some_and(|l| !l.valid_at(obs.now)) {
+        m.lease = None;
+    }
+    m
+}
+
+fn absorb_one(
+    cfg: &CoreConfig,
+    m: &mut Memory,
+    action: &Action,
+    sent_at: Millis,
+    result: &Outcome,
+) {
+    let t = &cfg.timing;
+    match (action, result) {
+        (Action::AcquireLeader, Outcome::Done) => m.lease = Some(Lease::from_ack(t, sent_at)),
+        (Action::RenewLeader, Outcome::Done) => {
+            // A renew only extends a lease we still hold; it never resurrects one.
+            m.lease = m.lease.map(|l| l.extended(t, sent_at));
+        }
+        (Action::AcquireLeader | Action::RenewLeader, Outcome::Rejected) => m.lease = None,
+        (Action::ReleaseLeader, Outcome::Done | Outcome::Unknown) => {
+            m.lease = None;
+            m.switchover_stopped_at = None;
+        }
+        (Action::RaceInitialize, Outcome::Done) => m.bootstrapping = true,
+        (Action::ArmFence { deadline }, Outcome::Done) => m.fence_armed = Some(*deadline),
+        (Action::DisarmFence, Outcome::Done) => m.fence_armed = None,
+        _ => {}
+    }
+}
+
+/// The store answered: the full HA logic.
+fn with_store(ctx: &Ctx, mem: &mut Memory, c: &Cluster) -> Plan {
+    mem.paused = c.config.pause;
+    if let Some(l) = c.leader_name() {
+        mem.last_leader = Some(l.clone());
+    }
+    let mine = c.leader_name() == Some(&ctx.cfg.name);
+    if !mine {
+        mem.lease = None;
+        mem.switchover_stopped_at = None;
+    }
+    if let Some(plan) = follower::system_id_mismatch(ctx, c) {
+        return plan;
+    }
+    if let Some(plan) = leader::stop_unleased_primary(ctx, mem, c) {
+        return plan;
+    }
+    if let Some(plan) = job_in_progress(ctx, mem) {
+        return plan;
+    }
+    if mine {
+        return leader::cycle(ctx, mem, c);
+    }
+    match c.leader.as_ref() {
+        Some(l) => follower::cycle(ctx, mem, c, &l.name),
+        None => follower::no_leader(ctx, mem, c),
+    }
+}
+
+/// While a background job runs, only the lease is kept.
+fn job_in_progress(ctx: &Ctx, mem: &Memory) -> Option<Plan> {
+    let JobStatus::Running(job) = &ctx.obs.job else {
+        return None;
+    };
+    let reason = Reason::JobRunning { job: job.clone() };
+    Some(match mem.lease {
+        Some(l) if ctx.now >= l.renew_due => {
+            Plan::act_now(reason, vec![Action::RenewLeader], ctx.now)
+        }
+        _ => Plan::idle(reason),
+    })
+}
+
+/// The store did not answer: replicas never race; a primary keeps its lease until the deadline, then fences.
+fn store_unavailable(ctx: &Ctx, mem: &mut Memory) -> Plan {
+    let t = &ctx.cfg.timing;
+    let retry_at = ctx.now.plus_ms(t.loop_wait_ms.min(t.retry_timeout_ms));
+    match ctx.local {
+        Local::Primary(_) if mem.paused => Plan::idle(Reason::Paused {
+            what: "the store is unreachable; leaving the primary alone".into(),
+        })
+        .wake(retry_at),
+        Local::Primary(_) if ctx.cfg.mutant(MutantName::NoFenceWhenStoreDown) => {
+            Plan::idle(Reason::StoreUnavailableKeeping { remaining_ms: 0 }).wake(retry_at)
+        }
+        Local::Primary(_) => match mem.lease {
+            Some(l) => Plan::act(
+                Reason::StoreUnavailableKeeping {
+                    remaining_ms: l.remaining_ms(ctx.now),
+                },
+                vec![Action::RenewLeader],
+            )
+            .wake(retry_at.min(l.deadline)),
+            None => Plan::act(
+                Reason::FencingStoreUnavailable,
+                vec![Action::Stop {
+                    mode: StopMode::Fast,
+                }],
+            )
+            .wake(retry_at),
+        },
+        Local::Replica(_) => Plan::idle(Reason::StoreUnavailableFollowing).wake(retry_at),
+        _ => Plan::idle(Reason::StoreUnavailableStopped).wake(retry_at),
+    }
+}
+
+/// SIGTERM: stop PostgreSQL, then release the key so a replica wins at once. Paused: leave PostgreSQL running.
+fn shutdown(ctx: &Ctx, mem: &mut Memory) -> Plan {
+    if mem.paused {
+        return Plan::act(
+            Reason::ShutdownLeavingPostgres,
+            vec![Action::DisarmFence, Action::Exit],
+        );
+    }
+    match ctx.local {
+        Local::Primary(_) | Local::Replica(_) | Local::Starting => Plan::act_now(
+            Reason::ShuttingDown,
+            vec![Action::Stop {
+                mode: StopMode::Fast,
+            }],
+            ctx.now,
+        ),
+        _ => {
+            let mut actions = Vec::new();
+            if mem.lease.is_some() && matches!(ctx.obs.store, StoreView::Available(_)) {
+                actions.push(Action::ReleaseLeader);
+            }
+            actions.extend([Action::DisarmFence, Action::Exit]);
+            Plan::act(Reason::ShutdownComplete, actions)
+        }
+    }
+}
+
+/// Keep the fencing process's deadline in step with the lease: armed before anything makes PostgreSQL
+/// writable (R1), moved after every extension, stood down once PostgreSQL is no longer primary.
+fn fence(ctx: &Ctx, mem: &Memory, mut actions: Vec<Action>) -> Vec<Action> {
+    let makes_primary = |a: &Action| {
+        matches!(
+            a,
+            Action::Promote
+                | Action::StartPrimary
+                | Action::StartJob(super::action::Job::Bootstrap)
+        )
+    };
+    let stops = actions.iter().any(|a| matches!(a, Action::Stop { .. }));
+    let deadline = fence_deadline(ctx, mem);
+    if let Some(i) = actions.iter().position(makes_primary) {
+        if let Some(d) = deadline {
+            actions.insert(i, Action::ArmFence { deadline: d });
+        }
+        return actions;
+    }
+    if stops {
+        actions.push(Action::DisarmFence);
+        return actions;
+    }
+    match (ctx.local.is_primary(), deadline) {
+        (true, Some(d))
+            if mem.fence_armed != Some(d) && !actions.contains(&Action::DisarmFence) =>
+        {
+            actions.insert(0, Action::ArmFence { deadline: d });
+        }
+        (false, _) if mem.fence_armed.is_some() && !actions.contains(&Action::DisarmFence) => {
+            if !matches!(ctx.local, Local::Starting)
+                && !actions.iter().any(|a| matches!(a, Action::Exit))
+            {
+                actions.push(Action::DisarmFence);
+            }
+        }
+        _ => {}
+    }
+    actions
+}
+
+/// The fence deadline: the lease's; in pause, while this agent lives, at least one usable TTL from now
+/// (pause must not stop PostgreSQL because the store is away, but a dead agent still fences).
+fn fence_deadline(ctx: &Ctx, mem: &Memory) -> Option<Millis> {
+    let lease = mem.lease.map(|l| l.deadline);
+    let store_down = matches!(ctx.obs.store, StoreView::Unavailable);
+    let naive = store_down && ctx.cfg.mutant(MutantName::NoFenceWhenStoreDown);
+    if (mem.paused || naive) && !ctx.obs.shutting_down {
+        let t = &ctx.cfg.timing;
+        let alive = ctx.now.plus_ms(t.usable_session_ms() - t.fence_budget_ms);
+        return Some(lease.map_or(alive, |d| d.max(alive)));
+    }
+    lease
+}
+
+/// The safety rules, asserted on every decision (TigerBeetle style: assertions are the specification).
+fn check_rules(ctx: &Ctx, mem: &Memory, actions: &[Action]) {
+    if ctx.cfg.mutant(MutantName::PromoteBeforeAck) {
+        return;
+    }
+    for (i, a) in actions.iter().enumerate() {
+        if matches!(a, Action::Promote | Action::StartPrimary) {
+            // R1: promote only under a valid lease, with the fence armed first.
+            assert!(
+                mem.lease.is_some_and(|l| l.valid_at(ctx.now)),
+                "R1 violated: {a:?} without a valid lease"
+            );
+            assert!(
+                i > 0 && matches!(actions[i - 1], Action::ArmFence { .. }),
+                "R1 violated: {a:?} without arming the fence first"
+            );
+        }
+    }
+}

@@ -1,0 +1,140 @@
+//! Leaf rules of elections: am I the healthiest, may this switchover run. Pure functions, no branching on phase.
+use super::config::CoreConfig;
+use super::decide::Ctx;
+use super::observation::{Cluster, MemberRole, PeerProbe, PgRole, Switchover};
+use super::types::{Lsn, NodeName};
+use super::Reason;
+
+/// Whether this node should try for the free leader key, judged from peer probes (patroni-compat §3.3).
+/// A reachable peer still running as primary blocks; unreachable peers do not.
+pub(crate) fn healthiest(cfg: &CoreConfig, my_lsn: Lsn, peers: &[PeerProbe]) -> Result<(), Reason> {
+    for p in peers.iter().filter(|p| p.name != cfg.name) {
+        let Some(a) = &p.answer else { continue };
+        if a.role == Some(PgRole::Primary) {
+            return Err(Reason::PrimaryStillRunning {
+                peer: p.name.clone(),
+            });
+        }
+    }
+    for p in peers.iter().filter(|p| p.name != cfg.name) {
+        let Some(a) = &p.answer else { continue };
+        if !a.tags.can_promote() || a.role != Some(PgRole::Replica) {
+            continue;
+        }
+        let ahead = a.lsn > my_lsn;
+        let same_but_preferred =
+            a.lsn == my_lsn && a.tags.failover_priority > cfg.failover_priority;
+        if ahead || same_but_preferred {
+            return Err(Reason::NotHealthiest {
+                better: p.name.clone(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Whether our timeline is at least the newest one the cluster has recorded: a node still on an older
+/// timeline would create a second, different timeline with the same ID, and lose the writes made on it.
+pub(crate) fn timeline_ok(c: &Cluster, ours: super::types::Timeline) -> Result<(), Reason> {
+    match c.timeline {
+        Some(cluster) if ours < cluster => Err(Reason::BehindClusterTimeline { ours, cluster }),
+        _ => Ok(()),
+    }
+}
+
+/// Whether our WAL position is within `maximum_lag_on_failover` of the leader's last published one.
+pub(crate) fn lag_ok(cfg: &CoreConfig, c: &Cluster, my_lsn: Lsn) -> Result<(), Reason> {
+    let lag_bytes = c.optime.map_or(0, |o| o.bytes_ahead_of(my_lsn));
+    if lag_bytes > cfg.maximum_lag_on_failover_bytes {
+        return Err(Reason::TooMuchLag { lag_bytes });
+    }
+    Ok(())
+}
+
+/// What the leader should do about a switchover request.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum SwitchoverCheck {
+    /// Not addressed to this leader (the `leader` field names someone else): refused and cleared.
+    Refuse(String),
+    Wait {
+        at_ms: u64,
+        wake_in_ms: u64,
+    },
+    Go {
+        candidate: Option<NodeName>,
+    },
+}
+
+/// Patroni's refusals: wrong leader, unknown candidate, candidate with nofailover, not a running replica,
+/// lagging beyond the limit, or paused without a candidate.
+pub(crate) fn check_switchover(
+    ctx: &Ctx,
+    c: &Cluster,
+    sw: &Switchover,
+    my_lsn: Lsn,
+    paused: bool,
+) -> SwitchoverCheck {
+    let me = &ctx.cfg.name;
+    if sw.leader.as_ref().is_some_and(|l| l != me) {
+        return SwitchoverCheck::Refuse(format!(
+            "the request names leader {}, not me",
+            sw.leader.as_ref().map_or("", |l| l.as_str())
+        ));
+    }
+    if sw.candidate.as_ref() == Some(me) {
+        return SwitchoverCheck::Refuse("the candidate is already the leader".into());
+    }
+    if let Some(at_ms) = sw.scheduled_at_ms.filter(|at| *at > ctx.obs.wall_ms) {
+        return SwitchoverCheck::Wait {
+            at_ms,
+            wake_in_ms: at_ms - ctx.obs.wall_ms,
+        };
+    }
+    match &sw.candidate {
+        Some(cand) => match candidate_problem(ctx.cfg, c, cand, my_lsn) {
+            Some(why) => SwitchoverCheck::Refuse(why),
+            None => SwitchoverCheck::Go {
+                candidate: Some(cand.clone()),
+            },
+        },
+        None if paused => {
+            SwitchoverCheck::Refuse("the cluster is paused: a switchover needs a candidate".into())
+        }
+        None => {
+            let any = c
+                .members
+                .iter()
+                .any(|m| m.name != *me && candidate_problem(ctx.cfg, c, &m.name, my_lsn).is_none());
+            if any {
+                SwitchoverCheck::Go { candidate: None }
+            } else {
+                SwitchoverCheck::Refuse("no healthy replica to switch over to".into())
+            }
+        }
+    }
+}
+
+/// Why `cand` cannot take over, if it cannot.
+pub(crate) fn candidate_problem(
+    cfg: &CoreConfig,
+    c: &Cluster,
+    cand: &NodeName,
+    leader_lsn: Lsn,
+) -> Option<String> {
+    let Some(m) = c.member(cand) else {
+        return Some(format!("{cand} is not a member of the cluster"));
+    };
+    if !m.tags.can_promote() {
+        return Some(format!("{cand} has nofailover set"));
+    }
+    if m.role != MemberRole::Replica {
+        return Some(format!("{cand} is not a running replica"));
+    }
+    let lag_bytes = leader_lsn.bytes_ahead_of(m.lsn.unwrap_or(Lsn::ZERO));
+    if lag_bytes > cfg.maximum_lag_on_failover_bytes {
+        return Some(format!(
+            "{cand} lags {lag_bytes} bytes, more than maximum_lag_on_failover"
+        ));
+    }
+    None
+}

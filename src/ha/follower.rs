@@ -1,0 +1,341 @@
+//! Paths of a node that does not hold the key: bootstrap, clone, follow, rejoin (rewind/re-clone), race.
+use super::action::{Action, Job};
+use super::config::MutantName;
+use super::decide::{Ctx, Local, Plan};
+use super::election;
+use super::memory::Memory;
+use super::observation::{Cluster, Divergence, JobResult, MemberState, PgRole};
+use super::types::NodeName;
+use super::Reason;
+
+/// Refuse to join a cluster whose system identifier differs from our data's.
+pub(crate) fn system_id_mismatch(ctx: &Ctx, c: &Cluster) -> Option<Plan> {
+    let cluster = c.initialize.as_deref().filter(|s| !s.is_empty())?;
+    let ours = ctx.local.system_id()?;
+    (cluster != ours.to_string()).then(|| {
+        Plan::idle(Reason::SystemIdMismatch {
+            ours: ours.to_string(),
+            cluster: cluster.to_string(),
+        })
+    })
+}
+
+/// Fold a finished job into memory.
+pub(crate) fn absorb_job(m: &mut Memory, job: &Job, result: &JobResult) {
+    match (job, result) {
+        (Job::Rewind { from }, JobResult::Ok) | (Job::Reinit { from }, JobResult::Ok) => {
+            m.divergence = Some(Divergence::NoNeed {
+                leader: from.clone(),
+            });
+            m.rewind_failed_from = None;
+        }
+        (Job::Rewind { from }, JobResult::Failed(_)) => m.rewind_failed_from = Some(from.clone()),
+        (Job::Clone { from }, JobResult::Ok) => {
+            m.divergence = Some(Divergence::NoNeed {
+                leader: from.clone(),
+            })
+        }
+        (Job::Bootstrap, JobResult::Failed(_)) => m.bootstrapping = false,
+        _ => {}
+    }
+}
+
+/// Another member holds the key: follow it, rejoining through rewind or re-clone when our history diverged.
+pub(crate) fn cycle(ctx: &Ctx, mem: &mut Memory, c: &Cluster, leader: &NodeName) -> Plan {
+    match ctx.local {
+        Local::NoData => clone(ctx, c, Some(leader)),
+        Local::Starting => Plan::idle(Reason::WaitingForPostgres),
+        Local::Primary(_) => Plan::idle(Reason::Paused {
+            what: format!("{leader} holds the key; not demoting"),
+        }),
+        Local::Replica(r) => {
+            let leader_tl = c.member(leader).and_then(|m| m.timeline);
+            let suspicious = !r.streaming && leader_tl.is_some_and(|tl| tl != r.timeline);
+            if suspicious && !mem.paused {
+                return rejoin(ctx, mem, leader, true);
+            }
+            if r.upstream.as_ref() != Some(leader) && !mem.paused {
+                return Plan::act(
+                    Reason::Reconfiguring {
+                        leader: leader.clone(),
+                    },
+                    vec![Action::Follow {
+                        upstream: Some(leader.clone()),
+                    }],
+                );
+            }
+            Plan::idle(Reason::Following {
+                leader: leader.clone(),
+            })
+        }
+        Local::Stopped(_) if mem.paused => Plan::idle(Reason::Paused {
+            what: "PostgreSQL is not running; not starting it".into(),
+        }),
+        Local::Stopped(_) => rejoin(ctx, mem, leader, false),
+    }
+}
+
+/// Before a stopped (or stuck) node follows `leader`: know whether our history diverged, then start, rewind,
+/// re-clone, or stay stopped and say why.
+fn rejoin(ctx: &Ctx, mem: &Memory, leader: &NodeName, running: bool) -> Plan {
+    let skip = Some(Divergence::NoNeed {
+        leader: leader.clone(),
+    });
+    let divergence = if ctx.cfg.mutant(MutantName::SkipDivergenceCheck) {
+        &skip
+    } else {
+        &mem.divergence
+    };
+    match divergence {
+        Some(Divergence::NoNeed { leader: l }) if l == leader => {
+            if running {
+                // Streaming failed although the histories agree: point it at the leader again.
+                return Plan::act(
+                    Reason::Reconfiguring {
+                        leader: leader.clone(),
+                    },
+                    vec![Action::Follow {
+                        upstream: Some(leader.clone()),
+                    }],
+                );
+            }
+            Plan::act_now(
+                Reason::StartingReplica {
+                    leader: Some(leader.clone()),
+                },
+                vec![Action::StartReplica {
+                    upstream: Some(leader.clone()),
+                }],
+                ctx.now,
+            )
+        }
+        Some(Divergence::NeedRewind { leader: l }) if l == leader => repair(ctx, mem, leader),
+        _ => Plan::act(
+            Reason::CheckingDivergence {
+                leader: leader.clone(),
+            },
+            vec![Action::CheckDivergence {
+                leader: leader.clone(),
+            }],
+        )
+        .wake(ctx.now.plus_ms(ctx.cfg.timing.loop_wait_ms.min(1000))),
+    }
+}
+
+/// Our history diverged from `leader`'s: rewind if allowed and not already failed, else re-clone if allowed.
+fn repair(ctx: &Ctx, mem: &Memory, leader: &NodeName) -> Plan {
+    let cfg = ctx.cfg;
+    let rewind_failed = mem.rewind_failed_from.as_ref() == Some(leader);
+    let reinit = || {
+        Plan::act(
+            Reason::Reinitializing {
+                leader: leader.clone(),
+            },
+            vec![Action::StartJob(Job::Reinit {
+                from: leader.clone(),
+            })],
+        )
+    };
+    if cfg.use_pg_rewind && !rewind_failed {
+        return Plan::act(
+            Reason::Rewinding {
+                leader: leader.clone(),
+            },
+            vec![Action::StartJob(Job::Rewind {
+                from: leader.clone(),
+            })],
+        );
+    }
+    if rewind_failed {
+        if cfg.remove_data_directory_on_rewind_failure
+            || cfg.remove_data_directory_on_diverged_timelines
+        {
+            return reinit();
+        }
+        return Plan::idle(Reason::RewindFailedStaying {
+            leader: leader.clone(),
+        });
+    }
+    if cfg.remove_data_directory_on_diverged_timelines {
+        return reinit();
+    }
+    Plan::idle(Reason::DivergedNoRewind {
+        leader: leader.clone(),
+    })
+}
+
+/// No data: clone from a running leader (or a `clonefrom` member), or wait for one.
+fn clone(_ctx: &Ctx, c: &Cluster, leader: Option<&NodeName>) -> Plan {
+    let running = |n: &NodeName| {
+        c.member(n)
+            .is_some_and(|m| matches!(m.state, MemberState::Running | MemberState::Streaming))
+    };
+    let source = c
+        .members
+        .iter()
+        .find(|m| m.tags.clonefrom && running(&m.name) && Some(&m.name) != leader)
+        .map(|m| m.name.clone())
+        .or_else(|| leader.filter(|l| running(l)).cloned());
+    match source {
+        Some(from) => Plan::act(
+            Reason::Cloning { from: from.clone() },
+            vec![Action::StartJob(Job::Clone { from })],
+        ),
+        None => Plan::idle(Reason::WaitingForLeaderToClone),
+    }
+}
+
+/// The leader key is free.
+pub(crate) fn no_leader(ctx: &Ctx, mem: &mut Memory, c: &Cluster) -> Plan {
+    if c.initialize.is_none() || (mem.bootstrapping && matches!(ctx.local, Local::NoData)) {
+        return bootstrap(ctx, mem, c);
+    }
+    if matches!(ctx.local, Local::NoData) {
+        return clone(ctx, c, None);
+    }
+    if mem.paused {
+        return paused_no_leader(ctx, c);
+    }
+    if let Some(cand) = c.switchover.as_ref().and_then(|s| s.candidate.clone()) {
+        if cand == ctx.cfg.name {
+            if let Local::Replica(_) = ctx.local {
+                return Plan::act_now(
+                    Reason::FailoverCandidateAcquiring,
+                    vec![Action::AcquireLeader],
+                    ctx.now,
+                );
+            }
+        } else if candidate_alive(ctx, &cand) != Some(false) {
+            return wait_for_candidate(cand);
+        }
+    }
+    race(ctx, c)
+}
+
+/// Whether the requested candidate answered as a replica in the last probe (None: not probed yet).
+fn candidate_alive(ctx: &Ctx, cand: &NodeName) -> Option<bool> {
+    let peers = ctx.obs.peers.as_ref()?;
+    Some(peers.iter().any(|p| {
+        &p.name == cand
+            && p.answer
+                .as_ref()
+                .is_some_and(|a| a.role == Some(PgRole::Replica))
+    }))
+}
+
+fn wait_for_candidate(cand: NodeName) -> Plan {
+    Plan::act(
+        Reason::WaitingForSwitchoverCandidate { candidate: cand },
+        vec![Action::ProbePeers],
+    )
+}
+
+/// Patroni's race: only a running replica that may promote, within the lag limit, that no reachable peer
+/// beats, and while no reachable peer still runs as primary.
+fn race(ctx: &Ctx, c: &Cluster) -> Plan {
+    if !ctx.cfg.can_promote() {
+        return Plan::idle(Reason::NoFailover);
+    }
+    if ctx.cfg.mutant(MutantName::NeverRace) {
+        return Plan::idle(Reason::NoLeaderWaiting);
+    }
+    let r = match ctx.local {
+        Local::Replica(r) => r,
+        Local::Stopped(_) => {
+            return Plan::act_now(
+                Reason::StartingReplica { leader: None },
+                vec![Action::StartReplica { upstream: None }],
+                ctx.now,
+            )
+        }
+        _ => return Plan::idle(Reason::NoLeaderWaiting),
+    };
+    let timeline = if ctx.cfg.mutant(MutantName::RaceIgnoresTimeline) {
+        Ok(())
+    } else {
+        election::timeline_ok(c, r.timeline)
+    };
+    if let Err(reason) = timeline.and_then(|()| election::lag_ok(ctx.cfg, c, r.lsn)) {
+        return Plan::idle(reason);
+    }
+    let Some(peers) = &ctx.obs.peers else {
+        return Plan::act_now(Reason::ProbingPeers, vec![Action::ProbePeers], ctx.now);
+    };
+    match election::healthiest(ctx.cfg, r.lsn, peers) {
+        Ok(()) if ctx.cfg.mutant(MutantName::PromoteBeforeAck) => Plan::act_now(
+            Reason::Acquiring,
+            vec![Action::Promote, Action::AcquireLeader],
+            ctx.now,
+        ),
+        Ok(()) => Plan::act_now(Reason::Acquiring, vec![Action::AcquireLeader], ctx.now),
+        Err(reason) => Plan::idle(reason),
+    }
+}
+
+/// Paused and no leader: the running primary takes its key back; a named failover candidate may take it if
+/// every member answered and none runs as primary; nobody else acts.
+fn paused_no_leader(ctx: &Ctx, c: &Cluster) -> Plan {
+    if ctx.local.is_primary() {
+        return Plan::act_now(
+            Reason::Paused {
+                what: "retaking the leader key for the running primary".into(),
+            },
+            vec![Action::AcquireLeader],
+            ctx.now,
+        );
+    }
+    let asked = c.switchover.as_ref().and_then(|s| s.candidate.as_ref()) == Some(&ctx.cfg.name);
+    if !asked || !matches!(ctx.local, Local::Replica(_)) {
+        return Plan::idle(Reason::Paused {
+            what: "no leader; not racing".into(),
+        });
+    }
+    let Some(peers) = &ctx.obs.peers else {
+        return Plan::act_now(Reason::ProbingPeers, vec![Action::ProbePeers], ctx.now);
+    };
+    let all_answer_not_primary = peers.iter().filter(|p| p.name != ctx.cfg.name).all(|p| {
+        p.answer
+            .as_ref()
+            .is_some_and(|a| a.role != Some(PgRole::Primary))
+    });
+    if all_answer_not_primary {
+        Plan::act_now(
+            Reason::FailoverCandidateAcquiring,
+            vec![Action::AcquireLeader],
+            ctx.now,
+        )
+    } else {
+        Plan::idle(Reason::Paused {
+            what: "failover refused: a member is unreachable or still primary".into(),
+        })
+    }
+}
+
+/// No `initialize` key yet (or we are the one bootstrapping): race for it, take the key, run initdb.
+fn bootstrap(ctx: &Ctx, mem: &mut Memory, c: &Cluster) -> Plan {
+    if mem.bootstrapping {
+        // Won the race: take the leader key; `leader::cycle` starts the job once the lease is ours.
+        return Plan::act_now(
+            Reason::AcquiringAfterBootstrap,
+            vec![Action::AcquireLeader],
+            ctx.now,
+        );
+    }
+    if c.initialize.is_some() {
+        return Plan::idle(Reason::WaitingForBootstrap);
+    }
+    if !ctx.cfg.can_promote() {
+        return Plan::idle(Reason::NoFailoverNeverBootstraps);
+    }
+    let lost = ctx.obs.outcomes.iter().any(|o| {
+        o.action == Action::RaceInitialize && o.result != super::observation::Outcome::Done
+    });
+    if lost {
+        return Plan::idle(Reason::LostInitializeRace);
+    }
+    Plan::act_now(
+        Reason::RacingInitialize,
+        vec![Action::RaceInitialize],
+        ctx.now,
+    )
+}

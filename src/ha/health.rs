@@ -1,0 +1,32 @@
+//! Health answers for load balancers and orchestrators: pure functions of the published status and `now`.
+use super::action::{NodeRole, NodeStatus};
+use super::types::Millis;
+
+/// `GET /primary`: 200 only while PostgreSQL is primary and the lease covers `now` (R4); in pause, Patroni's
+/// rule: a running primary stays healthy even when its lease could not be renewed.
+pub fn primary_ok(s: &NodeStatus, now: Millis) -> bool {
+    s.role == NodeRole::Primary
+        && s.running
+        && (s.lease_deadline.is_some_and(|d| now < d) || s.paused)
+}
+
+/// `GET /replica?lag=`: a running replica within `max_lag_bytes` of the leader's last published position
+/// (unknown lag passes only when no limit is asked), not tagged `noloadbalance`.
+pub fn replica_ok(s: &NodeStatus, max_lag_bytes: Option<u64>) -> bool {
+    let lag_fine = match (max_lag_bytes, s.lag_bytes) {
+        (None, _) => true,
+        (Some(max), Some(lag)) => lag <= max,
+        (Some(_), None) => false,
+    };
+    s.role == NodeRole::Replica && s.running && !s.noloadbalance && lag_fine
+}
+
+/// `GET /liveness`: the HA loop ran within `ttl_ms`.
+pub fn liveness_ok(s: &NodeStatus, now: Millis, ttl_ms: u64) -> bool {
+    now.since(s.cycle_at) <= ttl_ms
+}
+
+/// `GET /readiness`: the leader with its lease, or a running replica.
+pub fn readiness_ok(s: &NodeStatus, now: Millis) -> bool {
+    primary_ok(s, now) || (s.role == NodeRole::Replica && s.running)
+}

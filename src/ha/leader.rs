@@ -1,0 +1,236 @@
+//! The leader's paths: keep the lease, promote, restart a crashed primary, run a switchover; and R2.
+use super::action::{Action, StopMode};
+use super::decide::{Ctx, Local, Plan};
+use super::election::{self, SwitchoverCheck};
+use super::memory::Memory;
+use super::observation::{Cluster, PgRole};
+use super::Reason;
+
+/// R2: PostgreSQL running as primary without a valid lease is stopped first thing (pause excepted, and a
+/// key that still carries our name is re-adopted first: our older session still holds it).
+pub(crate) fn stop_unleased_primary(ctx: &Ctx, mem: &Memory, c: &Cluster) -> Option<Plan> {
+    if !ctx.local.is_primary() || mem.lease.is_some() {
+        return None;
+    }
+    match c.leader_name() {
+        Some(l) if *l == ctx.cfg.name => None,
+        Some(l) => Some(Plan::act_now(
+            Reason::DemotingOtherLeader { leader: l.clone() },
+            vec![Action::Stop {
+                mode: StopMode::Immediate,
+            }],
+            ctx.now,
+        )),
+        None if mem.paused => None,
+        None => Some(Plan::act_now(
+            Reason::DemotingNoLease,
+            vec![Action::Stop {
+                mode: StopMode::Fast,
+            }],
+            ctx.now,
+        )),
+    }
+}
+
+/// The leader key carries our name.
+pub(crate) fn cycle(ctx: &Ctx, mem: &mut Memory, c: &Cluster) -> Plan {
+    let Some(lease) = mem.lease else {
+        // Ours by name but not by an acknowledged request of this agent: take it (over) before anything else.
+        let reason = if ctx.local.is_primary() {
+            Reason::Renewing
+        } else {
+            Reason::Acquiring
+        };
+        return Plan::act_now(reason, vec![Action::AcquireLeader], ctx.now);
+    };
+    let renew_due = ctx.now >= lease.renew_due;
+    match ctx.local {
+        Local::Primary(r) if r.timeline > c.timeline.unwrap_or(super::types::Timeline(1)) => {
+            Plan::act_now(
+                Reason::Leading,
+                vec![Action::WriteHistory(r.timeline)],
+                ctx.now,
+            )
+        }
+        Local::Primary(r) => primary(ctx, mem, c, r.lsn, renew_due),
+        Local::Replica(_) => promote(ctx, c),
+        Local::Stopped(cd) => stopped(ctx, mem, c, (cd.was_primary, cd.lsn), renew_due),
+        Local::Starting => keep(ctx, Reason::WaitingForPostgres, renew_due),
+        Local::NoData if mem.bootstrapping => Plan::act(
+            Reason::Bootstrapping,
+            vec![Action::StartJob(super::action::Job::Bootstrap)],
+        ),
+        Local::NoData => Plan::act_now(
+            Reason::CrashedPrimaryGaveUp,
+            vec![Action::ReleaseLeader],
+            ctx.now,
+        ),
+    }
+}
+
+/// Renew when due, otherwise nothing.
+fn keep(ctx: &Ctx, reason: Reason, renew_due: bool) -> Plan {
+    if renew_due {
+        Plan::act_now(reason, vec![Action::RenewLeader], ctx.now)
+    } else {
+        Plan::idle(reason)
+    }
+}
+
+fn primary(
+    ctx: &Ctx,
+    mem: &mut Memory,
+    c: &Cluster,
+    lsn: super::types::Lsn,
+    renew_due: bool,
+) -> Plan {
+    mem.primary_down_since = None;
+    mem.bootstrapping = false;
+    if let Some(init) = &c.initialize {
+        let sysid = ctx
+            .local
+            .system_id()
+            .map(|s| s.to_string())
+            .unwrap_or_default();
+        if init.is_empty() && !sysid.is_empty() {
+            return Plan::act_now(
+                Reason::Leading,
+                vec![Action::WriteInitialize(sysid)],
+                ctx.now,
+            );
+        }
+    }
+    if let Some(sw) = &c.switchover {
+        match election::check_switchover(ctx, c, sw, lsn, mem.paused) {
+            SwitchoverCheck::Refuse(why) => {
+                return Plan::act(
+                    Reason::SwitchoverRefused { why },
+                    vec![Action::ClearSwitchover],
+                );
+            }
+            SwitchoverCheck::Wait { at_ms, wake_in_ms } => {
+                let plan = keep(ctx, Reason::SwitchoverScheduled { at_ms }, renew_due);
+                return plan.wake(ctx.now.plus_ms(wake_in_ms));
+            }
+            SwitchoverCheck::Go { candidate } => {
+                mem.switchover_stopped_at = Some(ctx.now);
+                return Plan::act_now(
+                    Reason::SwitchoverStopping { candidate },
+                    vec![
+                        Action::Checkpoint,
+                        Action::Stop {
+                            mode: StopMode::Fast,
+                        },
+                    ],
+                    ctx.now,
+                );
+            }
+        }
+    }
+    let reason = if mem.paused {
+        Reason::Paused {
+            what: "I am the leader with the lock".into(),
+        }
+    } else {
+        Reason::Leading
+    };
+    if renew_due {
+        let optime = if c.optime != Some(lsn) {
+            vec![Action::WriteOptime(lsn)]
+        } else {
+            vec![]
+        };
+        let mut actions = vec![Action::RenewLeader];
+        actions.extend(optime);
+        return Plan::act_now(reason, actions, ctx.now);
+    }
+    Plan::idle(reason)
+}
+
+/// We hold an acknowledged lease and PostgreSQL is a replica: promote (R1; the fence is armed by `decide`).
+fn promote(ctx: &Ctx, c: &Cluster) -> Plan {
+    let mut actions = vec![Action::Promote];
+    if c.switchover.is_some() {
+        actions.push(Action::ClearSwitchover);
+    }
+    Plan::act_now(Reason::Promoting, actions, ctx.now)
+}
+
+/// We hold the key and PostgreSQL is down: finish a switchover, restart in place, or give the key up.
+fn stopped(
+    ctx: &Ctx,
+    mem: &mut Memory,
+    c: &Cluster,
+    (was_primary, lsn): (bool, super::types::Lsn),
+    renew_due: bool,
+) -> Plan {
+    if let Some(stopped_at) = mem.switchover_stopped_at {
+        return switchover_release(ctx, c, stopped_at, lsn, renew_due);
+    }
+    if mem.paused {
+        return keep(
+            ctx,
+            Reason::Paused {
+                what: "PostgreSQL is not running; not starting it".into(),
+            },
+            renew_due,
+        );
+    }
+    if !was_primary {
+        return Plan::act_now(
+            Reason::StartingReplica { leader: None },
+            vec![Action::StartReplica { upstream: None }],
+            ctx.now,
+        );
+    }
+    let since = *mem.primary_down_since.get_or_insert(ctx.now);
+    if ctx.now.since(since) < ctx.cfg.primary_start_timeout_ms {
+        return Plan::act_now(
+            Reason::RestartingCrashedPrimary,
+            vec![Action::StartPrimary],
+            ctx.now,
+        );
+    }
+    mem.primary_down_since = None;
+    Plan::act_now(
+        Reason::CrashedPrimaryGaveUp,
+        vec![Action::ReleaseLeader],
+        ctx.now,
+    )
+}
+
+/// After the graceful stop: release once a candidate has received our shutdown checkpoint, or after
+/// two loops in any case (the others then race as after a crash).
+fn switchover_release(
+    ctx: &Ctx,
+    c: &Cluster,
+    stopped_at: super::types::Millis,
+    lsn: super::types::Lsn,
+    renew_due: bool,
+) -> Plan {
+    let candidate = c.switchover.as_ref().and_then(|s| s.candidate.clone());
+    let caught_up = ctx.obs.peers.as_ref().is_some_and(|peers| {
+        peers.iter().any(|p| {
+            let wanted = candidate.as_ref().is_none_or(|cand| *cand == p.name);
+            wanted
+                && p.answer.as_ref().is_some_and(|a| {
+                    a.role == Some(PgRole::Replica) && a.lsn >= lsn && a.tags.can_promote()
+                })
+        })
+    });
+    let waited_ms = ctx.now.since(stopped_at);
+    if caught_up || waited_ms >= 2 * ctx.cfg.timing.loop_wait_ms {
+        return Plan::act_now(
+            Reason::SwitchoverReleasing,
+            vec![Action::ReleaseLeader],
+            ctx.now,
+        );
+    }
+    let wait = Reason::SwitchoverWaitingForCandidate { candidate };
+    let mut actions = vec![Action::ProbePeers];
+    if renew_due {
+        actions.insert(0, Action::RenewLeader);
+    }
+    // Probe again soon: the candidate usually has the checkpoint within milliseconds.
+    Plan::act(wait, actions).wake(ctx.now.plus_ms(ctx.cfg.timing.loop_wait_ms / 10))
+}

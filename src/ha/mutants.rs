@@ -1,0 +1,22 @@
+//! Test-only deliberately broken rules (feature `mutants`): each must make a simulator checker fail.
+
+/// One broken rule.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mutant {
+    /// Promote before the acquire is acknowledged.
+    PromoteBeforeAck,
+    /// Count the lease from the reply's arrival instead of the request's send time.
+    LeaseFromReply,
+    /// Keep a primary running (and its fencer extended) while the store is down.
+    NoFenceWhenStoreDown,
+    /// Health says "primary" whatever the lease.
+    HealthIgnoresLease,
+    /// Rejoin without checking for divergence.
+    SkipDivergenceCheck,
+    /// Never race for a free leader key.
+    NeverRace,
+    /// Race even from a timeline older than the cluster's.
+    RaceIgnoresTimeline,
+    /// Simulator-only: the watchdog never fires.
+    WatchdogNeverFires,
+}

@@ -1,0 +1,125 @@
+//! The member record and node status a decision publishes: derived from the observation and the new memory.
+use super::action::Job;
+use super::action::{MemberStatus, NodeRole, NodeStatus};
+use super::decide::{Ctx, Local};
+use super::memory::Memory;
+use super::observation::{JobStatus, MemberRole, MemberState, StoreView};
+
+/// What goes into `members/<name>`.
+pub(crate) fn member(ctx: &Ctx) -> MemberStatus {
+    let (role, state, timeline, lsn) = match ctx.local {
+        Local::NoData => (
+            MemberRole::Uninitialized,
+            job_state(ctx).unwrap_or(MemberState::Stopped),
+            None,
+            None,
+        ),
+        Local::Stopped(cd) => {
+            let role = if cd.was_primary {
+                MemberRole::Demoted
+            } else {
+                MemberRole::Replica
+            };
+            (
+                role,
+                job_state(ctx).unwrap_or(MemberState::Stopped),
+                Some(cd.timeline),
+                Some(cd.lsn),
+            )
+        }
+        Local::Starting => (MemberRole::Replica, MemberState::Starting, None, None),
+        Local::Primary(r) => (
+            MemberRole::Primary,
+            MemberState::Running,
+            Some(r.timeline),
+            Some(r.lsn),
+        ),
+        Local::Replica(r) => {
+            let state = if r.streaming {
+                MemberState::Streaming
+            } else {
+                MemberState::Running
+            };
+            (MemberRole::Replica, state, Some(r.timeline), Some(r.lsn))
+        }
+    };
+    MemberStatus {
+        role,
+        state,
+        timeline,
+        lsn,
+    }
+}
+
+fn job_state(ctx: &Ctx) -> Option<MemberState> {
+    match &ctx.obs.job {
+        JobStatus::Running(Job::Bootstrap) => Some(MemberState::Initializing),
+        JobStatus::Running(Job::Clone { .. } | Job::Reinit { .. }) => {
+            Some(MemberState::CreatingReplica)
+        }
+        JobStatus::Running(Job::Rewind { .. }) => Some(MemberState::Rewinding),
+        _ => None,
+    }
+}
+
+/// What the REST API answers from until the next cycle.
+pub(crate) fn node(ctx: &Ctx, mem: &Memory) -> NodeStatus {
+    let (role, running, streaming, timeline, lsn) = match ctx.local {
+        Local::NoData => (NodeRole::Uninitialized, false, false, None, None),
+        Local::Stopped(cd) => {
+            let role = if cd.was_primary {
+                NodeRole::Demoted
+            } else {
+                NodeRole::Replica
+            };
+            (role, false, false, Some(cd.timeline), Some(cd.lsn))
+        }
+        Local::Starting => (NodeRole::Replica, false, false, None, None),
+        Local::Primary(r) => (
+            NodeRole::Primary,
+            true,
+            false,
+            Some(r.timeline),
+            Some(r.lsn),
+        ),
+        Local::Replica(r) => (
+            NodeRole::Replica,
+            true,
+            r.streaming,
+            Some(r.timeline),
+            Some(r.lsn),
+        ),
+    };
+    let cluster = match &ctx.obs.store {
+        StoreView::Available(c) => Some(c),
+        StoreView::Unavailable => None,
+    };
+    let lag_bytes = match (role, cluster.and_then(|c| c.optime), lsn) {
+        (NodeRole::Replica, Some(optime), Some(lsn)) => Some(optime.bytes_ahead_of(lsn)),
+        _ => None,
+    };
+    NodeStatus {
+        role,
+        running,
+        streaming,
+        lease_deadline: if ctx
+            .cfg
+            .mutant(super::config::MutantName::HealthIgnoresLease)
+        {
+            Some(super::types::Millis(u64::MAX)).filter(|_| role == NodeRole::Primary)
+        } else {
+            mem.lease
+                .filter(|_| role == NodeRole::Primary)
+                .map(|l| l.deadline)
+        },
+        lag_bytes,
+        paused: mem.paused,
+        noloadbalance: ctx.cfg.noloadbalance,
+        timeline,
+        lsn,
+        cycle_at: ctx.now,
+        leader: cluster
+            .and_then(|c| c.leader_name().cloned())
+            .or_else(|| mem.last_leader.clone()),
+    }
+}
