@@ -103,23 +103,23 @@ pub fn write_hba(settings: &PgSettings) -> Result<(), PgError> {
 /// is left to operators and still wins over both.
 pub fn write_config(settings: &PgSettings) -> Result<(), PgError> {
     let mut gucs: Vec<(String, String)> = vec![
-        ("listen_addresses".into(), quote_guc(&settings.listen_host)),
+        ("listen_addresses".into(), settings.listen_host.clone()),
         ("port".into(), settings.listen_port.to_string()),
         ("wal_level".into(), "replica".into()),
         ("hot_standby".into(), "on".into()),
         ("max_wal_senders".into(), "10".into()),
         ("max_replication_slots".into(), "10".into()),
-        ("wal_keep_size".into(), "'128MB'".into()),
+        ("wal_keep_size".into(), "128MB".into()),
         // pg_rewind needs hint-bit changes in WAL; harmless when checksums already force it.
         ("wal_log_hints".into(), "on".into()),
     ];
     for (k, v) in &settings.parameters {
         gucs.retain(|(g, _)| g != k);
-        gucs.push((k.clone(), quote_guc(v)));
+        gucs.push((k.clone(), v.clone()));
     }
     let mut text = String::from("# Written by tenure before every start; edits are lost.\n");
     for (k, v) in gucs {
-        text.push_str(&format!("{k} = {v}\n"));
+        text.push_str(&format!("{k} = {}\n", quote_guc(&v)));
     }
     write_owned(settings, &settings.data_path(TENURE_CONF), &text, 0o600)?;
 
@@ -140,16 +140,9 @@ pub fn write_config(settings: &PgSettings) -> Result<(), PgError> {
     Ok(())
 }
 
-/// A GUC value quoted for a config file, unless it is a plain number or word.
+/// A GUC value quoted for a config file; quoting is always valid, and `\\` and `'` are escaped.
 fn quote_guc(v: &str) -> String {
-    if !v.is_empty()
-        && v.chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '_')
-    {
-        v.to_string()
-    } else {
-        format!("'{}'", v.replace('\\', "\\\\").replace('\'', "''"))
-    }
+    format!("'{}'", v.replace('\\', "\\\\").replace('\'', "''"))
 }
 
 /// Create (or update the passwords of) the replication and rewind roles; needs a running primary.

@@ -1,0 +1,323 @@
+//! The PostgreSQL adapter against real PostgreSQL 15: bootstrap, clone, promote, divergence, rewind, stop modes.
+#[path = "support/pg.rs"]
+mod pg_support;
+
+use pg_support::{eventually, PgNode};
+use tenure::ha::observation::{Divergence, PgRole, PgState, RunningPg};
+use tenure::ha::types::Timeline;
+use tenure::pg::ctl::{self, InitdbOptions, StopMode, Stopped};
+use tenure::pg::recovery::{self, StandbyConfig};
+use tenure::pg::{probe, rewind, PgSettings};
+
+async fn running(s: &PgSettings) -> RunningPg {
+    match probe::observe(s).await.expect("observe") {
+        PgState::Running(r) => r,
+        other => panic!("{} not running: {other:?}", s.name),
+    }
+}
+
+async fn sql(s: &PgSettings, q: &str) -> Vec<tokio_postgres::Row> {
+    let client = probe::connect_local(s).await.expect("connect");
+    client.query(q, &[]).await.expect(q)
+}
+
+async fn exec(s: &PgSettings, q: &str) {
+    let client = probe::connect_local(s).await.expect("connect");
+    client.batch_execute(q).await.expect(q)
+}
+
+async fn values(s: &PgSettings) -> Vec<String> {
+    sql(s, "SELECT v FROM t ORDER BY v")
+        .await
+        .iter()
+        .map(|r| r.get(0))
+        .collect()
+}
+
+/// Poll until the table on `s` holds exactly `want`.
+async fn wait_values(s: &PgSettings, want: &[&str]) {
+    eventually(30, &format!("{} to hold {want:?}", s.name), || async {
+        let client = probe::connect_local(s).await.ok()?;
+        let rows = client.query("SELECT v FROM t ORDER BY v", &[]).await.ok()?;
+        let got: Vec<String> = rows.iter().map(|r| r.get(0)).collect();
+        (got == want).then_some(())
+    })
+    .await
+}
+
+/// initdb, start as primary, create the roles.
+async fn bootstrap(node: &PgNode) {
+    let s = &node.settings;
+    assert_eq!(probe::observe(s).await.unwrap(), PgState::NoData);
+    ctl::initdb(s, &InitdbOptions::default())
+        .await
+        .expect("initdb");
+    recovery::configure_primary(s).unwrap();
+    ctl::start(s)
+        .await
+        .unwrap_or_else(|e| panic!("start: {e}\n{}", node.log()));
+    ctl::create_roles(s).await.expect("roles");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clone_promote_diverge_and_rewind() {
+    let a = PgNode::new("node-a");
+    let b = PgNode::new("node-b");
+    let (sa, sb) = (&a.settings, &b.settings);
+
+    bootstrap(&a).await;
+    let pa = running(sa).await;
+    assert_eq!((pa.role, pa.timeline), (PgRole::Primary, Timeline(1)));
+    assert!(pa.lsn.0 > 0 && pa.upstream.is_none() && !pa.streaming);
+    exec(
+        sa,
+        "CREATE TABLE t (v text PRIMARY KEY); INSERT INTO t VALUES ('1')",
+    )
+    .await;
+    ctl::create_slot(sa, &sb.slot_name()).await.unwrap();
+    ctl::create_slot(sa, &sb.slot_name())
+        .await
+        .expect("creating an existing slot is a no-op");
+    assert_eq!(
+        ctl::list_slots(sa).await.unwrap(),
+        vec!["node_b".to_string()]
+    );
+
+    // Clone b; start it as a standby with no upstream, then point it at a with a reload.
+    ctl::basebackup(sb, &a.endpoint())
+        .await
+        .expect("basebackup");
+    let nobody = StandbyConfig {
+        upstream: None,
+        slot: None,
+    };
+    recovery::configure_standby(sb, &nobody).unwrap();
+    ctl::start(sb)
+        .await
+        .unwrap_or_else(|e| panic!("start b: {e}\n{}", b.log()));
+    let pb = running(sb).await;
+    assert_eq!(
+        (pb.role, pb.streaming, pb.upstream.clone()),
+        (PgRole::Replica, false, None)
+    );
+    assert_eq!(pb.system_id, pa.system_id);
+    recovery::reconfigure_upstream(sb, &StandbyConfig::follow(sb, a.endpoint()))
+        .await
+        .unwrap();
+    exec(sa, "INSERT INTO t VALUES ('2')").await;
+    wait_values(sb, &["1", "2"]).await;
+    let pb = eventually(20, "b streaming", || async {
+        let r = running(sb).await;
+        r.streaming.then_some(r)
+    })
+    .await;
+    assert_eq!(pb.upstream, Some(sa.name.clone()));
+    assert_eq!(pb.timeline, Timeline(1));
+    let client = probe::connect_local(sa).await.unwrap();
+    let repl = probe::replication(&client).await.unwrap();
+    assert_eq!(repl.len(), 1);
+    assert_eq!(
+        (repl[0].application_name.as_str(), repl[0].state.as_str()),
+        ("node-b", "streaming")
+    );
+    let active = sql(
+        sa,
+        "SELECT active FROM pg_replication_slots WHERE slot_name = 'node_b'",
+    )
+    .await;
+    assert!(active[0].get::<_, bool>(0), "b streams through its slot");
+
+    // A following replica has not diverged.
+    assert_eq!(
+        rewind::check_divergence(sb, &a.endpoint()).await,
+        Divergence::NoNeed {
+            leader: sa.name.clone()
+        }
+    );
+
+    // Promote b while a keeps writing: split brain, a's '3a' exists only on timeline 1.
+    ctl::promote(sb).await.expect("promote");
+    let pb = running(sb).await;
+    assert_eq!((pb.role, pb.timeline), (PgRole::Primary, Timeline(2)));
+    assert!(!recovery::is_standby_configured(sb));
+    exec(sa, "INSERT INTO t VALUES ('3a'); SELECT pg_switch_wal()").await;
+    exec(sb, "INSERT INTO t VALUES ('3b')").await;
+    assert_eq!(ctl::stop(sa, StopMode::Fast).await.unwrap(), Stopped::Fast);
+    match probe::observe(sa).await.unwrap() {
+        PgState::Stopped(cd) => assert!(cd.was_primary && cd.clean && cd.timeline == Timeline(1)),
+        other => panic!("a should be stopped: {other:?}"),
+    }
+    assert!(rewind::can_rewind(sa).await.unwrap());
+    assert_eq!(
+        rewind::check_divergence(sa, &b.endpoint()).await,
+        Divergence::NeedRewind {
+            leader: sb.name.clone()
+        }
+    );
+
+    // Rewind a onto b and follow it: b's rows arrive, a's divergent row is gone.
+    ctl::create_slot(sb, &sa.slot_name()).await.unwrap();
+    rewind::run_rewind(sa, &b.endpoint(), &StandbyConfig::follow(sa, b.endpoint()))
+        .await
+        .expect("pg_rewind");
+    assert!(recovery::is_standby_configured(sa));
+    ctl::start(sa)
+        .await
+        .unwrap_or_else(|e| panic!("start a: {e}\n{}", a.log()));
+    exec(sb, "INSERT INTO t VALUES ('4')").await;
+    wait_values(sa, &["1", "2", "3b", "4"]).await;
+    let pa = eventually(20, "a streaming from b", || async {
+        let r = running(sa).await;
+        r.streaming.then_some(r)
+    })
+    .await;
+    assert_eq!(
+        (pa.role, pa.timeline, pa.upstream),
+        (PgRole::Replica, Timeline(2), Some(sb.name.clone()))
+    );
+    assert_eq!(values(sb).await, vec!["1", "2", "3b", "4"]);
+    assert_eq!(
+        rewind::check_divergence(sa, &b.endpoint()).await,
+        Divergence::NoNeed {
+            leader: sb.name.clone()
+        }
+    );
+
+    // A standby shut down reports its replay position, not a primary's checkpoint.
+    assert_eq!(ctl::stop(sa, StopMode::Fast).await.unwrap(), Stopped::Fast);
+    match probe::observe(sa).await.unwrap() {
+        PgState::Stopped(cd) => assert!(!cd.was_primary && cd.clean && cd.timeline == Timeline(2)),
+        other => panic!("a should be stopped: {other:?}"),
+    }
+    assert_eq!(
+        rewind::check_divergence(sa, &b.endpoint()).await,
+        Divergence::NoNeed {
+            leader: sb.name.clone()
+        }
+    );
+}
+
+/// A clean switchover: the old primary's shutdown checkpoint reached the replica before it was promoted, so
+/// its WAL ends exactly at the new timeline's switch point and it can follow without pg_rewind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cleanly_stopped_primary_follows_without_rewind() {
+    let a = PgNode::new("sw-a");
+    let b = PgNode::new("sw-b");
+    let (sa, sb) = (&a.settings, &b.settings);
+    bootstrap(&a).await;
+    exec(
+        sa,
+        "CREATE TABLE t (v text PRIMARY KEY); INSERT INTO t VALUES ('1')",
+    )
+    .await;
+    ctl::create_slot(sa, &sb.slot_name()).await.unwrap();
+    ctl::basebackup(sb, &a.endpoint())
+        .await
+        .expect("basebackup");
+    recovery::configure_standby(sb, &StandbyConfig::follow(sb, a.endpoint())).unwrap();
+    ctl::start(sb)
+        .await
+        .unwrap_or_else(|e| panic!("start b: {e}\n{}", b.log()));
+    wait_values(sb, &["1"]).await;
+
+    assert_eq!(ctl::stop(sa, StopMode::Fast).await.unwrap(), Stopped::Fast);
+    let PgState::Stopped(cd) = probe::observe(sa).await.unwrap() else {
+        panic!("a should be stopped")
+    };
+    eventually(20, "b to receive a's shutdown checkpoint", || async {
+        (running(sb).await.lsn > cd.lsn).then_some(())
+    })
+    .await;
+    ctl::promote(sb).await.expect("promote");
+    assert_eq!(running(sb).await.timeline, Timeline(2));
+    assert_eq!(
+        rewind::check_divergence(sa, &b.endpoint()).await,
+        Divergence::NoNeed {
+            leader: sb.name.clone()
+        }
+    );
+
+    recovery::configure_standby(sa, &StandbyConfig::follow(sa, b.endpoint())).unwrap();
+    ctl::create_slot(sb, &sa.slot_name()).await.unwrap();
+    ctl::start(sa)
+        .await
+        .unwrap_or_else(|e| panic!("start a: {e}\n{}", a.log()));
+    exec(sb, "INSERT INTO t VALUES ('2')").await;
+    wait_values(sa, &["1", "2"]).await;
+    let pa = running(sa).await;
+    assert_eq!((pa.role, pa.timeline), (PgRole::Replica, Timeline(2)));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stop_modes_escalate_and_a_killed_postmaster_restarts() {
+    let mut n = PgNode::new("solo");
+    n.settings.pg_ctl_timeout_s = 3;
+    let s = &n.settings;
+    bootstrap(&n).await;
+    exec(
+        s,
+        "CREATE TABLE t (v text PRIMARY KEY); INSERT INTO t VALUES ('1')",
+    )
+    .await;
+
+    assert_eq!(ctl::stop(s, StopMode::Fast).await.unwrap(), Stopped::Fast);
+    assert_eq!(
+        ctl::stop(s, StopMode::Fast).await.unwrap(),
+        Stopped::AlreadyStopped
+    );
+    assert!(matches!(probe::observe(s).await.unwrap(), PgState::Stopped(cd) if cd.clean));
+
+    ctl::start(s).await.unwrap();
+    assert_eq!(
+        ctl::stop(s, StopMode::Immediate).await.unwrap(),
+        Stopped::Immediate
+    );
+    assert!(
+        matches!(probe::observe(s).await.unwrap(), PgState::Stopped(cd) if !cd.clean && cd.was_primary)
+    );
+
+    // SIGKILL from outside: postmaster.pid stays behind; the probe sees a stopped cluster; start recovers.
+    ctl::start(s).await.unwrap();
+    exec(s, "INSERT INTO t VALUES ('2')").await;
+    let pid = n.postmaster_pid().unwrap();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    eventually(10, "killed postmaster reaped", || async {
+        (!std::path::Path::new(&format!("/proc/{pid}")).exists()).then_some(())
+    })
+    .await;
+    assert!(
+        n.postmaster_pid().is_some(),
+        "a killed postmaster leaves its pid file"
+    );
+    assert!(matches!(probe::observe(s).await.unwrap(), PgState::Stopped(cd) if !cd.clean));
+    ctl::start(s)
+        .await
+        .unwrap_or_else(|e| panic!("restart after SIGKILL: {e}\n{}", n.log()));
+    assert_eq!(values(s).await, vec!["1", "2"]);
+
+    // A frozen postmaster ignores pg_ctl: fast and immediate time out, SIGKILL ends it (and its children).
+    let pid = n.postmaster_pid().unwrap();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid),
+        nix::sys::signal::Signal::SIGSTOP,
+    )
+    .unwrap();
+    assert_eq!(ctl::stop(s, StopMode::Fast).await.unwrap(), Stopped::Killed);
+    assert!(!std::path::Path::new(&format!("/proc/{pid}")).exists() || !running_pid(pid));
+    ctl::start(s)
+        .await
+        .unwrap_or_else(|e| panic!("restart after kill: {e}\n{}", n.log()));
+    assert_eq!(running(s).await.role, PgRole::Primary);
+    assert_eq!(values(s).await, vec!["1", "2"]);
+}
+
+/// Whether `pid` is a live (non-zombie) process.
+fn running_pid(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|s| !s[s.rfind(')').unwrap() + 1..].trim_start().starts_with('Z'))
+        .unwrap_or(false)
+}

@@ -1,0 +1,176 @@
+//! Test harness for real PostgreSQL 15 nodes: temp dirs owned by `postgres`, free loopback ports, reaping.
+#![allow(dead_code)]
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Once;
+use std::time::Duration;
+
+use nix::sys::wait::{waitpid, WaitPidFlag};
+use nix::unistd::Pid;
+use tenure::ha::types::NodeName;
+use tenure::pg::{Credentials, Endpoint, PgSettings};
+
+pub const BIN_DIR: &str = "/usr/lib/postgresql/15/bin";
+
+/// Become the subreaper of daemonized postmasters (PID 1 here does not reap) and reap their zombies.
+pub fn init_process() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        nix::sys::prctl::set_child_subreaper(true).expect("set child subreaper");
+        std::thread::spawn(|| loop {
+            reap_orphans();
+            std::thread::sleep(Duration::from_millis(100));
+        });
+    });
+}
+
+/// Reap zombie children other than `runuser`: those are tokio's own children and tokio reaps them.
+fn reap_orphans() {
+    let me = std::process::id().to_string();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return;
+    };
+    for entry in dir.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
+            continue;
+        };
+        let comm = &stat[open + 1..close];
+        let mut rest = stat[close + 1..].split_whitespace();
+        let (state, ppid) = (rest.next().unwrap_or(""), rest.next().unwrap_or(""));
+        if state == "Z" && ppid == me && comm != "runuser" {
+            let _ = waitpid(Pid::from_raw(pid), Some(WaitPidFlag::WNOHANG));
+        }
+    }
+}
+
+/// A loopback port nobody listens on right now.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn chown_postgres(path: &std::path::Path) {
+    let user = nix::unistd::User::from_name("postgres")
+        .unwrap()
+        .expect("postgres user");
+    nix::unistd::chown(path, Some(user.uid), Some(user.gid)).unwrap();
+}
+
+fn creds(user: &str) -> Credentials {
+    Credentials {
+        username: user.into(),
+        password: format!("{user}-secret"),
+    }
+}
+
+/// One PostgreSQL node's directory and settings; its postmaster is stopped by PID on drop.
+pub struct PgNode {
+    pub settings: PgSettings,
+    pub dir: tempfile::TempDir,
+}
+
+impl PgNode {
+    pub fn new(name: &str) -> PgNode {
+        init_process();
+        let dir = tempfile::Builder::new()
+            .prefix("tenure-pg-")
+            .tempdir()
+            .unwrap();
+        chown_postgres(dir.path());
+        let port = free_port();
+        let root: PathBuf = dir.path().to_path_buf();
+        let mut parameters = BTreeMap::new();
+        // Small and quick: two cores are shared with concurrent builds.
+        parameters.insert("shared_buffers".into(), "16MB".into());
+        parameters.insert("max_connections".into(), "30".into());
+        parameters.insert("fsync".into(), "off".into());
+        parameters.insert("unix_socket_directories".into(), root.display().to_string());
+        let settings = PgSettings {
+            name: NodeName::new(name),
+            bin_dir: BIN_DIR.into(),
+            data_dir: root.join("data"),
+            listen_host: "127.0.0.1".into(),
+            listen_port: port,
+            connect_address: format!("127.0.0.1:{port}"),
+            superuser: creds("postgres"),
+            replication: creds("replicator"),
+            rewind: creds("rewinder"),
+            parameters,
+            pg_hba: Vec::new(),
+            run_as: Some("postgres".into()),
+            pgpass_path: root.join("pgpass"),
+            log_file: root.join("postmaster.log"),
+            pg_ctl_timeout_s: 30,
+        };
+        PgNode { settings, dir }
+    }
+
+    pub fn endpoint(&self) -> Endpoint {
+        Endpoint {
+            name: self.settings.name.clone(),
+            host: "127.0.0.1".into(),
+            port: self.settings.listen_port,
+        }
+    }
+
+    /// The postmaster's PID from `postmaster.pid`.
+    pub fn postmaster_pid(&self) -> Option<i32> {
+        let text = std::fs::read_to_string(self.settings.data_dir.join("postmaster.pid")).ok()?;
+        text.lines().next()?.trim().parse().ok()
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.settings.log_file).unwrap_or_default()
+    }
+}
+
+impl Drop for PgNode {
+    fn drop(&mut self) {
+        let Some(pid) = self.postmaster_pid() else {
+            return;
+        };
+        // SIGQUIT is an immediate shutdown: the postmaster takes its children down with it.
+        let _ = nix::sys::signal::kill(Pid::from_raw(pid), nix::sys::signal::Signal::SIGQUIT);
+        for _ in 0..50 {
+            let _ = waitpid(Pid::from_raw(pid), Some(WaitPidFlag::WNOHANG));
+            if nix::sys::signal::kill(Pid::from_raw(pid), None).is_err() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let _ = nix::sys::signal::kill(Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
+        let _ = waitpid(Pid::from_raw(pid), None);
+    }
+}
+
+/// Poll `check` every 100 ms until it returns `Some`, or panic with `what` after `timeout_s`.
+pub async fn eventually<T, F, Fut>(timeout_s: u64, what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(timeout_s);
+    loop {
+        if let Some(v) = check().await {
+            return v;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out after {timeout_s}s waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
