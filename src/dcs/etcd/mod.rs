@@ -1,0 +1,510 @@
+//! etcd v3 backend: one lease per agent, the leader key taken in a transaction, Patroni's etcd3 key layout.
+//!
+//! Keys live under `/<namespace>/<scope>/` *with* a leading slash, exactly as Patroni's etcd3 backend writes them,
+//! so `patronictl` and Patroni agents see the same cluster. Every call is bounded by its caller's deadline
+//! (`tokio::time::timeout_at`); a stopped or partitioned etcd yields `DcsError::Unavailable`, never a hang.
+//! There is no background keep-alive: the agent renews the lease explicitly, so a hung agent lets it expire.
+mod call;
+mod settings;
+mod snapshot;
+
+use std::sync::Mutex as StdMutex;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use etcd_client::{
+    Client, Compare, CompareOp, ConnectOptions, GetOptions, PutOptions, Txn, TxnOp, TxnOpResponse,
+    WatchOptions,
+};
+use tokio::sync::Mutex;
+use tokio::time::{timeout_at, Instant};
+
+use super::{ClusterSnapshot, Dcs, DcsError, KeyLayout, MemberRecord, SwitchoverRecord};
+use crate::ha::types::SessionId;
+use call::{bounded, map_err, non_negative};
+use settings::Keys;
+pub use settings::{lease_ttl_s, EtcdSettings, EtcdSettingsError, EtcdTls};
+
+/// How long a watch may take beyond its wait to confirm that the server is alive.
+const WATCH_CONFIRM_MS: u64 = 500;
+
+/// The etcd implementation of [`Dcs`].
+pub struct EtcdDcs {
+    settings: EtcdSettings,
+    keys: Keys,
+    member_key: String,
+    ttl_s: i64,
+    /// Connected on first use, so an agent can start while etcd is down.
+    client: Mutex<Option<Client>>,
+    /// Our lease, once granted; cleared when etcd says it is gone.
+    lease: StdMutex<Option<i64>>,
+}
+
+impl EtcdDcs {
+    pub fn new(settings: EtcdSettings) -> Result<Self, EtcdSettingsError> {
+        if settings.endpoints.is_empty() {
+            return Err(EtcdSettingsError::NoEndpoints);
+        }
+        if settings.ttl_ms == 0 {
+            return Err(EtcdSettingsError::ZeroTtl);
+        }
+        if settings.user.is_some() != settings.password.is_some() {
+            return Err(EtcdSettingsError::HalfCredentials);
+        }
+        if settings.tls.is_some() || settings.endpoints.iter().any(|e| e.starts_with("https://")) {
+            return Err(EtcdSettingsError::TlsNotBuilt);
+        }
+        let keys = Keys::new(&settings.namespace, &settings.scope);
+        let member_key = format!(
+            "/{}",
+            KeyLayout::new(&settings.namespace, &settings.scope).member(&settings.name)
+        );
+        Ok(EtcdDcs {
+            ttl_s: lease_ttl_s(settings.ttl_ms),
+            settings,
+            keys,
+            member_key,
+            client: Mutex::new(None),
+            lease: StdMutex::new(None),
+        })
+    }
+
+    /// The lease TTL actually requested from etcd, in seconds.
+    pub fn ttl_s(&self) -> i64 {
+        self.ttl_s
+    }
+
+    /// Our current lease, if any.
+    pub fn lease_id(&self) -> Option<i64> {
+        *self.lease.lock().expect("lease mutex poisoned")
+    }
+
+    fn set_lease(&self, lease: Option<i64>) {
+        *self.lease.lock().expect("lease mutex poisoned") = lease;
+    }
+
+    fn require_lease(&self) -> Result<i64, DcsError> {
+        self.lease_id().ok_or_else(|| {
+            DcsError::SessionInvalid("no etcd lease yet: call ensure_session".into())
+        })
+    }
+
+    /// A connected client (cheap clone of shared channels), connecting lazily within the deadline.
+    async fn client(&self, deadline: Instant) -> Result<Client, DcsError> {
+        let mut slot = bounded(deadline, "connect", self.client.lock()).await?;
+        if let Some(c) = slot.as_ref() {
+            return Ok(c.clone());
+        }
+        let mut opts = ConnectOptions::new()
+            .with_connect_timeout(Duration::from_secs(2))
+            // HTTP/2 pings notice a dead peer on an idle connection; requests are bounded by deadlines anyway.
+            .with_keep_alive(Duration::from_secs(5), Duration::from_secs(3))
+            .with_keep_alive_while_idle(true);
+        if let (Some(u), Some(p)) = (&self.settings.user, &self.settings.password) {
+            opts = opts.with_user(u.clone(), p.clone());
+        }
+        let c = bounded(
+            deadline,
+            "connect",
+            Client::connect(&self.settings.endpoints, Some(opts)),
+        )
+        .await?
+        .map_err(map_err)?;
+        *slot = Some(c.clone());
+        Ok(c)
+    }
+
+    /// Grant a fresh lease and remember it.
+    async fn grant(&self, deadline: Instant) -> Result<i64, DcsError> {
+        let mut c = self.client(deadline).await?;
+        let resp = bounded(deadline, "lease grant", c.lease_grant(self.ttl_s, None))
+            .await?
+            .map_err(map_err)?;
+        self.set_lease(Some(resp.id()));
+        tracing::debug!(lease = resp.id(), ttl_s = resp.ttl(), "etcd lease granted");
+        Ok(resp.id())
+    }
+
+    /// One keep-alive round trip on a short-lived stream: opening it sends the keep-alive and waits for the
+    /// answer (TTL 0 means the lease is gone). A stream kept across calls could deliver a late answer to an
+    /// earlier, timed-out request as if it answered this one, and the caller would then date the lease
+    /// extension from the wrong send time.
+    async fn keep_alive(&self, lease: i64, deadline: Instant) -> Result<(), DcsError> {
+        let mut c = self.client(deadline).await?;
+        match bounded(deadline, "lease keep-alive", c.lease_keep_alive(lease))
+            .await?
+            .map_err(map_err)
+        {
+            Ok(_) => Ok(()),
+            Err(DcsError::SessionInvalid(why)) => {
+                self.forget_lease(lease);
+                Err(DcsError::SessionInvalid(format!(
+                    "etcd lease {lease:x}: {why}"
+                )))
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Our lease, granting one first if we have none.
+    async fn lease_or_grant(&self, deadline: Instant) -> Result<i64, DcsError> {
+        match self.lease_id() {
+            Some(l) => Ok(l),
+            None => self.grant(deadline).await,
+        }
+    }
+
+    /// Drop our lease id if it is still `lease` (a concurrent call may already have a new one).
+    fn forget_lease(&self, lease: i64) {
+        let mut l = self.lease.lock().expect("lease mutex poisoned");
+        if *l == Some(lease) {
+            *l = None;
+        }
+    }
+
+    async fn txn(
+        &self,
+        txn: Txn,
+        deadline: Instant,
+        what: &str,
+    ) -> Result<etcd_client::TxnResponse, DcsError> {
+        let mut c = self.client(deadline).await?;
+        let resp = bounded(deadline, what, c.txn(txn))
+            .await?
+            .map_err(|e| self.map_lease_err(e))?;
+        Ok(resp)
+    }
+
+    async fn put(&self, key: &str, value: String, deadline: Instant) -> Result<(), DcsError> {
+        let mut c = self.client(deadline).await?;
+        bounded(deadline, "put", c.put(key, value, None))
+            .await?
+            .map_err(map_err)?;
+        Ok(())
+    }
+
+    /// A create-only put: `Conflict` when the key exists.
+    async fn create(&self, key: &str, value: String, deadline: Instant) -> Result<(), DcsError> {
+        let txn = Txn::new()
+            .when([Compare::create_revision(key, CompareOp::Equal, 0)])
+            .and_then([TxnOp::put(key, value, None)]);
+        if self.txn(txn, deadline, "create").await?.succeeded() {
+            Ok(())
+        } else {
+            Err(DcsError::Conflict(format!("{key} already exists")))
+        }
+    }
+
+    /// Like `map_err`, and forgets our lease when etcd says it no longer exists.
+    fn map_lease_err(&self, e: etcd_client::Error) -> DcsError {
+        let mapped = map_err(e);
+        if let (DcsError::SessionInvalid(_), Some(l)) = (&mapped, self.lease_id()) {
+            self.forget_lease(l);
+        }
+        mapped
+    }
+
+    /// The leader key's revision, or the store's revision when there is no leader key.
+    async fn leader_index(&self, deadline: Instant) -> Result<u64, DcsError> {
+        let mut c = self.client(deadline).await?;
+        let resp = bounded(
+            deadline,
+            "leader read",
+            c.get(self.keys.leader.as_str(), None),
+        )
+        .await?
+        .map_err(map_err)?;
+        Ok(match resp.kvs().first() {
+            Some(kv) => non_negative(kv.mod_revision()),
+            None => non_negative(resp.header().map_or(0, |h| h.revision())),
+        })
+    }
+
+    /// Who holds the leader key, from the `get` in a failed transaction's else branch.
+    fn holder(resp: &etcd_client::TxnResponse) -> String {
+        resp.op_responses()
+            .into_iter()
+            .find_map(|r| match r {
+                TxnOpResponse::Get(g) => Some(match g.kvs().first() {
+                    Some(kv) => format!(
+                        "held by {:?} (lease {:x})",
+                        kv.value_str().unwrap_or("?"),
+                        kv.lease()
+                    ),
+                    None => "absent".to_string(),
+                }),
+                TxnOpResponse::Txn(t) => Some(Self::holder(&t)),
+                _ => None,
+            })
+            .unwrap_or_else(|| "unknown".into())
+    }
+}
+
+#[async_trait]
+impl Dcs for EtcdDcs {
+    async fn get_cluster(
+        &self,
+        _consistent: bool,
+        deadline: Instant,
+    ) -> Result<ClusterSnapshot, DcsError> {
+        // etcd ranges are linearizable unless asked to be serializable, so `consistent` needs nothing extra.
+        let mut c = self.client(deadline).await?;
+        let resp = bounded(
+            deadline,
+            "range",
+            c.get(
+                self.keys.prefix.as_str(),
+                Some(GetOptions::new().with_prefix()),
+            ),
+        )
+        .await?
+        .map_err(map_err)?;
+        let revision = resp.header().map_or(0, |h| h.revision());
+        snapshot::build(&self.keys.prefix, resp.kvs(), revision)
+    }
+
+    async fn ensure_session(&self, deadline: Instant) -> Result<SessionId, DcsError> {
+        Ok(SessionId(self.lease_or_grant(deadline).await?.to_string()))
+    }
+
+    async fn renew_session(&self, deadline: Instant) -> Result<(), DcsError> {
+        let lease = self.require_lease()?;
+        self.keep_alive(lease, deadline).await
+    }
+
+    async fn acquire_leader(&self, deadline: Instant) -> Result<(), DcsError> {
+        let lease = match self.lease_id() {
+            Some(l) => {
+                self.keep_alive(l, deadline).await?;
+                l
+            }
+            None => self.grant(deadline).await?,
+        };
+        let k = self.keys.leader.as_str();
+        let name = self.settings.name.as_str();
+        let put = TxnOp::put(k, name, Some(PutOptions::new().with_lease(lease)));
+        // Free key: take it. Else, if it holds our own name (an older lease of ours, e.g. before a restart),
+        // rebind it to our current lease, as Patroni's etcd3 `_update_leader` does. Else report the holder.
+        let takeover = Txn::new()
+            .when([Compare::value(k, CompareOp::Equal, name)])
+            .and_then([put.clone()])
+            .or_else([TxnOp::get(k, None)]);
+        let txn = Txn::new()
+            .when([Compare::create_revision(k, CompareOp::Equal, 0)])
+            .and_then([put])
+            .or_else([TxnOp::txn(takeover)]);
+        let resp = self.txn(txn, deadline, "acquire leader").await?;
+        let inner_ok = resp
+            .op_responses()
+            .iter()
+            .any(|r| matches!(r, TxnOpResponse::Txn(t) if t.succeeded()));
+        if resp.succeeded() || inner_ok {
+            Ok(())
+        } else {
+            Err(DcsError::Conflict(format!(
+                "leader key {}",
+                Self::holder(&resp)
+            )))
+        }
+    }
+
+    async fn renew_leader(&self, deadline: Instant) -> Result<(), DcsError> {
+        let lease = self.require_lease()?;
+        self.keep_alive(lease, deadline).await?;
+        let k = self.keys.leader.as_str();
+        let txn = Txn::new()
+            .when([
+                Compare::value(k, CompareOp::Equal, self.settings.name.as_str()),
+                Compare::lease(k, CompareOp::Equal, lease),
+            ])
+            .or_else([TxnOp::get(k, None)]);
+        let resp = self.txn(txn, deadline, "check leader").await?;
+        if resp.succeeded() {
+            Ok(())
+        } else {
+            Err(DcsError::Conflict(format!(
+                "leader key {}",
+                Self::holder(&resp)
+            )))
+        }
+    }
+
+    async fn release_leader(&self, deadline: Instant) -> Result<(), DcsError> {
+        let Some(lease) = self.lease_id() else {
+            return Ok(()); // without a lease we cannot hold the key under it
+        };
+        let k = self.keys.leader.as_str();
+        let txn = Txn::new()
+            .when([
+                Compare::value(k, CompareOp::Equal, self.settings.name.as_str()),
+                Compare::lease(k, CompareOp::Equal, lease),
+            ])
+            .and_then([TxnOp::delete(k, None)]);
+        self.txn(txn, deadline, "release leader").await?;
+        Ok(())
+    }
+
+    async fn publish_member(
+        &self,
+        record: &MemberRecord,
+        deadline: Instant,
+    ) -> Result<(), DcsError> {
+        // A member with no lease gets one: publishing is how a (re)started agent first appears.
+        let lease = self.lease_or_grant(deadline).await?;
+        let json = serde_json::to_string(record).expect("MemberRecord serializes");
+        let mut c = self.client(deadline).await?;
+        let opts = PutOptions::new().with_lease(lease);
+        bounded(
+            deadline,
+            "publish member",
+            c.put(self.member_key.as_str(), json, Some(opts)),
+        )
+        .await?
+        .map_err(|e| self.map_lease_err(e))?;
+        Ok(())
+    }
+
+    async fn race_initialize(&self, value: &str, deadline: Instant) -> Result<(), DcsError> {
+        self.create(&self.keys.initialize, value.to_string(), deadline)
+            .await
+    }
+
+    async fn write_initialize(&self, value: &str, deadline: Instant) -> Result<(), DcsError> {
+        self.put(&self.keys.initialize, value.to_string(), deadline)
+            .await
+    }
+
+    async fn write_switchover(
+        &self,
+        request: &SwitchoverRecord,
+        deadline: Instant,
+    ) -> Result<(), DcsError> {
+        let json = serde_json::to_string(request).expect("SwitchoverRecord serializes");
+        self.put(&self.keys.failover, json, deadline).await
+    }
+
+    async fn clear_switchover(&self, deadline: Instant) -> Result<(), DcsError> {
+        let mut c = self.client(deadline).await?;
+        bounded(
+            deadline,
+            "delete failover",
+            c.delete(self.keys.failover.as_str(), None),
+        )
+        .await?
+        .map_err(map_err)?;
+        Ok(())
+    }
+
+    async fn cas_config(
+        &self,
+        value: &serde_json::Value,
+        expected_index: Option<u64>,
+        deadline: Instant,
+    ) -> Result<(), DcsError> {
+        let k = self.keys.config.as_str();
+        let Some(index) = expected_index else {
+            return self.create(k, value.to_string(), deadline).await;
+        };
+        let rev = i64::try_from(index)
+            .map_err(|_| DcsError::Conflict(format!("index {index} out of range")))?;
+        let txn = Txn::new()
+            .when([Compare::mod_revision(k, CompareOp::Equal, rev)])
+            .and_then([TxnOp::put(k, value.to_string(), None)]);
+        if self.txn(txn, deadline, "cas config").await?.succeeded() {
+            Ok(())
+        } else {
+            Err(DcsError::Conflict(format!(
+                "{k} changed since revision {index}"
+            )))
+        }
+    }
+
+    async fn write_status(&self, optime: u64, deadline: Instant) -> Result<(), DcsError> {
+        let json = serde_json::json!({ "optime": optime }).to_string();
+        self.put(&self.keys.status, json, deadline).await
+    }
+
+    async fn write_history(
+        &self,
+        history: &serde_json::Value,
+        deadline: Instant,
+    ) -> Result<(), DcsError> {
+        self.put(&self.keys.history, history.to_string(), deadline)
+            .await
+    }
+
+    /// `index` is a revision: the leader key's `mod_revision` from a snapshot, or any revision returned by an
+    /// earlier watch. The watch starts at `index + 1`, so a change made since `index` is replayed at once and
+    /// none between the caller's read and this call is missed. `0` answers at once with the current index.
+    async fn watch_leader(&self, index: u64, wait_ms: u64) -> Result<u64, DcsError> {
+        let deadline = Instant::now() + Duration::from_millis(wait_ms);
+        if index == 0 {
+            let confirm =
+                Instant::now() + Duration::from_millis(wait_ms.clamp(1, WATCH_CONFIRM_MS));
+            return self.leader_index(confirm).await;
+        }
+        let k = self.keys.leader.as_str();
+        let start = i64::try_from(index).unwrap_or(i64::MAX - 1) + 1;
+        let mut c = self.client(deadline).await?;
+        let opts = WatchOptions::new().with_start_revision(start);
+        let (mut watcher, mut stream) = bounded(deadline, "watch", c.watch(k, Some(opts)))
+            .await?
+            .map_err(map_err)?;
+        let mut confirming = false;
+        loop {
+            let until = if confirming {
+                Instant::now() + Duration::from_millis(WATCH_CONFIRM_MS)
+            } else {
+                deadline
+            };
+            let msg = match timeout_at(until, stream.message()).await {
+                Ok(Ok(Some(msg))) => msg,
+                Ok(Ok(None)) => {
+                    return Err(DcsError::Unavailable("etcd watch stream ended".into()))
+                }
+                Ok(Err(e)) => return Err(map_err(e)),
+                Err(_) if confirming => {
+                    return Err(DcsError::Unavailable(
+                        "etcd watch: no progress answer".into(),
+                    ))
+                }
+                Err(_) => {
+                    // A quiet watch looks the same as a frozen server; a progress request tells them apart
+                    // (a live server answers it at once), so silence is never reported as "no change".
+                    watcher.request_progress().await.map_err(map_err)?;
+                    confirming = true;
+                    continue;
+                }
+            };
+            if msg.canceled() || msg.compact_revision() > 0 {
+                // The history since `index` was compacted away: report the key as it is now.
+                return self
+                    .leader_index(Instant::now() + Duration::from_millis(WATCH_CONFIRM_MS))
+                    .await;
+            }
+            if let Some(ev) = msg.events().last() {
+                return Ok(ev.kv().map_or(index, |kv| non_negative(kv.mod_revision())));
+            }
+            if confirming {
+                return Ok(index); // the server is alive and the key did not change
+            }
+        }
+    }
+
+    async fn destroy_session(&self, deadline: Instant) -> Result<(), DcsError> {
+        let Some(lease) = self.lease_id() else {
+            return Ok(());
+        };
+        let mut c = self.client(deadline).await?;
+        match bounded(deadline, "lease revoke", c.lease_revoke(lease))
+            .await?
+            .map_err(map_err)
+        {
+            Ok(_) | Err(DcsError::SessionInvalid(_)) => {
+                self.forget_lease(lease);
+                Ok(())
+            }
+            Err(e) => Err(e),
+        }
+    }
+}

@@ -1,0 +1,222 @@
+//! The contract suite against a real etcd (one server per case, frozen with SIGSTOP), plus what only etcd has:
+//! renewals across several TTLs, every call bounded on a frozen server, and Patroni's etcd3 key layout.
+use std::time::Duration;
+
+use async_trait::async_trait;
+use tenure::dcs::etcd::{lease_ttl_s, EtcdDcs, EtcdSettings};
+use tenure::dcs::{Dcs, DcsError, MemberRecord};
+use tokio::time::Instant;
+
+use crate::contract::{Backend, Fault};
+use crate::support::etcd::EtcdServer;
+
+/// A private single-member etcd per case.
+pub struct Etcd {
+    server: EtcdServer,
+}
+
+#[async_trait]
+impl Backend for Etcd {
+    async fn make_client(&self, scope: &str, name: &str, ttl_ms: u64) -> Box<dyn Dcs> {
+        Box::new(client(&self.server, scope, name, ttl_ms))
+    }
+    fn ttl_ms(&self) -> u64 {
+        1_000
+    }
+    fn expiry_window_ms(&self, ttl_ms: u64) -> (u64, u64) {
+        // Never before the (rounded-up) lease TTL; the lessor scans for expired leases every 500 ms and
+        // revokes them through raft, so they go within about 600 ms after it.
+        let ttl = u64::try_from(lease_ttl_s(ttl_ms)).unwrap_or(u64::MAX / 2) * 1000;
+        (ttl, ttl + 600)
+    }
+    async fn set_fault(&self, fault: Fault) -> bool {
+        match fault {
+            Fault::Healthy => self.server.sigcont(),
+            Fault::Frozen => self.server.sigstop(),
+            // A no-quorum etcd and dropped connections need more than one process: not simulated here.
+            Fault::NoLeader | Fault::DropConnections => return false,
+        }
+        true
+    }
+}
+
+/// Always a server: a missing `/usr/bin/etcd` fails the case rather than skipping it.
+pub async fn etcd() -> Option<Etcd> {
+    Some(Etcd {
+        server: EtcdServer::start(),
+    })
+}
+
+contract_tests!(etcd);
+
+fn client(server: &EtcdServer, scope: &str, name: &str, ttl_ms: u64) -> EtcdDcs {
+    EtcdDcs::new(EtcdSettings {
+        endpoints: server.endpoints(),
+        scope: scope.into(),
+        namespace: "/service/".into(),
+        name: name.into(),
+        ttl_ms,
+        user: None,
+        password: None,
+        tls: None,
+    })
+    .expect("valid settings")
+}
+
+const SCOPE: &str = "batman";
+
+fn agent(server: &EtcdServer, name: &str, ttl_ms: u64) -> EtcdDcs {
+    client(server, SCOPE, name, ttl_ms)
+}
+
+fn dl(ms: u64) -> Instant {
+    Instant::now() + Duration::from_millis(ms)
+}
+
+fn member(role: &str) -> MemberRecord {
+    MemberRecord {
+        conn_url: "postgres://127.0.0.1:5432/postgres".into(),
+        api_url: "http://127.0.0.1:8008/patroni".into(),
+        state: "running".into(),
+        role: role.into(),
+        version: "3.0.2".into(),
+        ..MemberRecord::default()
+    }
+}
+
+async fn leader_name(d: &EtcdDcs) -> Option<String> {
+    let snap = d.get_cluster(true, dl(2000)).await.expect("get_cluster");
+    snap.cluster.leader.map(|l| l.name.0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcd_renewals_keep_the_key_past_ttl() {
+    let etcd = EtcdServer::start();
+    let (a, b) = (agent(&etcd, "a", 1500), agent(&etcd, "b", 1500));
+    a.ensure_session(dl(2000)).await.unwrap();
+    a.acquire_leader(dl(2000)).await.unwrap();
+    b.ensure_session(dl(2000)).await.unwrap();
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_millis(4500) {
+        a.renew_leader(dl(1000)).await.unwrap();
+        assert!(matches!(
+            b.acquire_leader(dl(1000)).await,
+            Err(DcsError::Conflict(_))
+        ));
+        tokio::time::sleep(Duration::from_millis(400)).await;
+    }
+    assert_eq!(leader_name(&b).await.as_deref(), Some("a"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcd_frozen_server_yields_unavailable_by_the_deadline() {
+    let etcd = EtcdServer::start();
+    let a = agent(&etcd, "a", 10_000);
+    a.ensure_session(dl(2000)).await.unwrap();
+    a.acquire_leader(dl(2000)).await.unwrap();
+    etcd.sigstop();
+    let budget = Duration::from_millis(300);
+    let slack = Duration::from_millis(150);
+    macro_rules! frozen {
+        ($what:expr, $call:expr) => {{
+            let t = Instant::now();
+            let r = $call;
+            let took = t.elapsed();
+            assert!(
+                matches!(r, Err(DcsError::Unavailable(_))),
+                "{}: expected Unavailable, got {:?}",
+                $what,
+                r
+            );
+            assert!(
+                took < budget + slack,
+                "{}: returned after {:?}",
+                $what,
+                took
+            );
+        }};
+    }
+    frozen!(
+        "get_cluster",
+        a.get_cluster(true, Instant::now() + budget).await
+    );
+    frozen!(
+        "renew_session",
+        a.renew_session(Instant::now() + budget).await
+    );
+    frozen!(
+        "renew_leader",
+        a.renew_leader(Instant::now() + budget).await
+    );
+    frozen!(
+        "acquire_leader",
+        a.acquire_leader(Instant::now() + budget).await
+    );
+    frozen!(
+        "publish_member",
+        a.publish_member(&member("primary"), Instant::now() + budget)
+            .await
+    );
+    frozen!(
+        "write_status",
+        a.write_status(42, Instant::now() + budget).await
+    );
+    frozen!(
+        "release_leader",
+        a.release_leader(Instant::now() + budget).await
+    );
+    // A fresh agent connecting to the frozen server is bounded too.
+    let fresh = agent(&etcd, "b", 10_000);
+    frozen!(
+        "ensure_session (new client)",
+        fresh.ensure_session(Instant::now() + budget).await
+    );
+    etcd.sigcont();
+    // The same client recovers once the server is back; the lease survived (10 s TTL).
+    a.renew_leader(dl(3000)).await.expect("renew after SIGCONT");
+    assert_eq!(leader_name(&a).await.as_deref(), Some("a"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcd_keys_follow_patronis_etcd3_layout() {
+    let etcd = EtcdServer::start();
+    let a = agent(&etcd, "pg1", 1500);
+    a.ensure_session(dl(2000)).await.unwrap();
+    a.acquire_leader(dl(2000)).await.unwrap();
+    a.publish_member(&member("primary"), dl(2000))
+        .await
+        .unwrap();
+    a.write_status(0x3000060, dl(2000)).await.unwrap();
+    let mut raw = etcd_client::Client::connect(etcd.endpoints(), None)
+        .await
+        .unwrap();
+    let get = |k: &'static str| {
+        let mut c = raw.clone();
+        async move { c.get(k, None).await.unwrap().kvs().first().cloned() }
+    };
+    let leader = get("/service/batman/leader")
+        .await
+        .expect("leader key with a leading slash");
+    assert_eq!(leader.value_str().unwrap(), "pg1");
+    assert_eq!(Some(leader.lease()), a.lease_id());
+    let m = get("/service/batman/members/pg1")
+        .await
+        .expect("member key");
+    assert_eq!(m.lease(), leader.lease(), "member bound to the same lease");
+    let json: serde_json::Value = serde_json::from_slice(m.value()).unwrap();
+    assert_eq!(json["role"], "primary");
+    let status = get("/service/batman/status").await.expect("status key");
+    assert_eq!(status.value_str().unwrap(), r#"{"optime":50331744}"#);
+    // TTL rounded up to whole seconds and granted as such.
+    assert_eq!(lease_ttl_s(1500), 2);
+    assert_eq!(lease_ttl_s(1000), 1);
+    assert_eq!(lease_ttl_s(30_000), 30);
+    let ttl = raw
+        .lease_time_to_live(a.lease_id().unwrap(), None)
+        .await
+        .unwrap();
+    assert_eq!(ttl.granted_ttl(), 2);
+    let snap = a.get_cluster(true, dl(2000)).await.unwrap();
+    assert_eq!(snap.cluster.optime.map(|l| l.0), Some(0x3000060));
+    assert_eq!(snap.cluster.members.len(), 1);
+}

@@ -1,0 +1,233 @@
+//! A real etcd for tests: `/usr/bin/etcd` on free loopback ports in a temp dir, stopped by PID on drop.
+//!
+//! `sigstop`/`sigcont` freeze and thaw the server (a hung store, as opposed to a dead one). A three-member
+//! cluster is available for quorum tests through [`EtcdCluster`].
+#![allow(dead_code)] // each test binary uses a different part of the harness
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+
+const ETCD_BIN: &str = "/usr/bin/etcd";
+const START_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// One etcd process; killed and reaped when dropped.
+pub struct EtcdServer {
+    child: Child,
+    name: String,
+    client_url: String,
+    peer_url: String,
+    log: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl EtcdServer {
+    /// Start a single-member etcd and wait until it answers `/health`.
+    pub fn start() -> Self {
+        let mut last = String::new();
+        // Free-port discovery races with other processes; a lost race shows as an early exit, so retry.
+        for _ in 0..3 {
+            let (client, peer) = (free_port(), free_port());
+            let peer_url = format!("http://127.0.0.1:{peer}");
+            let cluster = format!("n0={peer_url}");
+            match Self::spawn("n0", client, peer, &cluster, "new") {
+                Ok(mut s) => match s.wait_healthy() {
+                    Ok(()) => return s,
+                    Err(e) => last = e,
+                },
+                Err(e) => last = e,
+            }
+        }
+        panic!("etcd did not start: {last}");
+    }
+
+    fn spawn(
+        name: &str,
+        client: u16,
+        peer: u16,
+        cluster: &str,
+        state: &str,
+    ) -> Result<Self, String> {
+        let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+        let log = dir.path().join("etcd.log");
+        let log_file = std::fs::File::create(&log).map_err(|e| e.to_string())?;
+        let client_url = format!("http://127.0.0.1:{client}");
+        let peer_url = format!("http://127.0.0.1:{peer}");
+        let child = Command::new(ETCD_BIN)
+            .arg("--name")
+            .arg(name)
+            .arg("--data-dir")
+            .arg(dir.path().join("data"))
+            .args([
+                "--listen-client-urls",
+                &client_url,
+                "--advertise-client-urls",
+                &client_url,
+            ])
+            .args([
+                "--listen-peer-urls",
+                &peer_url,
+                "--initial-advertise-peer-urls",
+                &peer_url,
+            ])
+            .args([
+                "--initial-cluster",
+                cluster,
+                "--initial-cluster-state",
+                state,
+            ])
+            .args(["--initial-cluster-token", "tenure-test"])
+            // Fast elections keep multi-member tests short; lease expiry is driven by the lessor, not by these.
+            .args(["--heartbeat-interval", "50", "--election-timeout", "500"])
+            .args(["--logger", "zap", "--log-outputs", "stderr"])
+            .stdin(Stdio::null())
+            .stdout(log_file.try_clone().map_err(|e| e.to_string())?)
+            .stderr(log_file)
+            .spawn()
+            .map_err(|e| format!("spawn {ETCD_BIN}: {e}"))?;
+        Ok(EtcdServer {
+            child,
+            name: name.to_string(),
+            client_url,
+            peer_url,
+            log,
+            _dir: dir,
+        })
+    }
+
+    fn wait_healthy(&mut self) -> Result<(), String> {
+        let until = Instant::now() + START_TIMEOUT;
+        while Instant::now() < until {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Err(format!(
+                    "etcd exited with {status}; log:\n{}",
+                    self.log_tail()
+                ));
+            }
+            if self.healthy() {
+                return Ok(());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Err(format!(
+            "etcd not healthy after {START_TIMEOUT:?}; log:\n{}",
+            self.log_tail()
+        ))
+    }
+
+    /// Whether `/health` answers `"health":"true"` within a second.
+    pub fn healthy(&self) -> bool {
+        http_get(&self.client_url, "/health")
+            .is_some_and(|body| body.contains("\"health\":\"true\""))
+    }
+
+    /// The client URL, e.g. `http://127.0.0.1:23791`.
+    pub fn client_url(&self) -> &str {
+        &self.client_url
+    }
+
+    /// `host:port` of the client endpoint (what Patroni's `etcd3.hosts` takes).
+    pub fn host_port(&self) -> &str {
+        self.client_url.trim_start_matches("http://")
+    }
+
+    pub fn endpoints(&self) -> Vec<String> {
+        vec![self.client_url.clone()]
+    }
+
+    pub fn pid(&self) -> Pid {
+        Pid::from_raw(i32::try_from(self.child.id()).expect("pid fits i32"))
+    }
+
+    /// Freeze the process: connections stay open, nothing answers.
+    pub fn sigstop(&self) {
+        kill(self.pid(), Signal::SIGSTOP).expect("SIGSTOP etcd");
+    }
+
+    pub fn sigcont(&self) {
+        kill(self.pid(), Signal::SIGCONT).expect("SIGCONT etcd");
+    }
+
+    /// The last lines of the server log, for failure messages.
+    pub fn log_tail(&self) -> String {
+        tail(&self.log, 20)
+    }
+}
+
+impl Drop for EtcdServer {
+    fn drop(&mut self) {
+        // SIGKILL ends a stopped process too; wait() reaps it so no zombie outlives the test.
+        let _ = kill(self.pid(), Signal::SIGKILL);
+        let _ = self.child.wait();
+    }
+}
+
+/// A three-member etcd cluster on loopback, for quorum-loss tests.
+pub struct EtcdCluster {
+    pub members: Vec<EtcdServer>,
+}
+
+impl EtcdCluster {
+    pub fn start() -> Self {
+        let ports: Vec<(u16, u16)> = (0..3).map(|_| (free_port(), free_port())).collect();
+        let cluster = ports
+            .iter()
+            .enumerate()
+            .map(|(i, (_, peer))| format!("n{i}=http://127.0.0.1:{peer}"))
+            .collect::<Vec<_>>()
+            .join(",");
+        let mut members: Vec<EtcdServer> = ports
+            .iter()
+            .enumerate()
+            .map(|(i, (client, peer))| {
+                Self::spawn_member(i, *client, *peer, &cluster)
+                    .unwrap_or_else(|e| panic!("etcd n{i}: {e}"))
+            })
+            .collect();
+        for m in &mut members {
+            m.wait_healthy()
+                .unwrap_or_else(|e| panic!("etcd {}: {e}", m.name));
+        }
+        EtcdCluster { members }
+    }
+
+    fn spawn_member(i: usize, client: u16, peer: u16, cluster: &str) -> Result<EtcdServer, String> {
+        EtcdServer::spawn(&format!("n{i}"), client, peer, cluster, "new")
+    }
+
+    /// All client URLs.
+    pub fn endpoints(&self) -> Vec<String> {
+        self.members.iter().map(|m| m.client_url.clone()).collect()
+    }
+}
+
+/// A port that was free a moment ago on 127.0.0.1.
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("bind 127.0.0.1:0")
+        .port()
+}
+
+/// A bare HTTP/1.0 GET with a one-second budget; the body, or None on any failure.
+fn http_get(base: &str, path: &str) -> Option<String> {
+    let addr = base.trim_start_matches("http://").parse().ok()?;
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(1)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(1))).ok()?;
+    s.set_write_timeout(Some(Duration::from_secs(1))).ok()?;
+    write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").ok()?;
+    let mut out = String::new();
+    s.read_to_string(&mut out).ok()?;
+    out.split_once("\r\n\r\n").map(|(_, body)| body.to_string())
+}
+
+fn tail(path: &Path, lines: usize) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
