@@ -3,7 +3,10 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::ha::observation::Cluster;
+use crate::ha::observation::{
+    Cluster, DynamicConfig, Member, MemberRole, MemberState, Switchover, Tags,
+};
+use crate::ha::types::{Lsn, NodeName, Timeline};
 
 /// Where each key lives for one scope, under a namespace (`service` by default, as in Patroni).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -15,7 +18,9 @@ impl KeyLayout {
     /// `namespace` without slashes at either end, e.g. `service`; `scope` the cluster name.
     pub fn new(namespace: &str, scope: &str) -> Self {
         let ns = namespace.trim_matches('/');
-        KeyLayout { prefix: format!("{ns}/{scope}/") }
+        KeyLayout {
+            prefix: format!("{ns}/{scope}/"),
+        }
     }
     /// `service/<scope>/`
     pub fn prefix(&self) -> &str {
@@ -100,6 +105,240 @@ pub struct ClusterSnapshot {
     pub index: u64,
 }
 
+/// The core's view of one `members/<name>` record. Shared by both backends.
+///
+/// Unknown `role`/`state` strings (from newer or older Patroni versions) map to the value the core treats
+/// most cautiously: `Uninitialized` and `Stopped`, so an unrecognised member is never counted as healthy.
+pub fn member_from_record(name: &str, record: &MemberRecord) -> Member {
+    let lsn = [record.xlog_location, record.receive_lsn, record.replay_lsn]
+        .into_iter()
+        .flatten()
+        .max();
+    Member {
+        name: NodeName::new(name),
+        role: member_role(&record.role),
+        state: member_state(&record.state),
+        api_url: non_empty(&record.api_url),
+        conn_url: non_empty(&record.conn_url),
+        timeline: record.timeline.map(Timeline),
+        lsn: lsn.map(Lsn),
+        tags: tags_from_json(&record.tags),
+    }
+}
+
+fn non_empty(s: &str) -> Option<String> {
+    (!s.is_empty()).then(|| s.to_string())
+}
+
+fn member_role(role: &str) -> MemberRole {
+    match role {
+        // `master` is what Patroni before 3.0 wrote for a primary.
+        "primary" | "master" => MemberRole::Primary,
+        // A standby leader is a replica of another cluster: never writable here.
+        "replica" | "standby_leader" => MemberRole::Replica,
+        "demoted" => MemberRole::Demoted,
+        _ => MemberRole::Uninitialized,
+    }
+}
+
+fn member_state(state: &str) -> MemberState {
+    match state {
+        "running" => MemberState::Running,
+        "streaming" => MemberState::Streaming,
+        "starting" | "restarting" => MemberState::Starting,
+        "stopping" => MemberState::Stopping,
+        "initializing new cluster" => MemberState::Initializing,
+        "creating replica" => MemberState::CreatingReplica,
+        "running pg_rewind" => MemberState::Rewinding,
+        "start failed" | "restart failed" | "bootstrap failed" => MemberState::StartFailed,
+        "crashed" => MemberState::Crashed,
+        _ => MemberState::Stopped,
+    }
+}
+
+/// Patroni accepts tag values as booleans or as strings like `"true"`; both are honoured.
+fn tags_from_json(tags: &BTreeMap<String, serde_json::Value>) -> Tags {
+    let mut out = Tags::default();
+    for (k, v) in tags {
+        match k.as_str() {
+            "nofailover" => out.nofailover = json_truthy(v),
+            "noloadbalance" => out.noloadbalance = json_truthy(v),
+            "clonefrom" => out.clonefrom = json_truthy(v),
+            "failover_priority" => {
+                let p = v
+                    .as_i64()
+                    .or_else(|| v.as_str().and_then(|s| s.trim().parse().ok()));
+                // An unparseable priority keeps the default rather than silently excluding the member.
+                if let Some(p) = p {
+                    out.failover_priority = p;
+                }
+            }
+            _ => {
+                let text = v
+                    .as_str()
+                    .map(str::to_string)
+                    .unwrap_or_else(|| v.to_string());
+                out.other.insert(k.clone(), text);
+            }
+        }
+    }
+    out
+}
+
+fn json_truthy(v: &serde_json::Value) -> bool {
+    match v {
+        serde_json::Value::Bool(b) => *b,
+        serde_json::Value::String(s) => {
+            matches!(s.to_ascii_lowercase().as_str(), "true" | "yes" | "on" | "1")
+        }
+        serde_json::Value::Number(n) => n.as_i64().is_some_and(|n| n != 0),
+        _ => false,
+    }
+}
+
+/// The parts of the `config` JSON the core acts on.
+pub fn dynamic_config_from_json(config: &serde_json::Value) -> DynamicConfig {
+    DynamicConfig {
+        pause: config.get("pause").is_some_and(json_truthy),
+    }
+}
+
+/// The `status` key's `optime`, if present and numeric.
+pub fn optime_from_status(status: &serde_json::Value) -> Option<Lsn> {
+    status
+        .get("optime")
+        .and_then(serde_json::Value::as_u64)
+        .map(Lsn)
+}
+
+/// The core's switchover request. `Ok(None)` for the cleared form `{}` that Patroni writes;
+/// `Err` when `scheduled_at` is not an RFC 3339 time.
+pub fn switchover_from_record(record: &SwitchoverRecord) -> Result<Option<Switchover>, String> {
+    let leader = record
+        .leader
+        .as_deref()
+        .filter(|s| !s.is_empty())
+        .map(NodeName::new);
+    let candidate = record
+        .member
+        .as_deref()
+        .filter(|s| !s.is_empty())
+        .map(NodeName::new);
+    if leader.is_none() && candidate.is_none() {
+        return Ok(None);
+    }
+    let scheduled_at_ms = match record.scheduled_at.as_deref().filter(|s| !s.is_empty()) {
+        Some(s) => Some(parse_rfc3339_ms(s)?),
+        None => None,
+    };
+    Ok(Some(Switchover {
+        leader,
+        candidate,
+        scheduled_at_ms,
+    }))
+}
+
+/// Unix ms of an ISO 8601 / RFC 3339 time as Patroni and patronictl write it:
+/// `YYYY-MM-DDTHH:MM[:SS[.frac]]` then `Z`, `±HH:MM` or `±HHMM` (a space may replace the `T`).
+/// Hand-parsed: this one format does not justify a date-time crate.
+pub fn parse_rfc3339_ms(s: &str) -> Result<u64, String> {
+    let bad = |why: &str| format!("not an ISO 8601 time ({why}): {s:?}");
+    let b = s.trim().as_bytes();
+    let num = |from: usize, len: usize| -> Result<i64, String> {
+        let part = b.get(from..from + len).ok_or_else(|| bad("too short"))?;
+        if !part.iter().all(u8::is_ascii_digit) {
+            return Err(bad("expected digits"));
+        }
+        Ok(part
+            .iter()
+            .fold(0i64, |acc, d| acc * 10 + i64::from(d - b'0')))
+    };
+    let expect = |at: usize, chars: &[u8]| -> Result<(), String> {
+        match b.get(at) {
+            Some(c) if chars.contains(c) => Ok(()),
+            _ => Err(bad("unexpected separator")),
+        }
+    };
+    let (year, month, day) = (num(0, 4)?, num(5, 2)?, num(8, 2)?);
+    expect(4, b"-")?;
+    expect(7, b"-")?;
+    expect(10, b"Tt ")?;
+    let (hour, minute) = (num(11, 2)?, num(14, 2)?);
+    expect(13, b":")?;
+    let mut at = 16;
+    let mut second = 0;
+    let mut frac_ms = 0;
+    if b.get(at) == Some(&b':') {
+        second = num(at + 1, 2)?;
+        at += 3;
+        if matches!(b.get(at), Some(b'.') | Some(b',')) {
+            at += 1;
+            let digits = b[at..].iter().take_while(|c| c.is_ascii_digit()).count();
+            if digits == 0 {
+                return Err(bad("empty fraction"));
+            }
+            // Milliseconds: the first three digits, padded.
+            let mut ms = 0;
+            for i in 0..3 {
+                ms = ms * 10
+                    + if i < digits {
+                        i64::from(b[at + i] - b'0')
+                    } else {
+                        0
+                    };
+            }
+            frac_ms = ms;
+            at += digits;
+        }
+    }
+    let offset_min = match b.get(at) {
+        Some(b'Z') | Some(b'z') if at + 1 == b.len() => 0,
+        Some(sign @ (b'+' | b'-')) => {
+            let oh = num(at + 1, 2)?;
+            let om_at = if b.get(at + 3) == Some(&b':') {
+                at + 4
+            } else {
+                at + 3
+            };
+            let om = num(om_at, 2)?;
+            if om_at + 2 != b.len() || oh > 23 || om > 59 {
+                return Err(bad("bad offset"));
+            }
+            let m = oh * 60 + om;
+            if *sign == b'-' {
+                -m
+            } else {
+                m
+            }
+        }
+        // Patroni rejects naive times; so do we rather than guess a zone.
+        _ => return Err(bad("missing or malformed time zone")),
+    };
+    if !(1..=12).contains(&month)
+        || !(1..=31).contains(&day)
+        || hour > 23
+        || minute > 59
+        || second > 60
+    {
+        return Err(bad("field out of range"));
+    }
+    let days = days_from_civil(year, month, day);
+    let secs = days * 86_400 + hour * 3600 + minute * 60 + second - offset_min * 60;
+    let ms = secs * 1000 + frac_ms;
+    u64::try_from(ms).map_err(|_| bad("before 1970"))
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's `days_from_civil`).
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = if y >= 0 { y } else { y - 399 } / 400;
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -126,5 +365,80 @@ mod tests {
         let back = serde_json::to_value(&m).unwrap();
         assert_eq!(back["api_url"], "http://10.0.0.1:8008/patroni");
         assert_eq!(back["tags"]["nofailover"], true);
+    }
+
+    #[test]
+    fn member_record_converts_to_core_member() {
+        let json = r#"{"conn_url":"postgres://h:5432/postgres","api_url":"","state":"streaming","role":"replica",
+            "version":"3.0.2","xlog_location":10,"receive_lsn":30,"replay_lsn":20,"timeline":2,
+            "tags":{"nofailover":"true","failover_priority":"3","zone":"a","weight":5}}"#;
+        let r: MemberRecord = serde_json::from_str(json).unwrap();
+        let m = member_from_record("pg2", &r);
+        assert_eq!(m.name, NodeName::new("pg2"));
+        assert_eq!(m.role, MemberRole::Replica);
+        assert_eq!(m.state, MemberState::Streaming);
+        assert_eq!(m.api_url, None);
+        assert_eq!(m.conn_url.as_deref(), Some("postgres://h:5432/postgres"));
+        assert_eq!(m.lsn, Some(Lsn(30)));
+        assert_eq!(m.timeline, Some(Timeline(2)));
+        assert!(m.tags.nofailover);
+        assert_eq!(m.tags.failover_priority, 3);
+        assert_eq!(m.tags.other.get("zone").map(String::as_str), Some("a"));
+        assert_eq!(m.tags.other.get("weight").map(String::as_str), Some("5"));
+        let legacy = MemberRecord {
+            role: "master".into(),
+            state: "who knows".into(),
+            ..Default::default()
+        };
+        let m = member_from_record("pg1", &legacy);
+        assert_eq!(
+            (m.role, m.state, m.lsn),
+            (MemberRole::Primary, MemberState::Stopped, None)
+        );
+    }
+
+    #[test]
+    fn config_status_and_switchover_convert() {
+        assert!(dynamic_config_from_json(&serde_json::json!({"pause": true})).pause);
+        assert!(!dynamic_config_from_json(&serde_json::json!({"ttl": 30})).pause);
+        assert_eq!(
+            optime_from_status(&serde_json::json!({"optime": 77})),
+            Some(Lsn(77))
+        );
+        assert_eq!(optime_from_status(&serde_json::json!({})), None);
+        assert_eq!(
+            switchover_from_record(&SwitchoverRecord::default()),
+            Ok(None)
+        );
+        let r = SwitchoverRecord {
+            leader: Some("pg1".into()),
+            member: Some("pg2".into()),
+            scheduled_at: Some("2016-10-31T14:00:00+01:00".into()),
+        };
+        let s = switchover_from_record(&r).unwrap().unwrap();
+        assert_eq!(s.leader, Some(NodeName::new("pg1")));
+        assert_eq!(s.candidate, Some(NodeName::new("pg2")));
+        assert_eq!(s.scheduled_at_ms, Some(1_477_918_800_000));
+    }
+
+    #[test]
+    fn rfc3339_parses_patroni_forms() {
+        assert_eq!(parse_rfc3339_ms("1970-01-01T00:00:00Z"), Ok(0));
+        assert_eq!(
+            parse_rfc3339_ms("2000-02-29T12:30:15.250Z"),
+            Ok(951_827_415_250)
+        );
+        assert_eq!(
+            parse_rfc3339_ms("2000-02-29 13:30:15.250123+01:00"),
+            Ok(951_827_415_250)
+        );
+        assert_eq!(
+            parse_rfc3339_ms("2000-02-29T07:30-0500"),
+            Ok(951_827_400_000)
+        );
+        assert!(parse_rfc3339_ms("2000-02-29T12:30:15").is_err());
+        assert!(parse_rfc3339_ms("2000-13-01T00:00Z").is_err());
+        assert!(parse_rfc3339_ms("1969-12-31T23:59:59Z").is_err());
+        assert!(parse_rfc3339_ms("soon").is_err());
     }
 }

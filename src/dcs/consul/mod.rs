@@ -1,0 +1,538 @@
+//! tenure's own thin Consul client: sessions, KV locks and blocking queries, laid out as Patroni lays them out
+//! (patroni-compat §2), implementing `Dcs`.
+//!
+//! Every call is bounded by the caller's deadline and never retried here; the core owns the retry budget.
+mod http;
+mod snapshot;
+
+use std::path::PathBuf;
+use std::sync::Mutex;
+
+use async_trait::async_trait;
+use reqwest::Method;
+use serde::Deserialize;
+use tokio::time::{Duration, Instant};
+
+pub use http::{SetupError, TlsFiles};
+
+use self::http::{go_seconds, Http, KvEntry};
+use super::keys::{ClusterSnapshot, KeyLayout, MemberRecord, SwitchoverRecord};
+use super::{Dcs, DcsError};
+use crate::ha::types::SessionId;
+
+/// Which read mode `get_cluster` uses when the caller does not demand a consistent read (consul.md §4).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Consistency {
+    /// Leader-lease reads: strong in almost all cases.
+    #[default]
+    Default,
+    /// Quorum-confirmed reads; one more round-trip.
+    Consistent,
+    /// Any server answers, even without a leader.
+    Stale,
+}
+
+impl Consistency {
+    fn flag(self) -> Option<&'static str> {
+        match self {
+            Consistency::Default => None,
+            Consistency::Consistent => Some("consistent"),
+            Consistency::Stale => Some("stale"),
+        }
+    }
+}
+
+/// Everything the client needs to know.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConsulSettings {
+    /// `http://127.0.0.1:8500` (the local agent) or `https://...:8501`.
+    pub url: String,
+    /// Sent as `X-Consul-Token`, never in the query string (it would land in logs).
+    pub token: Option<String>,
+    pub cacert: Option<PathBuf>,
+    pub cert: Option<PathBuf>,
+    pub key: Option<PathBuf>,
+    pub consistency: Consistency,
+    pub scope: String,
+    /// Key namespace, `service` by default as in Patroni.
+    pub namespace: String,
+    /// This member's name: the leader key's value and the `members/<name>` key.
+    pub name: String,
+    /// The HA `ttl`: how long the leader key may outlive its holder's last renewal.
+    pub ttl_ms: u64,
+    /// Consul's lock-delay after a session invalidation. Patroni sends 0.001 s: Consul's default of 15 s
+    /// would add straight to failover time, and the TTL already gave the old primary its time to fence.
+    /// (Consul reads bare numbers below 1000 as seconds, so it is always sent as a duration string.)
+    pub lock_delay_ms: u64,
+}
+
+impl ConsulSettings {
+    /// Defaults as Patroni's: namespace `service`, default consistency, lock-delay 1 ms, no TLS, no token.
+    pub fn new(url: &str, scope: &str, name: &str, ttl_ms: u64) -> Self {
+        ConsulSettings {
+            url: url.to_string(),
+            token: None,
+            cacert: None,
+            cert: None,
+            key: None,
+            consistency: Consistency::Default,
+            scope: scope.to_string(),
+            namespace: "service".to_string(),
+            name: name.to_string(),
+            ttl_ms,
+            lock_delay_ms: 1,
+        }
+    }
+}
+
+/// Margin on top of a blocking query's own bound (wait plus Consul's jitter of up to wait/16).
+const WATCH_MARGIN_MS: u64 = 1_000;
+/// Consul's maximum `wait`.
+const WATCH_MAX_MS: u64 = 600_000;
+
+/// The client. Holds at most one session at a time.
+pub struct ConsulDcs {
+    http: Http,
+    settings: ConsulSettings,
+    layout: KeyLayout,
+    session: Mutex<Option<String>>,
+}
+
+#[derive(Deserialize)]
+struct Created {
+    #[serde(rename = "ID")]
+    id: String,
+}
+
+impl ConsulDcs {
+    pub fn new(settings: ConsulSettings) -> Result<Self, SetupError> {
+        let tls = TlsFiles {
+            cacert: settings.cacert.clone(),
+            cert: settings.cert.clone(),
+            key: settings.key.clone(),
+        };
+        let http = Http::new(&settings.url, settings.token.clone(), &tls)?;
+        let layout = KeyLayout::new(&settings.namespace, &settings.scope);
+        Ok(ConsulDcs {
+            http,
+            settings,
+            layout,
+            session: Mutex::new(None),
+        })
+    }
+
+    pub fn layout(&self) -> &KeyLayout {
+        &self.layout
+    }
+
+    /// The session we hold, if any.
+    pub fn session_id(&self) -> Option<SessionId> {
+        self.current().map(SessionId)
+    }
+
+    fn current(&self) -> Option<String> {
+        self.session
+            .lock()
+            .map(|s| s.clone())
+            .unwrap_or_else(|p| p.into_inner().clone())
+    }
+
+    fn set_current(&self, value: Option<String>) {
+        match self.session.lock() {
+            Ok(mut s) => *s = value,
+            Err(p) => *p.into_inner() = value,
+        }
+    }
+
+    /// Forget `id` if it is still the current session (a newer one may have replaced it meanwhile).
+    fn forget(&self, id: &str) {
+        if self.current().as_deref() == Some(id) {
+            self.set_current(None);
+        }
+    }
+
+    /// Any error that says the session is gone makes us forget it, so the next `ensure_session` creates one.
+    fn note<T>(&self, id: &str, r: Result<T, DcsError>) -> Result<T, DcsError> {
+        if let Err(DcsError::SessionInvalid(_)) = &r {
+            self.forget(id);
+        }
+        r
+    }
+
+    async fn create_session(&self, deadline: Instant) -> Result<String, DcsError> {
+        // TTL = ttl/2, as Patroni does: Consul promises only not to expire a session *before* its TTL and
+        // reaps it up to 2×TTL later (its timer is TTL × SessionTTLMultiplier = 2). So the leader key outlives
+        // our last renewal by somewhere in [ttl/2, ttl] — the HA ttl is the upper bound replicas wait for,
+        // and the lower bound ttl/2 is what the core's lease arithmetic must assume.
+        // `Checks: []` drops the default serfHealth check, so a gossip flap cannot release the lock.
+        let body = serde_json::json!({
+            "Name": format!("{}-{}", self.settings.scope, self.settings.name),
+            "TTL": go_seconds(self.settings.ttl_ms / 2),
+            "Behavior": "delete",
+            "LockDelay": go_seconds(self.settings.lock_delay_ms),
+            "Checks": [],
+        });
+        let answer = self
+            .http
+            .call_ok(
+                Method::PUT,
+                "/v1/session/create",
+                Some(body.to_string().into_bytes()),
+                deadline,
+            )
+            .await?;
+        let created: Created = serde_json::from_slice(&answer.body).map_err(|e| {
+            DcsError::Unavailable(format!("session create: unreadable answer: {e}"))
+        })?;
+        Ok(created.id)
+    }
+
+    async fn renew(&self, id: &str, deadline: Instant) -> Result<(), DcsError> {
+        let path = format!("/v1/session/renew/{id}");
+        let answer = self.http.call(Method::PUT, &path, None, deadline).await?;
+        // Consul may answer with a higher TTL than we asked for (it is under load); the core keeps using its
+        // own, shorter assumption, which stays safe.
+        let r = match answer.status.as_u16() {
+            200..=299 => Ok(()),
+            404 => Err(DcsError::SessionInvalid(format!(
+                "renew {id}: {}",
+                String::from_utf8_lossy(&answer.body).trim()
+            ))),
+            _ => Err(http::status_error(&format!("PUT {path}"), &answer)),
+        };
+        self.note(id, r)
+    }
+
+    /// Our session, renewed now; a fresh one if we had none or Consul forgot ours (as Patroni does before
+    /// an acquire: a new session is as good as a renewed one for taking a free lock).
+    async fn live_session(&self, deadline: Instant) -> Result<String, DcsError> {
+        if let Some(id) = self.current() {
+            match self.renew(&id, deadline).await {
+                Ok(()) => return Ok(id),
+                Err(DcsError::SessionInvalid(_)) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(self.ensure_session(deadline).await?.0)
+    }
+
+    /// `acquire` `key` for session `id` with `value`. If refused because the key is bound to another session
+    /// of *ours* (a previous run of this agent), delete it with CAS and try once more.
+    async fn acquire_own(
+        &self,
+        key: &str,
+        id: &str,
+        value: Vec<u8>,
+        ours: impl Fn(&KvEntry) -> bool,
+        deadline: Instant,
+    ) -> Result<(), DcsError> {
+        let flags = format!("acquire={id}");
+        if self.note(
+            id,
+            self.http.kv_put(key, &flags, value.clone(), deadline).await,
+        )? {
+            return Ok(());
+        }
+        let (entries, _) = self.http.kv_get(key, "consistent", deadline).await?;
+        let held = entries.and_then(|e| e.into_iter().next());
+        let Some(entry) = held else {
+            return Err(DcsError::Conflict(format!(
+                "{key}: acquire refused (lock-delay or a lost race)"
+            )));
+        };
+        if entry.session.as_deref() == Some(id) || !ours(&entry) {
+            return Err(DcsError::Conflict(format!(
+                "{key}: held by session {:?}",
+                entry.session
+            )));
+        }
+        if !self
+            .http
+            .kv_delete(key, &format!("cas={}", entry.modify_index), deadline)
+            .await?
+        {
+            return Err(DcsError::Conflict(format!(
+                "{key}: changed while taking it over"
+            )));
+        }
+        if self.note(id, self.http.kv_put(key, &flags, value, deadline).await)? {
+            Ok(())
+        } else {
+            Err(DcsError::Conflict(format!(
+                "{key}: acquire refused after takeover"
+            )))
+        }
+    }
+
+    fn read_flags(&self, consistent: bool) -> String {
+        let mode = if consistent {
+            Some("consistent")
+        } else {
+            self.settings.consistency.flag()
+        };
+        match mode {
+            Some(m) => format!("recurse&{m}"),
+            None => "recurse".to_string(),
+        }
+    }
+
+    async fn put_plain(
+        &self,
+        key: &str,
+        value: Vec<u8>,
+        deadline: Instant,
+    ) -> Result<(), DcsError> {
+        if self.http.kv_put(key, "", value, deadline).await? {
+            Ok(())
+        } else {
+            Err(DcsError::Conflict(format!("{key}: plain write refused")))
+        }
+    }
+}
+
+fn json_bytes(v: &impl serde::Serialize) -> Result<Vec<u8>, DcsError> {
+    serde_json::to_vec(v).map_err(|e| DcsError::BadData {
+        key: "(outgoing)".into(),
+        why: e.to_string(),
+    })
+}
+
+#[async_trait]
+impl Dcs for ConsulDcs {
+    async fn get_cluster(
+        &self,
+        consistent: bool,
+        deadline: Instant,
+    ) -> Result<ClusterSnapshot, DcsError> {
+        let (entries, index) = self
+            .http
+            .kv_get(self.layout.prefix(), &self.read_flags(consistent), deadline)
+            .await?;
+        snapshot::snapshot_from_entries(&self.layout, &entries.unwrap_or_default(), index)
+    }
+
+    async fn ensure_session(&self, deadline: Instant) -> Result<SessionId, DcsError> {
+        if let Some(id) = self.current() {
+            return Ok(SessionId(id));
+        }
+        let id = self.create_session(deadline).await?;
+        // Two concurrent callers may both have created one: keep the first, destroy ours (best effort;
+        // the TTL reaps it otherwise).
+        if let Some(existing) = self.current() {
+            let _ = self
+                .http
+                .call(
+                    Method::PUT,
+                    &format!("/v1/session/destroy/{id}"),
+                    None,
+                    deadline,
+                )
+                .await;
+            return Ok(SessionId(existing));
+        }
+        self.set_current(Some(id.clone()));
+        Ok(SessionId(id))
+    }
+
+    async fn renew_session(&self, deadline: Instant) -> Result<(), DcsError> {
+        let id = self
+            .current()
+            .ok_or_else(|| DcsError::SessionInvalid("no session to renew".into()))?;
+        self.renew(&id, deadline).await
+    }
+
+    async fn acquire_leader(&self, deadline: Instant) -> Result<(), DcsError> {
+        let id = self.live_session(deadline).await?;
+        let name = self.settings.name.clone();
+        let ours = |e: &KvEntry| e.text().is_ok_and(|t| t == name);
+        self.acquire_own(
+            &self.layout.leader(),
+            &id,
+            self.settings.name.clone().into_bytes(),
+            ours,
+            deadline,
+        )
+        .await
+    }
+
+    async fn renew_leader(&self, deadline: Instant) -> Result<(), DcsError> {
+        let id = self
+            .current()
+            .ok_or_else(|| DcsError::SessionInvalid("no session".into()))?;
+        self.renew(&id, deadline).await?;
+        let key = self.layout.leader();
+        let (entries, _) = self.http.kv_get(&key, "consistent", deadline).await?;
+        match entries.and_then(|e| e.into_iter().next()) {
+            None => Err(DcsError::Conflict(format!("{key}: gone"))),
+            Some(e) if e.session.as_deref() != Some(id.as_str()) => Err(DcsError::Conflict(
+                format!("{key}: bound to session {:?}, not ours", e.session),
+            )),
+            Some(e) if e.text()? != self.settings.name => {
+                Err(DcsError::Conflict(format!("{key}: names someone else")))
+            }
+            Some(_) => Ok(()),
+        }
+    }
+
+    async fn release_leader(&self, deadline: Instant) -> Result<(), DcsError> {
+        let key = self.layout.leader();
+        if let Some(id) = self.current() {
+            // `?release` starts no lock-delay (only invalidation does); a `false` means we did not hold it.
+            self.note(
+                &id,
+                self.http
+                    .kv_put(
+                        &key,
+                        &format!("release={id}"),
+                        self.settings.name.clone().into_bytes(),
+                        deadline,
+                    )
+                    .await,
+            )?;
+        }
+        // Then delete the now-free key, so watchers see "no leader" at once rather than a lockless key.
+        // CAS on the index we read: if someone acquired it meanwhile, their key stays.
+        let (entries, _) = self.http.kv_get(&key, "consistent", deadline).await?;
+        if let Some(e) = entries.and_then(|e| e.into_iter().next()) {
+            if e.session.is_none() && e.text()? == self.settings.name {
+                self.http
+                    .kv_delete(&key, &format!("cas={}", e.modify_index), deadline)
+                    .await?;
+            }
+        }
+        Ok(())
+    }
+
+    async fn publish_member(
+        &self,
+        record: &MemberRecord,
+        deadline: Instant,
+    ) -> Result<(), DcsError> {
+        let id = self.ensure_session(deadline).await?.0;
+        // Only this agent ever writes members/<name>: a copy bound to another session is ours from a
+        // previous run, and is replaced.
+        let ours = |_: &KvEntry| true;
+        self.acquire_own(
+            &self.layout.member(&self.settings.name),
+            &id,
+            json_bytes(record)?,
+            ours,
+            deadline,
+        )
+        .await
+    }
+
+    async fn race_initialize(&self, value: &str, deadline: Instant) -> Result<(), DcsError> {
+        let key = self.layout.initialize();
+        if self
+            .http
+            .kv_put(&key, "cas=0", value.as_bytes().to_vec(), deadline)
+            .await?
+        {
+            Ok(())
+        } else {
+            Err(DcsError::Conflict(format!("{key}: already initialized")))
+        }
+    }
+
+    async fn write_initialize(&self, value: &str, deadline: Instant) -> Result<(), DcsError> {
+        self.put_plain(
+            &self.layout.initialize(),
+            value.as_bytes().to_vec(),
+            deadline,
+        )
+        .await
+    }
+
+    async fn write_switchover(
+        &self,
+        request: &SwitchoverRecord,
+        deadline: Instant,
+    ) -> Result<(), DcsError> {
+        self.put_plain(&self.layout.failover(), json_bytes(request)?, deadline)
+            .await
+    }
+
+    async fn clear_switchover(&self, deadline: Instant) -> Result<(), DcsError> {
+        self.http
+            .kv_delete(&self.layout.failover(), "", deadline)
+            .await
+            .map(|_| ())
+    }
+
+    async fn cas_config(
+        &self,
+        value: &serde_json::Value,
+        expected_index: Option<u64>,
+        deadline: Instant,
+    ) -> Result<(), DcsError> {
+        let key = self.layout.config();
+        let cas = format!("cas={}", expected_index.unwrap_or(0));
+        if self
+            .http
+            .kv_put(&key, &cas, json_bytes(value)?, deadline)
+            .await?
+        {
+            Ok(())
+        } else {
+            Err(DcsError::Conflict(format!(
+                "{key}: changed since index {expected_index:?}"
+            )))
+        }
+    }
+
+    async fn write_status(&self, optime: u64, deadline: Instant) -> Result<(), DcsError> {
+        self.put_plain(
+            &self.layout.status(),
+            json_bytes(&serde_json::json!({ "optime": optime }))?,
+            deadline,
+        )
+        .await
+    }
+
+    async fn write_history(
+        &self,
+        history: &serde_json::Value,
+        deadline: Instant,
+    ) -> Result<(), DcsError> {
+        self.put_plain(&self.layout.history(), json_bytes(history)?, deadline)
+            .await
+    }
+
+    async fn watch_leader(&self, index: u64, wait_ms: u64) -> Result<u64, DcsError> {
+        let wait_ms = wait_ms.clamp(1, WATCH_MAX_MS);
+        // Consul adds up to wait/16 of jitter; past that plus a margin, the server is not answering.
+        let deadline =
+            Instant::now() + Duration::from_millis(wait_ms + wait_ms / 16 + WATCH_MARGIN_MS);
+        let flags = match self.settings.consistency.flag() {
+            Some(m) => format!("index={index}&wait={wait_ms}ms&{m}"),
+            None => format!("index={index}&wait={wait_ms}ms"),
+        };
+        let key = self.layout.leader();
+        let (_, new_index) = self.http.kv_get(&key, &flags, deadline).await?;
+        // Consul never returns 0 and its index can go backwards (snapshot restore, deleted keys):
+        // either way, start over from 0, which answers at once with the current index.
+        Ok(if new_index < index || new_index == 0 {
+            0
+        } else {
+            new_index
+        })
+    }
+
+    async fn destroy_session(&self, deadline: Instant) -> Result<(), DcsError> {
+        let Some(id) = self.current() else {
+            return Ok(());
+        };
+        // Idempotent in Consul: 200 even if the session is already gone.
+        self.http
+            .call_ok(
+                Method::PUT,
+                &format!("/v1/session/destroy/{id}"),
+                None,
+                deadline,
+            )
+            .await?;
+        self.forget(&id);
+        Ok(())
+    }
+}

@@ -1,0 +1,3 @@
+//! Test harness shared by the integration suites: stores and processes the tests run against.
+pub mod consul_server;
+pub mod etcd;
