@@ -7,7 +7,7 @@ use tenure::ha::observation::{Divergence, PgRole, PgState, RunningPg};
 use tenure::ha::types::Timeline;
 use tenure::pg::ctl::{self, InitdbOptions, StopMode, Stopped};
 use tenure::pg::recovery::{self, StandbyConfig};
-use tenure::pg::{probe, rewind, PgSettings};
+use tenure::pg::{probe, rewind, slots, PgSettings};
 
 async fn running(s: &PgSettings) -> RunningPg {
     match probe::observe(s).await.expect("observe") {
@@ -74,24 +74,24 @@ async fn clone_promote_diverge_and_rewind() {
         "CREATE TABLE t (v text PRIMARY KEY); INSERT INTO t VALUES ('1')",
     )
     .await;
-    ctl::create_slot(sa, &sb.slot_name()).await.unwrap();
-    ctl::create_slot(sa, &sb.slot_name())
+    slots::create_slot(sa, &sb.slot_name()).await.unwrap();
+    slots::create_slot(sa, &sb.slot_name())
         .await
         .expect("creating an existing slot is a no-op");
     assert_eq!(
-        ctl::list_slots(sa).await.unwrap(),
+        slots::list_slots(sa).await.unwrap(),
         vec!["node_b".to_string()]
     );
 
     // Clone b; start it as a standby with no upstream, then point it at a with a reload.
-    ctl::basebackup(sb, &a.endpoint())
-        .await
-        .expect("basebackup");
     let nobody = StandbyConfig {
         upstream: None,
         slot: None,
     };
-    recovery::configure_standby(sb, &nobody).unwrap();
+    ctl::basebackup(sb, &a.endpoint(), &nobody)
+        .await
+        .expect("basebackup");
+    assert!(recovery::is_standby_configured(sb));
     ctl::start(sb)
         .await
         .unwrap_or_else(|e| panic!("start b: {e}\n{}", b.log()));
@@ -156,7 +156,7 @@ async fn clone_promote_diverge_and_rewind() {
     );
 
     // Rewind a onto b and follow it: b's rows arrive, a's divergent row is gone.
-    ctl::create_slot(sb, &sa.slot_name()).await.unwrap();
+    slots::create_slot(sb, &sa.slot_name()).await.unwrap();
     rewind::run_rewind(sa, &b.endpoint(), &StandbyConfig::follow(sa, b.endpoint()))
         .await
         .expect("pg_rewind");
@@ -210,11 +210,10 @@ async fn a_cleanly_stopped_primary_follows_without_rewind() {
         "CREATE TABLE t (v text PRIMARY KEY); INSERT INTO t VALUES ('1')",
     )
     .await;
-    ctl::create_slot(sa, &sb.slot_name()).await.unwrap();
-    ctl::basebackup(sb, &a.endpoint())
+    slots::create_slot(sa, &sb.slot_name()).await.unwrap();
+    ctl::basebackup(sb, &a.endpoint(), &StandbyConfig::follow(sb, a.endpoint()))
         .await
         .expect("basebackup");
-    recovery::configure_standby(sb, &StandbyConfig::follow(sb, a.endpoint())).unwrap();
     ctl::start(sb)
         .await
         .unwrap_or_else(|e| panic!("start b: {e}\n{}", b.log()));
@@ -238,7 +237,7 @@ async fn a_cleanly_stopped_primary_follows_without_rewind() {
     );
 
     recovery::configure_standby(sa, &StandbyConfig::follow(sa, b.endpoint())).unwrap();
-    ctl::create_slot(sb, &sa.slot_name()).await.unwrap();
+    slots::create_slot(sb, &sa.slot_name()).await.unwrap();
     ctl::start(sa)
         .await
         .unwrap_or_else(|e| panic!("start a: {e}\n{}", a.log()));
@@ -308,6 +307,12 @@ async fn stop_modes_escalate_and_a_killed_postmaster_restarts() {
     .unwrap();
     assert_eq!(ctl::stop(s, StopMode::Fast).await.unwrap(), Stopped::Killed);
     assert!(!std::path::Path::new(&format!("/proc/{pid}")).exists() || !running_pid(pid));
+    // Single-user crash recovery turns the crashed cluster into a cleanly shut down one (same data).
+    assert!(matches!(probe::observe(s).await.unwrap(), PgState::Stopped(cd) if !cd.clean));
+    ctl::ensure_clean_shutdown(s).await.expect("crash recovery");
+    assert!(
+        matches!(probe::observe(s).await.unwrap(), PgState::Stopped(cd) if cd.clean && cd.was_primary)
+    );
     ctl::start(s)
         .await
         .unwrap_or_else(|e| panic!("restart after kill: {e}\n{}", n.log()));

@@ -262,7 +262,7 @@ pub async fn stop(settings: &PgSettings, mode: StopMode) -> Result<Stopped, PgEr
             .output()
             .await;
         // pg_ctl returns once postmaster.pid is gone; the process itself exits a moment later.
-        if wait_gone(pid, Duration::from_secs(2)).await {
+        if wait_gone(pid, 2_000).await {
             return Ok(outcome);
         }
         tracing::warn!(mode = arg, pid, result = ?res.map(|o| o.combined()), "pg_ctl stop did not stop postgres");
@@ -272,8 +272,8 @@ pub async fn stop(settings: &PgSettings, mode: StopMode) -> Result<Stopped, PgEr
 }
 
 /// Wait until `pid` is no longer alive, reaping it if it was our child (or we are its subreaper).
-async fn wait_gone(pid: i32, bound: Duration) -> bool {
-    let deadline = tokio::time::Instant::now() + bound;
+async fn wait_gone(pid: i32, bound_ms: u64) -> bool {
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(bound_ms);
     loop {
         let _ = nix::sys::wait::waitpid(
             nix::unistd::Pid::from_raw(pid),
@@ -333,9 +333,14 @@ pub async fn promote(settings: &PgSettings) -> Result<(), PgError> {
     recovery::configure_primary(settings)
 }
 
-/// `pg_basebackup -X stream` from `source` into an empty data directory, as the replication user.
-/// On failure the partial copy is removed, so a retry starts from an empty directory.
-pub async fn basebackup(settings: &PgSettings, source: &Endpoint) -> Result<(), PgError> {
+/// `pg_basebackup -X stream` from `source` into an empty data directory, as the replication user, then
+/// configure it as a standby per `after` (a fresh copy is only consistent once it replays WAL, so it must
+/// never start as a primary). On failure the partial copy is removed, so a retry starts from empty.
+pub async fn basebackup(
+    settings: &PgSettings,
+    source: &Endpoint,
+    after: &recovery::StandbyConfig,
+) -> Result<(), PgError> {
     let dir = &settings.data_dir;
     let empty = match std::fs::read_dir(dir) {
         Ok(mut entries) => entries.next().is_none(),
@@ -366,7 +371,37 @@ pub async fn basebackup(settings: &PgSettings, source: &Endpoint) -> Result<(), 
         return Err(e);
     }
     chown_to_run_as(settings, dir)?;
-    Ok(())
+    recovery::configure_standby(settings, after)
+}
+
+/// Finish crash recovery of a stopped cluster that was not shut down cleanly (Patroni's
+/// `ensure_clean_shutdown`): single-user `postgres` replays WAL, writes a shutdown checkpoint and exits at
+/// end of input. pg_control then gives a trustworthy position for the divergence check. Standby mode is
+/// not allowed in single-user mode, so `standby.signal` is set aside meanwhile.
+pub async fn ensure_clean_shutdown(settings: &PgSettings) -> Result<(), PgError> {
+    write_config(settings)?;
+    let signal = settings.data_path("standby.signal");
+    let aside = settings.data_path("standby.signal.tenure-aside");
+    let had_signal = signal.exists();
+    if had_signal {
+        std::fs::rename(&signal, &aside).map_err(PgError::io("set standby.signal aside"))?;
+    }
+    let result = Cmd::new(settings, "postgres")
+        .arg("--single")
+        .arg("-D")
+        .arg(&settings.data_dir)
+        // WAL that is not archived yet must stay in pg_wal (`.ready`), not be archived or removed now.
+        .arg("-c")
+        .arg("archive_mode=on")
+        .arg("-c")
+        .arg("archive_command=false")
+        .arg("template1")
+        .run()
+        .await;
+    if had_signal {
+        std::fs::rename(&aside, &signal).map_err(PgError::io("restore standby.signal"))?;
+    }
+    result.map(|_| ())
 }
 
 /// Empty the data directory but keep it (its ownership and mode are the operator's).
@@ -387,41 +422,4 @@ pub fn remove_data_dir_contents(settings: &PgSettings) -> Result<(), PgError> {
         res.map_err(PgError::io(format!("remove {}", path.display())))?;
     }
     Ok(())
-}
-
-/// Create the physical slot `slot` on the local primary, if absent.
-pub async fn create_slot(settings: &PgSettings, slot: &str) -> Result<(), PgError> {
-    let client = probe::connect_local(settings).await?;
-    client
-        .execute(
-            "SELECT pg_create_physical_replication_slot($1::text::name) \
-             WHERE NOT EXISTS (SELECT 1 FROM pg_replication_slots WHERE slot_name = $1::text::name)",
-            &[&slot],
-        )
-        .await?;
-    Ok(())
-}
-
-/// Drop the slot `slot` on the local primary, if present (an active slot is an error: its walsender holds it).
-pub async fn drop_slot(settings: &PgSettings, slot: &str) -> Result<(), PgError> {
-    let client = probe::connect_local(settings).await?;
-    client
-        .execute(
-            "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1::text::name",
-            &[&slot],
-        )
-        .await?;
-    Ok(())
-}
-
-/// Names of the physical slots on the local PostgreSQL.
-pub async fn list_slots(settings: &PgSettings) -> Result<Vec<String>, PgError> {
-    let client = probe::connect_local(settings).await?;
-    let rows = client
-        .query(
-            "SELECT slot_name::text FROM pg_replication_slots WHERE slot_type = 'physical' ORDER BY 1",
-            &[],
-        )
-        .await?;
-    Ok(rows.iter().map(|r| r.get(0)).collect())
 }

@@ -1,7 +1,6 @@
 //! The PostgreSQL adapter: settings, errors and the translation of `initdb`/`pg_ctl`/SQL into the core's vocabulary.
-//!
-//! Adapters translate; they hold no HA policy. Every function here does one mechanical thing that the
-//! runtime's executor asks for; none of them decides which role this node should have.
+// Adapters translate; they hold no HA policy. Every function here does one mechanical thing the runtime's
+// executor asks for; none of them decides which role this node should have.
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -13,6 +12,7 @@ pub mod probe;
 mod process;
 pub mod recovery;
 pub mod rewind;
+pub mod slots;
 
 /// A role name and its password.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -73,6 +73,11 @@ impl PgSettings {
             "::" => "::1".to_string(),
             other => other.to_string(),
         }
+    }
+
+    /// Patroni's `conn_url` for the member key: `postgres://<connect_address>/postgres`.
+    pub fn conn_url(&self) -> String {
+        format!("postgres://{}/postgres", self.connect_address)
     }
 
     /// This member's replication slot name on the primary.
@@ -151,7 +156,8 @@ pub fn conninfo(endpoint: &Endpoint, user: &str, dbname: &str) -> String {
     )
 }
 
-/// Write a file and hand it to `run_as` so PostgreSQL (running as that user) can read and rewrite it.
+/// Replace a file atomically (a reload must never read half a config file) and hand it to `run_as`, so
+/// PostgreSQL running as that user can read it.
 pub(crate) fn write_owned(
     settings: &PgSettings,
     path: &Path,
@@ -159,10 +165,14 @@ pub(crate) fn write_owned(
     mode: u32,
 ) -> Result<(), PgError> {
     use std::os::unix::fs::PermissionsExt;
-    std::fs::write(path, contents).map_err(PgError::io(format!("write {}", path.display())))?;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
-        .map_err(PgError::io(format!("chmod {}", path.display())))?;
-    chown_to_run_as(settings, path)
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tenure-tmp");
+    let tmp = PathBuf::from(tmp);
+    std::fs::write(&tmp, contents).map_err(PgError::io(format!("write {}", tmp.display())))?;
+    std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(mode))
+        .map_err(PgError::io(format!("chmod {}", tmp.display())))?;
+    chown_to_run_as(settings, &tmp)?;
+    std::fs::rename(&tmp, path).map_err(PgError::io(format!("rename to {}", path.display())))
 }
 
 pub(crate) fn chown_to_run_as(settings: &PgSettings, path: &Path) -> Result<(), PgError> {

@@ -207,7 +207,7 @@ pub async fn running_status(
 pub async fn replication(client: &Client) -> Result<Vec<ReplicationRow>, PgError> {
     let rows = client
         .query(
-            "SELECT application_name, client_addr::text, state, sync_state, sent_lsn::text, write_lsn::text, \
+            "SELECT application_name, host(client_addr), state, sync_state, sent_lsn::text, write_lsn::text, \
              flush_lsn::text, replay_lsn::text FROM pg_stat_replication ORDER BY application_name",
             &[],
         )
@@ -228,8 +228,7 @@ pub async fn replication(client: &Client) -> Result<Vec<ReplicationRow>, PgError
         .collect()
 }
 
-/// Whether the data directory holds a cluster (`PG_VERSION` is the first file initdb writes... and the
-/// last one a failed basebackup leaves: we treat its absence as no data).
+/// Whether the data directory holds a cluster: a half-copied basebackup may lack `global/pg_control`.
 pub fn has_data(settings: &PgSettings) -> bool {
     settings.data_path("PG_VERSION").exists() && settings.data_path("global/pg_control").exists()
 }

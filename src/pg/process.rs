@@ -4,7 +4,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use nix::sys::signal::{kill, Signal};
-use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+use nix::sys::wait::{waitpid, WaitPidFlag};
 use nix::unistd::Pid;
 
 use super::{PgError, PgSettings};
@@ -176,8 +176,7 @@ pub(crate) async fn kill_postmaster(pid: i32, timeout_s: u64) -> Result<(), PgEr
     loop {
         for &p in &victims {
             // Reap if we are the parent (or the subreaper); ECHILD means someone else will.
-            let _ = waitpid(Pid::from_raw(p), Some(WaitPidFlag::WNOHANG))
-                .map(|s| s != WaitStatus::StillAlive);
+            let _ = waitpid(Pid::from_raw(p), Some(WaitPidFlag::WNOHANG));
         }
         if !victims.iter().any(|&p| pid_alive(p)) {
             return Ok(());

@@ -1,15 +1,15 @@
 //! Standby configuration: `standby.signal` plus a tenure-owned `tenure.recovery.conf` included from postgresql.conf.
-//!
-//! Why an include file rather than `-c` options or `postgresql.auto.conf`:
-//! - `-c` options on the command line cannot be changed by a reload, so following a new leader would need a
-//!   restart; and a postmaster restarted by anyone else (an operator, a crash-restart) must keep following.
-//! - `postgresql.auto.conf` belongs to `ALTER SYSTEM`, which rewrites it whole; tenure would fight operators.
-//! - A separate file is rewritten atomically, reloadable (`primary_conninfo`/`primary_slot_name` on PG13+),
-//!   and readable back: its `# tenure-upstream:` line tells the probe which member we follow.
 use super::{conninfo_quote, ctl, write_owned, Endpoint, PgError, PgSettings};
 use crate::ha::types::NodeName;
 
 /// The recovery include file, relative to the data directory.
+///
+/// Why an include file rather than `-c` options or `postgresql.auto.conf`:
+/// - `-c` options on the command line cannot be changed by a reload, so following a new leader would need a
+///   restart; and a postmaster restarted by anyone else (an operator, a crash-restart) must keep following.
+/// - `postgresql.auto.conf` belongs to `ALTER SYSTEM`, which rewrites it whole; tenure would fight operators.
+/// - A separate file is replaced atomically, reloadable (`primary_conninfo`/`primary_slot_name` on PG13+),
+///   and readable back: its `# tenure-upstream:` line tells the probe which member we follow.
 pub const RECOVERY_CONF: &str = "tenure.recovery.conf";
 const UPSTREAM_MARK: &str = "# tenure-upstream: ";
 

@@ -1,11 +1,4 @@
 //! The divergence check of patroni-compat §4.3 (local WAL end vs the leader's timeline history) and `pg_rewind`.
-//!
-//! The leader's timeline and history are read over an ordinary SQL connection as the rewind role
-//! (`pg_walfile_name(pg_current_wal_lsn())`, `pg_read_binary_file('pg_wal/N.history')`), not with
-//! `IDENTIFY_SYSTEM`/`TIMELINE_HISTORY` on a replication connection: tokio-postgres cannot open replication
-//! connections, shelling out to `psql` would put one more binary and output format in the loop, and the
-//! rewind role already holds exactly these grants because pg_rewind itself reads files this way.
-//! History files are never recycled from `pg_wal`, so the file is there whenever the timeline exists.
 use super::controldata::LocalPosition;
 use super::ctl::{self, StopMode};
 use super::probe::{self, Observed};
@@ -82,6 +75,12 @@ pub fn needs_rewind(
 }
 
 /// The leader's current timeline and its history, read as the rewind role. Errors if it is in recovery.
+///
+/// Read over an ordinary SQL connection (`pg_walfile_name(pg_current_wal_lsn())`,
+/// `pg_read_binary_file('pg_wal/N.history')`) rather than `IDENTIFY_SYSTEM`/`TIMELINE_HISTORY` on a replication
+/// connection: tokio-postgres cannot open replication connections, shelling out to `psql` would add one more
+/// binary and output format, and the rewind role already holds exactly these grants because pg_rewind itself
+/// reads files this way. History files are never recycled from `pg_wal`, so the file exists with its timeline.
 pub async fn leader_history(
     settings: &PgSettings,
     leader: &Endpoint,
