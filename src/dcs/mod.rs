@@ -3,6 +3,7 @@
 //! Adapters translate; they hold no HA policy. Every call takes a deadline from its caller and returns
 //! `DcsError::Unavailable` rather than outlive it.
 pub mod consul;
+pub mod etcd;
 pub mod keys;
 
 use async_trait::async_trait;

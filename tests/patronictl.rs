@@ -1,0 +1,148 @@
+//! Patroni's own `patronictl` reads a cluster that tenure wrote into a real etcd: the key layout and JSON match.
+//!
+//! patronictl (Debian's Patroni 3.0.2) speaks etcd's gRPC-gateway JSON API over HTTP; tenure speaks gRPC. If the
+//! tool is missing the test says so and fails, rather than pass without checking anything.
+#[path = "support/etcd.rs"]
+mod etcd_server;
+
+use std::process::Command;
+use std::time::Duration;
+
+use etcd_server::EtcdServer;
+use tenure::dcs::etcd::{EtcdDcs, EtcdSettings};
+use tenure::dcs::{Dcs, MemberRecord};
+use tokio::time::Instant;
+
+const PATRONICTL: &str = "/usr/bin/patronictl";
+const SCOPE: &str = "batman";
+
+fn agent(server: &EtcdServer, name: &str) -> EtcdDcs {
+    EtcdDcs::new(EtcdSettings {
+        endpoints: server.endpoints(),
+        scope: SCOPE.into(),
+        namespace: "/service/".into(),
+        name: name.into(),
+        ttl_ms: 30_000,
+        user: None,
+        password: None,
+        tls: None,
+    })
+    .expect("valid settings")
+}
+
+fn record(host: &str, role: &str, state: &str) -> MemberRecord {
+    MemberRecord {
+        conn_url: format!("postgres://{host}:5432/postgres"),
+        api_url: format!("http://{host}:8008/patroni"),
+        state: state.into(),
+        role: role.into(),
+        version: "3.0.2".into(),
+        timeline: Some(1),
+        ..MemberRecord::default()
+    }
+}
+
+fn deadline() -> Instant {
+    Instant::now() + Duration::from_secs(3)
+}
+
+/// `patronictl -c <yaml> list <scope> [-f fmt]`, output or a panic that says exactly what went wrong.
+fn patronictl_list(config: &std::path::Path, format: &str) -> String {
+    assert!(
+        std::path::Path::new(PATRONICTL).exists(),
+        "{PATRONICTL} not installed: `apt-get install patroni python3-etcd` to run this compatibility test"
+    );
+    let out = Command::new(PATRONICTL)
+        .arg("-c")
+        .arg(config)
+        .args(["list", SCOPE, "-f", format])
+        .output()
+        .expect("run patronictl");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "patronictl failed ({}):\nstdout:\n{stdout}\nstderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn patronictl_lists_a_cluster_written_by_tenure() {
+    let etcd = EtcdServer::start();
+    let (pg1, pg2) = (agent(&etcd, "pg1"), agent(&etcd, "pg2"));
+
+    pg1.race_initialize("", deadline()).await.unwrap();
+    pg1.write_initialize("7268000000000000001", deadline())
+        .await
+        .unwrap();
+    let config =
+        serde_json::json!({"ttl": 30, "loop_wait": 10, "retry_timeout": 10, "postgresql": {}});
+    pg1.cas_config(&config, None, deadline()).await.unwrap();
+    pg1.ensure_session(deadline()).await.unwrap();
+    pg1.acquire_leader(deadline()).await.unwrap();
+    let mut primary = record("127.0.0.11", "primary", "running");
+    primary.xlog_location = Some(0x3000060);
+    pg1.publish_member(&primary, deadline()).await.unwrap();
+    pg1.write_status(0x3000060, deadline()).await.unwrap();
+    pg2.ensure_session(deadline()).await.unwrap();
+    let mut replica = record("127.0.0.12", "replica", "streaming");
+    replica.receive_lsn = Some(0x3000060);
+    replica.replay_lsn = Some(0x3000060);
+    // Patroni 3.0.2's lag column reads `xlog_location` for replicas too (its utils.cluster_as_json).
+    replica.xlog_location = Some(0x3000000);
+    replica.replication_state = Some("streaming".into());
+    pg2.publish_member(&replica, deadline()).await.unwrap();
+
+    let dir = tempfile::tempdir().unwrap();
+    let yaml = dir.path().join("patronictl.yml");
+    let text = format!(
+        "scope: {SCOPE}\nnamespace: /service/\netcd3:\n  hosts: {}\n",
+        etcd.host_port()
+    );
+    std::fs::write(&yaml, text).unwrap();
+
+    let table = patronictl_list(&yaml, "pretty");
+    println!("{table}");
+    let row = |name: &str| {
+        table
+            .lines()
+            .find(|l| l.contains(&format!(" {name} ")))
+            .unwrap_or_else(|| panic!("no row for {name}:\n{table}"))
+    };
+    assert!(row("pg1").contains("Leader"), "pg1 is the Leader:\n{table}");
+    assert!(row("pg2").contains("Replica"), "pg2 is a Replica:\n{table}");
+    assert!(
+        row("pg1").contains("127.0.0.11"),
+        "host taken from conn_url:\n{table}"
+    );
+
+    // The machine-readable form, field by field.
+    let json: serde_json::Value =
+        serde_json::from_str(&patronictl_list(&yaml, "json")).expect("patronictl json");
+    let members = json.as_array().expect("a list of members");
+    let find = |name: &str| {
+        members
+            .iter()
+            .find(|m| m["Member"] == name)
+            .cloned()
+            .expect(name)
+    };
+    assert_eq!(find("pg1")["Role"], "Leader");
+    assert_eq!(find("pg2")["Role"], "Replica");
+    assert_eq!(find("pg1")["TL"], 1);
+    assert_eq!(
+        find("pg2")["Lag in MB"],
+        0,
+        "lag from status.optime minus the replica's LSN"
+    );
+
+    // The leader key vanishing (released) is visible to patronictl too.
+    pg1.release_leader(deadline()).await.unwrap();
+    let table = patronictl_list(&yaml, "pretty");
+    assert!(
+        !table.contains("Leader"),
+        "no leader after release:\n{table}"
+    );
+}
