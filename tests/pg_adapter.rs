@@ -49,14 +49,9 @@ async fn wait_values(s: &PgSettings, want: &[&str]) {
 async fn bootstrap(node: &PgNode) {
     let s = &node.settings;
     assert_eq!(probe::observe(s).await.unwrap(), PgState::NoData);
-    ctl::initdb(s, &InitdbOptions::default())
+    ctl::bootstrap(s, &InitdbOptions::default())
         .await
-        .expect("initdb");
-    recovery::configure_primary(s).unwrap();
-    ctl::start(s)
-        .await
-        .unwrap_or_else(|e| panic!("start: {e}\n{}", node.log()));
-    ctl::create_roles(s).await.expect("roles");
+        .unwrap_or_else(|e| panic!("bootstrap: {e}\n{}", node.log()));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -195,6 +190,18 @@ async fn clone_promote_diverge_and_rewind() {
             leader: sb.name.clone()
         }
     );
+
+    // Re-clone from scratch (what follows a failed rewind): a comes back as b's streaming replica.
+    let follow_b = StandbyConfig::follow(sa, b.endpoint());
+    ctl::reinit(sa, &b.endpoint(), &follow_b)
+        .await
+        .expect("reinit");
+    ctl::start(sa)
+        .await
+        .unwrap_or_else(|e| panic!("start a after reinit: {e}\n{}", a.log()));
+    exec(sb, "INSERT INTO t VALUES ('5')").await;
+    wait_values(sa, &["1", "2", "3b", "4", "5"]).await;
+    assert_eq!(running(sa).await.upstream, Some(sb.name.clone()));
 }
 
 /// A clean switchover: the old primary's shutdown checkpoint reached the replica before it was promoted, so
@@ -219,6 +226,9 @@ async fn a_cleanly_stopped_primary_follows_without_rewind() {
         .unwrap_or_else(|e| panic!("start b: {e}\n{}", b.log()));
     wait_values(sb, &["1"]).await;
 
+    ctl::checkpoint(sa)
+        .await
+        .expect("checkpoint before a graceful stop");
     assert_eq!(ctl::stop(sa, StopMode::Fast).await.unwrap(), Stopped::Fast);
     let PgState::Stopped(cd) = probe::observe(sa).await.unwrap() else {
         panic!("a should be stopped")

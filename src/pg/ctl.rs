@@ -1,15 +1,14 @@
-//! Lifecycle commands: initdb, the tenure-managed config, roles, pg_ctl start/stop/promote, basebackup, slots.
+//! Lifecycle commands: initdb and roles, pg_ctl start/stop/promote/reload, checkpoint, basebackup.
 use std::time::Duration;
 
+pub use crate::ha::action::StopMode;
+
+use super::config::{write_config, write_hba};
 use super::probe;
 use super::process::{kill_postmaster, pid_alive, read_postmaster_pid, Cmd};
 use super::{
     chown_to_run_as, conninfo, recovery, write_owned, write_pgpass, Endpoint, PgError, PgSettings,
 };
-
-/// The file tenure rewrites before every start: node-specific settings (port, listen address) must not come
-/// from a data directory that `pg_basebackup` or `pg_rewind` copied from another member.
-pub const TENURE_CONF: &str = "tenure.conf";
 
 /// `initdb` choices.
 #[derive(Clone, Debug)]
@@ -27,15 +26,6 @@ impl Default for InitdbOptions {
             extra: Vec::new(),
         }
     }
-}
-
-/// How hard to stop PostgreSQL (`pg_ctl stop -m`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum StopMode {
-    /// Disconnect clients, write a shutdown checkpoint. Escalates to `Immediate`, then to SIGKILL.
-    Fast,
-    /// No checkpoint; crash recovery on next start. Escalates to SIGKILL.
-    Immediate,
 }
 
 /// How a stop ended.
@@ -78,71 +68,12 @@ pub async fn initdb(settings: &PgSettings, opts: &InitdbOptions) -> Result<(), P
     write_config(settings)
 }
 
-/// Rewrite `pg_hba.conf`: scram from loopback for every database and for replication, then the extra lines.
-pub fn write_hba(settings: &PgSettings) -> Result<(), PgError> {
-    let repl = &settings.replication.username;
-    let mut text = String::from("# Written by tenure.\n");
-    text.push_str("local   all          all                     scram-sha-256\n");
-    for net in ["127.0.0.1/32", "::1/128"] {
-        text.push_str(&format!(
-            "host    all          all      {net:<18} scram-sha-256\n"
-        ));
-        text.push_str(&format!(
-            "host    replication  {repl}  {net:<18} scram-sha-256\n"
-        ));
-    }
-    for line in &settings.pg_hba {
-        text.push_str(line);
-        text.push('\n');
-    }
-    write_owned(settings, &settings.data_path("pg_hba.conf"), &text, 0o600)
-}
-
-/// Write `tenure.conf` (node settings and replication defaults) and make sure `postgresql.conf` includes it
-/// and the recovery file, last, so they win over what initdb wrote. `postgresql.auto.conf` (ALTER SYSTEM)
-/// is left to operators and still wins over both.
-pub fn write_config(settings: &PgSettings) -> Result<(), PgError> {
-    let mut gucs: Vec<(String, String)> = vec![
-        ("listen_addresses".into(), settings.listen_host.clone()),
-        ("port".into(), settings.listen_port.to_string()),
-        ("wal_level".into(), "replica".into()),
-        ("hot_standby".into(), "on".into()),
-        ("max_wal_senders".into(), "10".into()),
-        ("max_replication_slots".into(), "10".into()),
-        ("wal_keep_size".into(), "128MB".into()),
-        // pg_rewind needs hint-bit changes in WAL; harmless when checksums already force it.
-        ("wal_log_hints".into(), "on".into()),
-    ];
-    for (k, v) in &settings.parameters {
-        gucs.retain(|(g, _)| g != k);
-        gucs.push((k.clone(), v.clone()));
-    }
-    let mut text = String::from("# Written by tenure before every start; edits are lost.\n");
-    for (k, v) in gucs {
-        text.push_str(&format!("{k} = {}\n", quote_guc(&v)));
-    }
-    write_owned(settings, &settings.data_path(TENURE_CONF), &text, 0o600)?;
-
-    let main = settings.data_path("postgresql.conf");
-    let mut conf =
-        std::fs::read_to_string(&main).map_err(PgError::io(format!("read {}", main.display())))?;
-    let mut changed = false;
-    for file in [TENURE_CONF, recovery::RECOVERY_CONF] {
-        let line = format!("include_if_exists '{file}'");
-        if !conf.lines().any(|l| l.trim() == line) {
-            conf.push_str(&format!("\n{line}\n"));
-            changed = true;
-        }
-    }
-    if changed {
-        write_owned(settings, &main, &conf, 0o600)?;
-    }
-    Ok(())
-}
-
-/// A GUC value quoted for a config file; quoting is always valid, and `\\` and `'` are escaped.
-fn quote_guc(v: &str) -> String {
-    format!("'{}'", v.replace('\\', "\\\\").replace('\'', "''"))
+/// The core's `Job::Bootstrap`: initdb, start as a primary, create the roles. The caller writes `initialize`.
+pub async fn bootstrap(settings: &PgSettings, opts: &InitdbOptions) -> Result<(), PgError> {
+    initdb(settings, opts).await?;
+    recovery::configure_primary(settings)?;
+    start(settings).await?;
+    create_roles(settings).await
 }
 
 /// Create (or update the passwords of) the replication and rewind roles; needs a running primary.
@@ -289,6 +220,15 @@ async fn wait_gone(pid: i32, bound_ms: u64) -> bool {
     }
 }
 
+/// `CHECKPOINT` on the local PostgreSQL (before a graceful stop, so the shutdown checkpoint is short).
+pub async fn checkpoint(settings: &PgSettings) -> Result<(), PgError> {
+    probe::connect_local(settings)
+        .await?
+        .batch_execute("CHECKPOINT")
+        .await?;
+    Ok(())
+}
+
 /// `pg_ctl reload`: re-read config files (primary_conninfo is reloadable on PG13+).
 pub async fn reload(settings: &PgSettings) -> Result<(), PgError> {
     Cmd::new(settings, "pg_ctl")
@@ -402,6 +342,17 @@ pub async fn ensure_clean_shutdown(settings: &PgSettings) -> Result<(), PgError>
         std::fs::rename(&aside, &signal).map_err(PgError::io("restore standby.signal"))?;
     }
     result.map(|_| ())
+}
+
+/// The core's `Job::Reinit`: stop immediately, empty the data directory, clone again from `source`.
+pub async fn reinit(
+    settings: &PgSettings,
+    source: &Endpoint,
+    after: &recovery::StandbyConfig,
+) -> Result<(), PgError> {
+    stop(settings, StopMode::Immediate).await?;
+    remove_data_dir_contents(settings)?;
+    basebackup(settings, source, after).await
 }
 
 /// Empty the data directory but keep it (its ownership and mode are the operator's).

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use crate::ha::types::NodeName;
 
+pub mod config;
 pub mod controldata;
 pub mod ctl;
 pub mod probe;
@@ -27,6 +28,38 @@ pub struct Endpoint {
     pub name: NodeName,
     pub host: String,
     pub port: u16,
+}
+
+impl Endpoint {
+    /// Parse a member's `conn_url` (`postgres://[user@]host[:port]/db[?...]`, IPv6 in brackets; port 5432
+    /// when absent).
+    pub fn from_conn_url(name: NodeName, url: &str) -> Result<Endpoint, PgError> {
+        let bad = || PgError::Parse(format!("conn_url {url:?}"));
+        let rest = url
+            .strip_prefix("postgres://")
+            .or_else(|| url.strip_prefix("postgresql://"))
+            .ok_or_else(bad)?;
+        let authority = rest.split(['/', '?']).next().unwrap_or("");
+        let hostport = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+        let (host, port) = if let Some(v6) = hostport.strip_prefix('[') {
+            let (h, tail) = v6.split_once(']').ok_or_else(bad)?;
+            (h, tail.strip_prefix(':'))
+        } else {
+            match hostport.split_once(':') {
+                Some((h, p)) => (h, Some(p)),
+                None => (hostport, None),
+            }
+        };
+        let port = port.map_or(Ok(5432), |p| p.parse().map_err(|_| bad()))?;
+        if host.is_empty() {
+            return Err(bad());
+        }
+        Ok(Endpoint {
+            name,
+            host: host.to_string(),
+            port,
+        })
+    }
 }
 
 /// Everything the adapter needs to run one local PostgreSQL.
@@ -211,6 +244,24 @@ mod tests {
         assert_eq!(slot_name_for(&"Node-1.a".into()), "node_1_a");
         assert_eq!(slot_name_for(&"n@x".into()), "nu0064x");
         assert_eq!(slot_name_for(&"x".repeat(70).as_str().into()).len(), 63);
+    }
+
+    #[test]
+    fn conn_urls_parse_into_endpoints() {
+        let ep = |u: &str| Endpoint::from_conn_url("n".into(), u).map(|e| (e.host, e.port));
+        assert_eq!(
+            ep("postgres://10.0.0.1:5433/postgres").unwrap(),
+            ("10.0.0.1".into(), 5433)
+        );
+        assert_eq!(
+            ep("postgresql://u@db.example/postgres?x=1").unwrap(),
+            ("db.example".into(), 5432)
+        );
+        assert_eq!(
+            ep("postgres://[::1]:6000/postgres").unwrap(),
+            ("::1".into(), 6000)
+        );
+        assert!(ep("http://x:1/").is_err() && ep("postgres://h:port/").is_err());
     }
 
     #[test]

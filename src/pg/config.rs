@@ -1,0 +1,73 @@
+//! The tenure-managed config files: `tenure.conf` (rewritten before every start) and `pg_hba.conf`.
+use super::{recovery, write_owned, PgError, PgSettings};
+
+/// The file tenure rewrites before every start: node-specific settings (port, listen address) must not come
+/// from a data directory that `pg_basebackup` or `pg_rewind` copied from another member.
+pub const TENURE_CONF: &str = "tenure.conf";
+
+/// Rewrite `pg_hba.conf`: scram from loopback for every database and for replication, then the extra lines.
+pub fn write_hba(settings: &PgSettings) -> Result<(), PgError> {
+    let repl = &settings.replication.username;
+    let mut text = String::from("# Written by tenure.\n");
+    text.push_str("local   all          all                     scram-sha-256\n");
+    for net in ["127.0.0.1/32", "::1/128"] {
+        text.push_str(&format!(
+            "host    all          all      {net:<18} scram-sha-256\n"
+        ));
+        text.push_str(&format!(
+            "host    replication  {repl}  {net:<18} scram-sha-256\n"
+        ));
+    }
+    for line in &settings.pg_hba {
+        text.push_str(line);
+        text.push('\n');
+    }
+    write_owned(settings, &settings.data_path("pg_hba.conf"), &text, 0o600)
+}
+
+/// Write `tenure.conf` (node settings and replication defaults) and make sure `postgresql.conf` includes it
+/// and the recovery file, last, so they win over what initdb wrote. `postgresql.auto.conf` (ALTER SYSTEM)
+/// is left to operators and still wins over both.
+pub fn write_config(settings: &PgSettings) -> Result<(), PgError> {
+    let mut gucs: Vec<(String, String)> = vec![
+        ("listen_addresses".into(), settings.listen_host.clone()),
+        ("port".into(), settings.listen_port.to_string()),
+        ("wal_level".into(), "replica".into()),
+        ("hot_standby".into(), "on".into()),
+        ("max_wal_senders".into(), "10".into()),
+        ("max_replication_slots".into(), "10".into()),
+        ("wal_keep_size".into(), "128MB".into()),
+        // pg_rewind needs hint-bit changes in WAL; harmless when checksums already force it.
+        ("wal_log_hints".into(), "on".into()),
+    ];
+    for (k, v) in &settings.parameters {
+        gucs.retain(|(g, _)| g != k);
+        gucs.push((k.clone(), v.clone()));
+    }
+    let mut text = String::from("# Written by tenure before every start; edits are lost.\n");
+    for (k, v) in gucs {
+        text.push_str(&format!("{k} = {}\n", quote_guc(&v)));
+    }
+    write_owned(settings, &settings.data_path(TENURE_CONF), &text, 0o600)?;
+
+    let main = settings.data_path("postgresql.conf");
+    let mut conf =
+        std::fs::read_to_string(&main).map_err(PgError::io(format!("read {}", main.display())))?;
+    let mut changed = false;
+    for file in [TENURE_CONF, recovery::RECOVERY_CONF] {
+        let line = format!("include_if_exists '{file}'");
+        if !conf.lines().any(|l| l.trim() == line) {
+            conf.push_str(&format!("\n{line}\n"));
+            changed = true;
+        }
+    }
+    if changed {
+        write_owned(settings, &main, &conf, 0o600)?;
+    }
+    Ok(())
+}
+
+/// A GUC value quoted for a config file; quoting is always valid, and `\\` and `'` are escaped.
+fn quote_guc(v: &str) -> String {
+    format!("'{}'", v.replace('\\', "\\\\").replace('\'', "''"))
+}
