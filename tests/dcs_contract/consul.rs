@@ -91,3 +91,289 @@ mod double {
 mod real {
     contract_tests!(crate::consul::real_consul);
 }
+
+/// The double's own semantics (consul.md), and the client's handling of what only Consul does.
+mod semantics {
+    use std::time::Duration;
+
+    use serde_json::{json, Value};
+    use tenure::dcs::consul::{ConsulDcs, ConsulSettings, SetupError};
+    use tenure::dcs::{Dcs, DcsError, MemberRecord};
+    use tokio::time::{sleep, Instant};
+
+    use crate::support::consul_server::{ConsulTestOptions, ConsulTestServer};
+
+    fn deadline() -> Instant {
+        Instant::now() + Duration::from_secs(3)
+    }
+
+    async fn server() -> ConsulTestServer {
+        ConsulTestServer::start(ConsulTestOptions {
+            session_ttl_min_ms: 100,
+            ..Default::default()
+        })
+        .await
+    }
+
+    async fn put(s: &ConsulTestServer, path: &str, body: &str) -> (u16, String) {
+        let r = reqwest::Client::new()
+            .put(format!("{}{path}", s.url()))
+            .body(body.to_string())
+            .send()
+            .await
+            .expect("put");
+        (r.status().as_u16(), r.text().await.expect("body"))
+    }
+
+    async fn get(s: &ConsulTestServer, path: &str) -> (u16, Option<u64>, String) {
+        let r = reqwest::get(format!("{}{path}", s.url()))
+            .await
+            .expect("get");
+        let index = r
+            .headers()
+            .get("X-Consul-Index")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse().ok());
+        (r.status().as_u16(), index, r.text().await.expect("body"))
+    }
+
+    async fn session(s: &ConsulTestServer, body: Value) -> String {
+        let (code, text) = put(s, "/v1/session/create", &body.to_string()).await;
+        assert_eq!(code, 200, "{text}");
+        serde_json::from_str::<Value>(&text).expect("json")["ID"]
+            .as_str()
+            .expect("ID")
+            .to_string()
+    }
+
+    async fn lock_index(s: &ConsulTestServer, key: &str) -> u64 {
+        let (_, _, text) = get(s, &format!("/v1/kv/{key}")).await;
+        serde_json::from_str::<Value>(&text).expect("json")[0]["LockIndex"]
+            .as_u64()
+            .expect("LockIndex")
+    }
+
+    fn client(s: &ConsulTestServer, name: &str) -> ConsulDcs {
+        ConsulDcs::new(ConsulSettings::new(&s.url(), "sem", name, 1_000)).expect("client")
+    }
+
+    #[tokio::test]
+    async fn lock_delay_follows_invalidation_but_not_release() {
+        let s = server().await;
+        let spec = json!({"LockDelay": "400ms", "Behavior": "release"});
+        let s1 = session(&s, spec.clone()).await;
+        assert_eq!(
+            put(&s, &format!("/v1/kv/k?acquire={s1}"), "a").await.1,
+            "true"
+        );
+        assert_eq!(lock_index(&s, "k").await, 1);
+        assert_eq!(
+            put(&s, &format!("/v1/session/destroy/{s1}"), "").await.1,
+            "true"
+        );
+        let (_, _, text) = get(&s, "/v1/kv/k").await;
+        assert!(
+            !text.contains("Session"),
+            "behavior release keeps the key, unlocked: {text}"
+        );
+        let s2 = session(&s, spec.clone()).await;
+        assert_eq!(
+            put(&s, &format!("/v1/kv/k?acquire={s2}"), "b").await.1,
+            "false",
+            "within the lock-delay"
+        );
+        sleep(Duration::from_millis(450)).await;
+        assert_eq!(
+            put(&s, &format!("/v1/kv/k?acquire={s2}"), "b").await.1,
+            "true",
+            "after the lock-delay"
+        );
+        assert_eq!(
+            put(&s, &format!("/v1/kv/k?acquire={s2}"), "b2").await.1,
+            "true",
+            "re-acquire by the holder"
+        );
+        assert_eq!(
+            lock_index(&s, "k").await,
+            2,
+            "a re-acquire is not a new grant"
+        );
+        assert_eq!(
+            put(&s, &format!("/v1/kv/k?release={s2}"), "b").await.1,
+            "true"
+        );
+        let s3 = session(&s, spec).await;
+        assert_eq!(
+            put(&s, &format!("/v1/kv/k?acquire={s3}"), "c").await.1,
+            "true",
+            "no lock-delay after a release"
+        );
+        assert_eq!(lock_index(&s, "k").await, 3);
+        assert_eq!(
+            put(&s, "/v1/kv/k", "plain").await.1,
+            "true",
+            "locks are advisory: a plain PUT succeeds"
+        );
+    }
+
+    #[tokio::test]
+    async fn kv_answers_carry_an_index_and_reject_conflicting_modes() {
+        let s = server().await;
+        let (code, index, _) = get(&s, "/v1/kv/missing").await;
+        assert_eq!(
+            (code, index.is_some_and(|i| i >= 1)),
+            (404, true),
+            "a 404 still carries X-Consul-Index"
+        );
+        assert_eq!(get(&s, "/v1/kv/missing?consistent&stale").await.0, 400);
+        assert_eq!(put(&s, "/v1/kv/k?cas=0&acquire=x", "v").await.0, 400);
+        assert_eq!(
+            put(&s, "/v1/kv/k?acquire=no-such-session", "v").await,
+            (500, "invalid session \"no-such-session\"".into())
+        );
+        assert_eq!(
+            put(&s, "/v1/session/renew/no-such-session", "").await.0,
+            404
+        );
+        assert_eq!(
+            put(&s, "/v1/session/destroy/no-such-session", "").await.0,
+            200,
+            "destroy is idempotent"
+        );
+        assert_eq!(get(&s, "/v1/session/info/no-such-session").await.2, "[]");
+        // A blocking query on a missing key wakes when it is created.
+        let started = Instant::now();
+        let url = format!(
+            "{}/v1/kv/late?index={}&wait=5s",
+            s.url(),
+            index.unwrap_or(1)
+        );
+        let waiter =
+            tokio::spawn(async move { reqwest::get(url).await.map(|r| r.status().as_u16()) });
+        sleep(Duration::from_millis(100)).await;
+        assert!(!waiter.is_finished(), "blocked until something changes");
+        put(&s, "/v1/kv/late", "here").await;
+        assert_eq!(waiter.await.expect("task").expect("get"), 200);
+        assert!(started.elapsed() < Duration::from_secs(1));
+    }
+
+    #[tokio::test]
+    async fn session_ttl_below_the_minimum_is_refused() {
+        let s = ConsulTestServer::start(ConsulTestOptions::default()).await;
+        let short =
+            ConsulDcs::new(ConsulSettings::new(&s.url(), "sem", "a", 2_000)).expect("client");
+        match short.ensure_session(deadline()).await {
+            Err(DcsError::Unavailable(why)) => {
+                assert!(why.contains("Invalid Session TTL"), "{why}")
+            }
+            other => panic!("expected the 10 s minimum to refuse a 1 s TTL: {other:?}"),
+        }
+        let ok = ConsulDcs::new(ConsulSettings::new(&s.url(), "sem", "a", 20_000)).expect("client");
+        ok.ensure_session(deadline())
+            .await
+            .expect("ttl/2 = 10 s is the minimum");
+    }
+
+    #[tokio::test]
+    async fn acl_token_is_sent_and_required() {
+        let opts = ConsulTestOptions {
+            session_ttl_min_ms: 100,
+            acl_token: Some("s3cret".into()),
+        };
+        let s = ConsulTestServer::start(opts).await;
+        let anonymous = client(&s, "a");
+        assert!(matches!(
+            anonymous.get_cluster(false, deadline()).await,
+            Err(DcsError::Unavailable(_))
+        ));
+        let mut settings = ConsulSettings::new(&s.url(), "sem", "a", 1_000);
+        settings.token = Some("s3cret".into());
+        let authorized = ConsulDcs::new(settings).expect("client");
+        authorized
+            .acquire_leader(deadline())
+            .await
+            .expect("acquire with the token");
+        assert_eq!(
+            get(&s, "/v1/kv/service/sem/leader").await.0,
+            403,
+            "no token, no answer"
+        );
+    }
+
+    #[tokio::test]
+    async fn externally_destroyed_session_is_reported_then_replaced() {
+        let s = server().await;
+        let a = client(&s, "a");
+        let old = a.ensure_session(deadline()).await.expect("session");
+        put(&s, &format!("/v1/session/destroy/{old}"), "").await;
+        // Writing a member with a dead session: Consul says `invalid session`, which is not an outage.
+        let r = a.publish_member(&MemberRecord::default(), deadline()).await;
+        assert!(matches!(r, Err(DcsError::SessionInvalid(_))), "{r:?}");
+        let new = a.ensure_session(deadline()).await.expect("a new session");
+        assert_ne!(new, old);
+        a.publish_member(&MemberRecord::default(), deadline())
+            .await
+            .expect("publish with the new session");
+        // Acquiring renews first; a dead session is replaced on the spot (a fresh session can take a free lock).
+        put(&s, &format!("/v1/session/destroy/{new}"), "").await;
+        a.acquire_leader(deadline())
+            .await
+            .expect("acquire with a replacement session");
+        assert_ne!(a.session_id(), Some(new));
+        assert_eq!(s.session_count(), 1, "dead sessions are not left behind");
+    }
+
+    #[tokio::test]
+    async fn watch_index_going_backwards_resets_to_zero() {
+        let s = server().await;
+        let a = client(&s, "a");
+        // As after a snapshot restore: we hold an index far above anything the server has.
+        let started = Instant::now();
+        assert_eq!(a.watch_leader(1_000_000, 200).await.expect("watch"), 0);
+        assert!(
+            started.elapsed() >= Duration::from_millis(190),
+            "the server blocked for the wait first"
+        );
+    }
+
+    #[tokio::test]
+    async fn stopped_server_is_unavailable() {
+        let mut s = server().await;
+        let a = client(&s, "a");
+        a.ensure_session(deadline()).await.expect("session");
+        s.stop();
+        let started = Instant::now();
+        assert!(matches!(
+            a.renew_session(deadline()).await,
+            Err(DcsError::Unavailable(_))
+        ));
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "a refused connection fails fast"
+        );
+    }
+
+    #[test]
+    fn tls_files_are_checked_at_construction() {
+        let mut settings = ConsulSettings::new("https://127.0.0.1:8501", "sem", "a", 30_000);
+        settings.cacert = Some("/nonexistent/ca.pem".into());
+        assert!(matches!(
+            ConsulDcs::new(settings.clone()),
+            Err(SetupError::Read { .. })
+        ));
+        let dir = tempfile::tempdir().expect("tempdir");
+        let garbage = dir.path().join("ca.pem");
+        std::fs::write(&garbage, "not a certificate").expect("write");
+        settings.cacert = Some(garbage.clone());
+        assert!(
+            ConsulDcs::new(settings.clone()).is_err(),
+            "garbage is not a CA"
+        );
+        settings.cacert = None;
+        settings.cert = Some(garbage);
+        assert!(matches!(
+            ConsulDcs::new(settings),
+            Err(SetupError::HalfIdentity)
+        ));
+    }
+}

@@ -22,6 +22,8 @@ pub enum SetupError {
         what: String,
         source: reqwest::Error,
     },
+    #[error("no PEM certificate in {0}")]
+    NoCertificate(PathBuf),
     #[error("client certificate and key must be given together")]
     HalfIdentity,
     #[error("cannot build the HTTP client: {0}")]
@@ -92,11 +94,18 @@ impl Http {
         let mut builder = Client::builder().use_rustls_tls();
         if let Some(ca) = &tls.cacert {
             let pem = read(ca)?;
-            let cert = reqwest::Certificate::from_pem(&pem).map_err(|source| SetupError::Tls {
-                what: ca.display().to_string(),
-                source,
-            })?;
-            builder = builder.add_root_certificate(cert);
+            let certs =
+                reqwest::Certificate::from_pem_bundle(&pem).map_err(|source| SetupError::Tls {
+                    what: ca.display().to_string(),
+                    source,
+                })?;
+            // A file without a single certificate would silently trust nothing extra: refuse it up front.
+            if certs.is_empty() {
+                return Err(SetupError::NoCertificate(ca.clone()));
+            }
+            for cert in certs {
+                builder = builder.add_root_certificate(cert);
+            }
         }
         match (&tls.cert, &tls.key) {
             (Some(cert), Some(key)) => {
@@ -239,7 +248,9 @@ impl Http {
 pub fn status_error(what: &str, answer: &Answer) -> DcsError {
     let text = answer.text();
     let status = answer.status;
-    if text.to_ascii_lowercase().contains("invalid session") {
+    // Case-sensitive, as Patroni matches it: Consul's lock error is `invalid session "<id>"`, while a refused
+    // TTL reads `Invalid Session TTL` and is a configuration error, not a lost session.
+    if text.contains("invalid session") {
         return DcsError::SessionInvalid(format!("{what}: {text}"));
     }
     if status.is_server_error() || status == StatusCode::TOO_MANY_REQUESTS {
@@ -336,5 +347,10 @@ mod tests {
             status_error("x", &a(403, "Permission denied")),
             DcsError::Unavailable(_)
         ));
+        let ttl = a(
+            500,
+            "Invalid Session TTL '1s', must be between [10s=24h0m0s]",
+        );
+        assert!(matches!(status_error("x", &ttl), DcsError::Unavailable(_)));
     }
 }

@@ -3,9 +3,9 @@
 //!
 //! Every call is bounded by the caller's deadline and never retried here; the core owns the retry budget.
 mod http;
+mod settings;
 mod snapshot;
 
-use std::path::PathBuf;
 use std::sync::Mutex;
 
 use async_trait::async_trait;
@@ -14,76 +14,12 @@ use serde::Deserialize;
 use tokio::time::{Duration, Instant};
 
 pub use http::{SetupError, TlsFiles};
+pub use settings::{Consistency, ConsulSettings};
 
 use self::http::{go_seconds, Http, KvEntry};
 use super::keys::{ClusterSnapshot, KeyLayout, MemberRecord, SwitchoverRecord};
 use super::{Dcs, DcsError};
 use crate::ha::types::SessionId;
-
-/// Which read mode `get_cluster` uses when the caller does not demand a consistent read (consul.md §4).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Consistency {
-    /// Leader-lease reads: strong in almost all cases.
-    #[default]
-    Default,
-    /// Quorum-confirmed reads; one more round-trip.
-    Consistent,
-    /// Any server answers, even without a leader.
-    Stale,
-}
-
-impl Consistency {
-    fn flag(self) -> Option<&'static str> {
-        match self {
-            Consistency::Default => None,
-            Consistency::Consistent => Some("consistent"),
-            Consistency::Stale => Some("stale"),
-        }
-    }
-}
-
-/// Everything the client needs to know.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ConsulSettings {
-    /// `http://127.0.0.1:8500` (the local agent) or `https://...:8501`.
-    pub url: String,
-    /// Sent as `X-Consul-Token`, never in the query string (it would land in logs).
-    pub token: Option<String>,
-    pub cacert: Option<PathBuf>,
-    pub cert: Option<PathBuf>,
-    pub key: Option<PathBuf>,
-    pub consistency: Consistency,
-    pub scope: String,
-    /// Key namespace, `service` by default as in Patroni.
-    pub namespace: String,
-    /// This member's name: the leader key's value and the `members/<name>` key.
-    pub name: String,
-    /// The HA `ttl`: how long the leader key may outlive its holder's last renewal.
-    pub ttl_ms: u64,
-    /// Consul's lock-delay after a session invalidation. Patroni sends 0.001 s: Consul's default of 15 s
-    /// would add straight to failover time, and the TTL already gave the old primary its time to fence.
-    /// (Consul reads bare numbers below 1000 as seconds, so it is always sent as a duration string.)
-    pub lock_delay_ms: u64,
-}
-
-impl ConsulSettings {
-    /// Defaults as Patroni's: namespace `service`, default consistency, lock-delay 1 ms, no TLS, no token.
-    pub fn new(url: &str, scope: &str, name: &str, ttl_ms: u64) -> Self {
-        ConsulSettings {
-            url: url.to_string(),
-            token: None,
-            cacert: None,
-            cert: None,
-            key: None,
-            consistency: Consistency::Default,
-            scope: scope.to_string(),
-            namespace: "service".to_string(),
-            name: name.to_string(),
-            ttl_ms,
-            lock_delay_ms: 1,
-        }
-    }
-}
 
 /// Margin on top of a blocking query's own bound (wait plus Consul's jitter of up to wait/16).
 const WATCH_MARGIN_MS: u64 = 1_000;
