@@ -5,7 +5,7 @@ pub use crate::ha::action::StopMode;
 
 use super::config::{write_config, write_hba};
 use super::probe;
-use super::process::{kill_postmaster, pid_alive, read_postmaster_pid, Cmd};
+use super::process::{kill_postmaster, pid_alive, read_postmaster_pid, wait_gone, Cmd};
 use super::{
     chown_to_run_as, conninfo, recovery, write_owned, write_pgpass, Endpoint, PgError, PgSettings,
 };
@@ -193,31 +193,13 @@ pub async fn stop(settings: &PgSettings, mode: StopMode) -> Result<Stopped, PgEr
             .output()
             .await;
         // pg_ctl returns once postmaster.pid is gone; the process itself exits a moment later.
-        if wait_gone(pid, 2_000).await {
+        if wait_gone(&[pid], 2_000).await {
             return Ok(outcome);
         }
         tracing::warn!(mode = arg, pid, result = ?res.map(|o| o.combined()), "pg_ctl stop did not stop postgres");
     }
     kill_postmaster(pid, settings.pg_ctl_timeout_s).await?;
     Ok(Stopped::Killed)
-}
-
-/// Wait until `pid` is no longer alive, reaping it if it was our child (or we are its subreaper).
-async fn wait_gone(pid: i32, bound_ms: u64) -> bool {
-    let deadline = tokio::time::Instant::now() + Duration::from_millis(bound_ms);
-    loop {
-        let _ = nix::sys::wait::waitpid(
-            nix::unistd::Pid::from_raw(pid),
-            Some(nix::sys::wait::WaitPidFlag::WNOHANG),
-        );
-        if !pid_alive(pid) {
-            return true;
-        }
-        if tokio::time::Instant::now() >= deadline {
-            return false;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }
 
 /// `CHECKPOINT` on the local PostgreSQL (before a graceful stop, so the shutdown checkpoint is short).
@@ -255,20 +237,22 @@ pub async fn promote(settings: &PgSettings) -> Result<(), PgError> {
         .run()
         .await?;
     let client = probe::connect_local(settings).await?;
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(settings.pg_ctl_timeout_s);
-    loop {
-        let row = client.query_one("SELECT pg_is_in_recovery()", &[]).await?;
-        if !row.get::<_, bool>(0) {
-            break;
+    let in_production = async {
+        loop {
+            let row = client.query_one("SELECT pg_is_in_recovery()", &[]).await?;
+            if !row.get::<_, bool>(0) {
+                return Ok::<(), PgError>(());
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
         }
-        if tokio::time::Instant::now() >= deadline {
-            return Err(PgError::Timeout {
-                cmd: "wait for pg_is_in_recovery() = false".into(),
-                after_s: settings.pg_ctl_timeout_s,
-            });
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    };
+    let bound = Duration::from_secs(settings.pg_ctl_timeout_s);
+    tokio::time::timeout(bound, in_production)
+        .await
+        .map_err(|_| PgError::Timeout {
+            cmd: "wait for pg_is_in_recovery() = false".into(),
+            after_s: settings.pg_ctl_timeout_s,
+        })??;
     client.batch_execute("CHECKPOINT").await?;
     recovery::configure_primary(settings)
 }

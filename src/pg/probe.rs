@@ -30,6 +30,15 @@ pub struct RunningStatus {
     pub upstream: Option<NodeName>,
 }
 
+/// Local PostgreSQL in the adapter's richer types (the divergence check needs them).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Observed {
+    NoData,
+    Stopped(controldata::ControlData),
+    Starting,
+    Running(RunningStatus),
+}
+
 /// A row of `pg_stat_wal_receiver`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct WalReceiver {
@@ -243,15 +252,8 @@ pub async fn observe(settings: &PgSettings) -> Result<PgState, PgError> {
     })
 }
 
-/// `observe` with the adapter's richer types (the rewind check needs them).
-#[derive(Clone, Debug, PartialEq)]
-pub enum Observed {
-    NoData,
-    Stopped(controldata::ControlData),
-    Starting,
-    Running(RunningStatus),
-}
-
+/// What `observe` sees, in the adapter's own types: `pg_controldata` in full when stopped, every LSN and the
+/// WAL receiver when running. Starting = a postmaster is alive but does not accept connections yet.
 pub async fn observe_detailed(settings: &PgSettings) -> Result<Observed, PgError> {
     if !has_data(settings) {
         return Ok(Observed::NoData);

@@ -172,21 +172,31 @@ pub(crate) async fn kill_postmaster(pid: i32, timeout_s: u64) -> Result<(), PgEr
     for &p in &victims {
         let _ = kill(Pid::from_raw(p), Signal::SIGKILL);
     }
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(timeout_s);
-    loop {
-        for &p in &victims {
-            // Reap if we are the parent (or the subreaper); ECHILD means someone else will.
-            let _ = waitpid(Pid::from_raw(p), Some(WaitPidFlag::WNOHANG));
-        }
-        if !victims.iter().any(|&p| pid_alive(p)) {
-            return Ok(());
-        }
-        if tokio::time::Instant::now() >= deadline {
-            return Err(PgError::Timeout {
-                cmd: format!("SIGKILL postmaster {pid}"),
-                after_s: timeout_s,
-            });
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
+    if wait_gone(&victims, timeout_s * 1000).await {
+        Ok(())
+    } else {
+        Err(PgError::Timeout {
+            cmd: format!("SIGKILL postmaster {pid}"),
+            after_s: timeout_s,
+        })
     }
+}
+
+/// Wait up to `bound_ms` until none of `pids` is alive, reaping those that are ours (our children, or
+/// orphans when we are the subreaper); ECHILD means their parent reaps them.
+pub(crate) async fn wait_gone(pids: &[i32], bound_ms: u64) -> bool {
+    let poll = async {
+        loop {
+            for &p in pids {
+                let _ = waitpid(Pid::from_raw(p), Some(WaitPidFlag::WNOHANG));
+            }
+            if !pids.iter().any(|&p| pid_alive(p)) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_millis(bound_ms), poll)
+        .await
+        .is_ok()
 }

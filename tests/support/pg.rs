@@ -162,15 +162,16 @@ where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Option<T>>,
 {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(timeout_s);
-    loop {
-        if let Some(v) = check().await {
-            return v;
+    let poll = async {
+        loop {
+            if let Some(v) = check().await {
+                return v;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
         }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out after {timeout_s}s waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    match tokio::time::timeout(Duration::from_secs(timeout_s), poll).await {
+        Ok(v) => v,
+        Err(_) => panic!("timed out after {timeout_s}s waiting for {what}"),
     }
 }
