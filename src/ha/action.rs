@@ -9,7 +9,8 @@ use super::types::{Lsn, Millis, NodeName, Timeline};
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Action {
     // --- the store ---
-    /// Create-only write of the `initialize` key (the bootstrap race).
+    /// Create-only write of the `initialize` key (the bootstrap race), holding our name until the system
+    /// identifier replaces it, so that a lost reply does not hide who won.
     RaceInitialize,
     /// Overwrite `initialize` with the system identifier once bootstrap is done.
     WriteInitialize(String),

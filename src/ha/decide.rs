@@ -195,6 +195,15 @@ fn with_store(ctx: &Ctx, mem: &mut Memory, c: &Cluster) -> Plan {
     if let Some(l) = c.leader_name() {
         mem.last_leader = Some(l.clone());
     }
+    let index = c.leader.as_ref().map(|l| l.index);
+    if index.is_some() && index != mem.leader_index {
+        // A new leader term: what we learned about divergence and rewind failures was about the old one.
+        mem.leader_index = index;
+        if !matches!(ctx.obs.divergence, Some(_)) {
+            mem.divergence = None;
+        }
+        mem.rewind_failed_from = None;
+    }
     let mine = c.leader_name() == Some(&ctx.cfg.name);
     if !mine {
         mem.lease = None;
@@ -315,19 +324,21 @@ fn fence(ctx: &Ctx, mem: &Memory, mut actions: Vec<Action>) -> Vec<Action> {
         actions.push(Action::DisarmFence);
         return actions;
     }
-    match (ctx.local.is_primary(), deadline) {
-        (true, Some(d))
-            if mem.fence_armed != Some(d) && !actions.contains(&Action::DisarmFence) =>
-        {
+    // A starting postmaster or a running bootstrap may be (or become) a primary: keep the fence armed.
+    let bootstrapping = matches!(
+        ctx.obs.job,
+        JobStatus::Running(super::action::Job::Bootstrap)
+    );
+    let may_be_primary =
+        ctx.local.is_primary() || matches!(ctx.local, Local::Starting) || bootstrapping;
+    let exiting = actions
+        .iter()
+        .any(|a| matches!(a, Action::Exit | Action::DisarmFence));
+    match (may_be_primary, deadline) {
+        (true, Some(d)) if mem.fence_armed != Some(d) && !exiting => {
             actions.insert(0, Action::ArmFence { deadline: d });
         }
-        (false, _) if mem.fence_armed.is_some() && !actions.contains(&Action::DisarmFence) => {
-            if !matches!(ctx.local, Local::Starting)
-                && !actions.iter().any(|a| matches!(a, Action::Exit))
-            {
-                actions.push(Action::DisarmFence);
-            }
-        }
+        (false, _) if mem.fence_armed.is_some() && !exiting => actions.push(Action::DisarmFence),
         _ => {}
     }
     actions
@@ -335,7 +346,7 @@ fn fence(ctx: &Ctx, mem: &Memory, mut actions: Vec<Action>) -> Vec<Action> {
 
 /// The fence deadline: the lease's; in pause, while this agent lives, at least one usable TTL from now
 /// (pause must not stop PostgreSQL because the store is away, but a dead agent still fences).
-fn fence_deadline(ctx: &Ctx, mem: &Memory) -> Option<Millis> {
+pub(crate) fn fence_deadline(ctx: &Ctx, mem: &Memory) -> Option<Millis> {
     let lease = mem.lease.map(|l| l.deadline);
     let store_down = matches!(ctx.obs.store, StoreView::Unavailable);
     let naive = store_down && ctx.cfg.mutant(MutantName::NoFenceWhenStoreDown);

@@ -7,7 +7,13 @@ use super::Reason;
 
 /// Whether this node should try for the free leader key, judged from peer probes (patroni-compat §3.3).
 /// A reachable peer still running as primary blocks; unreachable peers do not.
-pub(crate) fn healthiest(cfg: &CoreConfig, my_lsn: Lsn, peers: &[PeerProbe]) -> Result<(), Reason> {
+/// A peer is ahead when it is on a newer timeline, or on ours with more WAL: WAL positions on different
+/// timelines are not comparable, and a node on an older timeline cannot win anyway.
+pub(crate) fn healthiest(
+    cfg: &CoreConfig,
+    (my_tl, my_lsn): (super::types::Timeline, Lsn),
+    peers: &[PeerProbe],
+) -> Result<(), Reason> {
     for p in peers.iter().filter(|p| p.name != cfg.name) {
         let Some(a) = &p.answer else { continue };
         if a.role == Some(PgRole::Primary) {
@@ -21,9 +27,10 @@ pub(crate) fn healthiest(cfg: &CoreConfig, my_lsn: Lsn, peers: &[PeerProbe]) -> 
         if !a.tags.can_promote() || a.role != Some(PgRole::Replica) {
             continue;
         }
-        let ahead = a.lsn > my_lsn;
+        let peer_tl = a.timeline.unwrap_or(my_tl);
+        let ahead = peer_tl > my_tl || (peer_tl == my_tl && a.lsn > my_lsn);
         let same_but_preferred =
-            a.lsn == my_lsn && a.tags.failover_priority > cfg.failover_priority;
+            peer_tl == my_tl && a.lsn == my_lsn && a.tags.failover_priority > cfg.failover_priority;
         if ahead || same_but_preferred {
             return Err(Reason::NotHealthiest {
                 better: p.name.clone(),

@@ -10,7 +10,11 @@ use super::Reason;
 
 /// Refuse to join a cluster whose system identifier differs from our data's.
 pub(crate) fn system_id_mismatch(ctx: &Ctx, c: &Cluster) -> Option<Plan> {
-    let cluster = c.initialize.as_deref().filter(|s| !s.is_empty())?;
+    // During bootstrap `initialize` holds the winner's name, not yet a system identifier.
+    let cluster = c
+        .initialize
+        .as_deref()
+        .filter(|s| s.parse::<u64>().is_ok())?;
     let ours = ctx.local.system_id()?;
     (cluster != ours.to_string()).then(|| {
         Plan::idle(Reason::SystemIdMismatch {
@@ -187,6 +191,10 @@ fn clone(_ctx: &Ctx, c: &Cluster, leader: Option<&NodeName>) -> Plan {
 
 /// The leader key is free.
 pub(crate) fn no_leader(ctx: &Ctx, mem: &mut Memory, c: &Cluster) -> Plan {
+    if c.initialize.as_deref() == Some(ctx.cfg.name.as_str()) {
+        // Our create-only write landed, even if its reply was lost.
+        mem.bootstrapping = true;
+    }
     if c.initialize.is_none() || (mem.bootstrapping && matches!(ctx.local, Local::NoData)) {
         return bootstrap(ctx, mem, c);
     }
@@ -198,7 +206,15 @@ pub(crate) fn no_leader(ctx: &Ctx, mem: &mut Memory, c: &Cluster) -> Plan {
     }
     if let Some(cand) = c.switchover.as_ref().and_then(|s| s.candidate.clone()) {
         if cand == ctx.cfg.name {
-            if let Local::Replica(_) = ctx.local {
+            if let Local::Replica(r) = ctx.local {
+                // Even an operator's choice must not fork history under a timeline ID already in use.
+                if let Err(reason) = election::timeline_ok(c, r.timeline) {
+                    let why = reason.to_string();
+                    return Plan::act(
+                        Reason::SwitchoverRefused { why },
+                        vec![Action::ClearSwitchover],
+                    );
+                }
                 return Plan::act_now(
                     Reason::FailoverCandidateAcquiring,
                     vec![Action::AcquireLeader],
@@ -261,7 +277,7 @@ fn race(ctx: &Ctx, c: &Cluster) -> Plan {
     let Some(peers) = &ctx.obs.peers else {
         return Plan::act_now(Reason::ProbingPeers, vec![Action::ProbePeers], ctx.now);
     };
-    match election::healthiest(ctx.cfg, r.lsn, peers) {
+    match election::healthiest(ctx.cfg, (r.timeline, r.lsn), peers) {
         Ok(()) if ctx.cfg.mutant(MutantName::PromoteBeforeAck) => Plan::act_now(
             Reason::Acquiring,
             vec![Action::Promote, Action::AcquireLeader],
@@ -298,6 +314,15 @@ fn paused_no_leader(ctx: &Ctx, c: &Cluster) -> Plan {
             .as_ref()
             .is_some_and(|a| a.role != Some(PgRole::Primary))
     });
+    if let (Local::Replica(r), true) = (ctx.local, all_answer_not_primary) {
+        if let Err(reason) = election::timeline_ok(c, r.timeline) {
+            let why = reason.to_string();
+            return Plan::act(
+                Reason::SwitchoverRefused { why },
+                vec![Action::ClearSwitchover],
+            );
+        }
+    }
     if all_answer_not_primary {
         Plan::act_now(
             Reason::FailoverCandidateAcquiring,

@@ -2,12 +2,11 @@
 use super::action::{NodeRole, NodeStatus};
 use super::types::Millis;
 
-/// `GET /primary`: 200 only while PostgreSQL is primary and the lease covers `now` (R4); in pause, Patroni's
-/// rule: a running primary stays healthy even when its lease could not be renewed.
+/// `GET /primary`: 200 only while PostgreSQL is primary and the lease covers `now` (R4). In pause the
+/// deadline published is the fence's, which the agent keeps extending while it runs, so a paused primary
+/// stays healthy with the store away (as in Patroni) but not with its agent frozen.
 pub fn primary_ok(s: &NodeStatus, now: Millis) -> bool {
-    s.role == NodeRole::Primary
-        && s.running
-        && (s.lease_deadline.is_some_and(|d| now < d) || s.paused)
+    s.role == NodeRole::Primary && s.running && s.lease_deadline.is_some_and(|d| now < d)
 }
 
 /// `GET /replica?lag=`: a running replica within `max_lag_bytes` of the leader's last published position

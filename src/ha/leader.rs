@@ -53,7 +53,7 @@ pub(crate) fn cycle(ctx: &Ctx, mem: &mut Memory, c: &Cluster) -> Plan {
             )
         }
         Local::Primary(r) => primary(ctx, mem, c, r.lsn, renew_due),
-        Local::Replica(_) => promote(ctx, c),
+        Local::Replica(r) => promote(ctx, c, r.timeline),
         Local::Stopped(cd) => stopped(ctx, mem, c, (cd.was_primary, cd.lsn), renew_due),
         Local::Starting => keep(ctx, Reason::WaitingForPostgres, renew_due),
         Local::NoData if mem.bootstrapping => Plan::act(
@@ -92,7 +92,7 @@ fn primary(
             .system_id()
             .map(|s| s.to_string())
             .unwrap_or_default();
-        if init.is_empty() && !sysid.is_empty() {
+        if *init != sysid && !sysid.is_empty() {
             return Plan::act_now(
                 Reason::Leading,
                 vec![Action::WriteInitialize(sysid)],
@@ -148,8 +148,11 @@ fn primary(
 }
 
 /// We hold an acknowledged lease and PostgreSQL is a replica: promote (R1; the fence is armed by `decide`).
-fn promote(ctx: &Ctx, c: &Cluster) -> Plan {
-    let mut actions = vec![Action::Promote];
+/// The new timeline goes to the store first: if we die right after promoting, no node still on the old
+/// timeline may race and create a second, different timeline with the same ID.
+fn promote(ctx: &Ctx, c: &Cluster, timeline: super::types::Timeline) -> Plan {
+    let next = super::types::Timeline(timeline.0 + 1);
+    let mut actions = vec![Action::WriteHistory(next), Action::Promote];
     if c.switchover.is_some() {
         actions.push(Action::ClearSwitchover);
     }

@@ -16,7 +16,9 @@ pub struct Memory {
     pub primary_down_since: Option<Millis>,
     /// We won the initialize race and are bootstrapping.
     pub bootstrapping: bool,
-    /// The result of the last divergence check, and against whom.
+    /// The leader key's index when we last looked: a new index means a new leader term.
+    pub leader_index: Option<u64>,
+    /// The result of the last divergence check, and against whom (valid for one leader term only).
     pub divergence: Option<Divergence>,
     /// A rewind failed against this leader; do not retry it against the same leader.
     pub rewind_failed_from: Option<NodeName>,

@@ -108,9 +108,9 @@ pub(crate) fn node(ctx: &Ctx, mem: &Memory) -> NodeStatus {
         {
             Some(super::types::Millis(u64::MAX)).filter(|_| role == NodeRole::Primary)
         } else {
-            mem.lease
-                .filter(|_| role == NodeRole::Primary)
-                .map(|l| l.deadline)
+            // In pause the deadline is the fence's (extended while this agent cycles), so a frozen agent's
+            // stale status stops answering "primary" just as its fencing process stops PostgreSQL.
+            super::decide::fence_deadline(ctx, mem).filter(|_| role == NodeRole::Primary)
         },
         lag_bytes,
         paused: mem.paused,

@@ -1,1 +1,26 @@
-//! Deterministic simulator.
+//! Deterministic simulator: N agents running the real `decide` against a Consul model and a PostgreSQL model,
+//! with faults, and checkers after every event. `TENURE_SIM_SEEDS=n` runs n random seeds;
+//! `TENURE_SIM_SEED=s TENURE_SIM_TRACE=1 cargo test --test sim -- replay_seed --nocapture` replays one.
+mod checkers;
+mod dsl;
+mod local;
+#[cfg(feature = "mutants")]
+mod mutants;
+mod pgmodel;
+mod random;
+mod rng;
+mod scenarios;
+mod shell;
+mod store;
+mod world;
+
+/// Whether the simulator-only watchdog mutant is selected for this node.
+#[cfg(feature = "mutants")]
+pub fn mutant_watchdog_never_fires(cfg: &tenure::ha::CoreConfig) -> bool {
+    cfg.mutant == Some(tenure::ha::mutants::Mutant::WatchdogNeverFires)
+}
+
+#[cfg(not(feature = "mutants"))]
+pub fn mutant_watchdog_never_fires(_cfg: &tenure::ha::CoreConfig) -> bool {
+    false
+}

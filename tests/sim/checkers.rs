@@ -1,0 +1,146 @@
+//! Checkers run after every event: SingleWriter, LeaseCovers, HealthSingle, TimelineMonotone (at promotion),
+//! NoSilentDivergence; Liveness is checked by `assert_converged` once faults have healed.
+use tenure::ha::health;
+
+use crate::pgmodel::Run;
+use crate::world::World;
+
+/// Run every continuous checker; violations are pushed onto `w.violations`.
+pub fn after_event(w: &mut World) {
+    single_writer(w);
+    lease_covers(w);
+    health_single(w);
+    no_silent_divergence(w);
+}
+
+/// At most one PostgreSQL accepts writes at any instant.
+pub fn single_writer(w: &mut World) {
+    let primaries: Vec<_> = w
+        .nodes
+        .iter()
+        .filter(|n| n.pg.is_primary())
+        .map(|n| n.name.to_string())
+        .collect();
+    if primaries.len() > 1 {
+        w.violations
+            .push(format!("SingleWriter: {primaries:?} are all writable"));
+    }
+}
+
+/// Every writable primary holds the leader key through a live session (pause is the explicit exception).
+pub fn lease_covers(w: &mut World) {
+    if w.store.pause {
+        return;
+    }
+    for (i, n) in w.nodes.iter().enumerate() {
+        if !n.pg.is_primary() || n.agent.mem.paused {
+            continue;
+        }
+        let covered = w
+            .store
+            .leader
+            .as_ref()
+            .is_some_and(|h| h.node == i && w.store.alive(h.session));
+        if !covered {
+            w.violations.push(format!(
+                "LeaseCovers: {} is writable without holding the leader key",
+                n.name
+            ));
+            return;
+        }
+    }
+}
+
+/// At most one node answers `GET /primary` with 200 at any instant (only live agents answer HTTP).
+pub fn health_single(w: &mut World) {
+    let healthy: Vec<String> = (0..w.nodes.len())
+        .filter(|&i| {
+            let n = &w.nodes[i];
+            n.agent.alive
+                && !n.agent.frozen
+                && n.agent
+                    .status
+                    .as_ref()
+                    .is_some_and(|s| health::primary_ok(s, w.local(i)))
+        })
+        .map(|i| w.nodes[i].name.to_string())
+        .collect();
+    if healthy.len() > 1 {
+        w.violations.push(format!(
+            "HealthSingle: {healthy:?} all answer /primary with 200"
+        ));
+    }
+}
+
+/// A node whose history diverged from the primary's is not reported as a healthy replica for longer than it
+/// takes to notice (2 * ttl): Patroni's "stuck on a forked timeline while list looks healthy" (pitfall 14).
+pub fn no_silent_divergence(w: &mut World) {
+    let Some(p) = w.nodes.iter().position(|n| n.pg.is_primary()) else {
+        return;
+    };
+    let Some(primary) = w.nodes[p].pg.data.clone() else {
+        return;
+    };
+    let grace_ms = 2 * w.timing().ttl_ms;
+    for i in 0..w.nodes.len() {
+        let n = &w.nodes[i];
+        let diverged =
+            n.pg.data
+                .as_ref()
+                .is_some_and(|d| !d.compatible_with(&primary));
+        let says_healthy = n.agent.alive
+            && matches!(n.pg.run, Run::Replica { .. })
+            && n.agent
+                .status
+                .as_ref()
+                .is_some_and(|s| health::replica_ok(s, None));
+        if diverged && says_healthy {
+            let since = *w.nodes[i].diverged_healthy_since.get_or_insert(w.t);
+            if w.t - since > grace_ms {
+                let name = w.nodes[i].name.clone();
+                w.violations.push(format!(
+                    "NoSilentDivergence: {name} diverged from the primary's history but reports a healthy replica"
+                ));
+            }
+        } else {
+            w.nodes[i].diverged_healthy_since = None;
+        }
+    }
+}
+
+/// Liveness: one primary, every other node with data streaming from the cluster, unless paused.
+pub fn converged(w: &World) -> Result<(), String> {
+    let primaries: Vec<usize> = (0..w.nodes.len())
+        .filter(|&i| w.nodes[i].pg.is_primary())
+        .collect();
+    if primaries.len() != 1 {
+        return Err(format!(
+            "Liveness: {} primaries, expected 1",
+            primaries.len()
+        ));
+    }
+    let p = primaries[0];
+    if !w.nodes[p]
+        .agent
+        .status
+        .as_ref()
+        .is_some_and(|s| health::primary_ok(s, w.local(p)))
+    {
+        return Err(format!(
+            "Liveness: primary {} does not answer /primary",
+            w.nodes[p].name
+        ));
+    }
+    for (i, n) in w.nodes.iter().enumerate() {
+        if i == p || !n.agent.alive {
+            continue;
+        }
+        if !(matches!(n.pg.run, Run::Replica { .. }) && n.pg.streaming) {
+            return Err(format!(
+                "Liveness: {} is not streaming (pg {:?}, last: {})",
+                n.name, n.pg.run, n.agent.last_reason
+            ));
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,264 @@
+//! The scenario DSL: `sim.partition_from_store(0); sim.run_for(ttl * 2); sim.assert_single_writer();`
+use tenure::ha::{CoreConfig, NodeName, Switchover, Timing};
+
+use crate::world::{Ev, World};
+
+/// Short timings, as the end-to-end tests use: Consul-style session TTL = ttl / 2.
+pub fn timing() -> Timing {
+    Timing {
+        ttl_ms: 10_000,
+        loop_wait_ms: 1_000,
+        retry_timeout_ms: 2_000,
+        session_ttl_ms: 5_000,
+        drift_max_ppm: 10_000,
+        fence_budget_ms: 500,
+    }
+}
+
+/// The configuration every simulated node starts from.
+pub fn node_config(i: usize) -> CoreConfig {
+    let mut cfg = CoreConfig::new(NodeName::new(format!("pg{i}")), timing()).expect("valid timing");
+    cfg.primary_start_timeout_ms = 5_000;
+    cfg.remove_data_directory_on_rewind_failure = true;
+    cfg
+}
+
+/// A simulated cluster under test.
+pub struct Sim {
+    pub w: World,
+}
+
+#[allow(dead_code)]
+impl Sim {
+    /// `n` nodes with default config, seed 1.
+    pub fn new(n: usize) -> Sim {
+        Sim::with(1, n, |_, _| {})
+    }
+
+    /// `n` nodes, a seed, and a hook to adjust each node's config.
+    pub fn with(seed: u64, n: usize, adjust: impl Fn(usize, &mut CoreConfig)) -> Sim {
+        let cfgs = (0..n)
+            .map(|i| {
+                let mut c = node_config(i);
+                adjust(i, &mut c);
+                c
+            })
+            .collect();
+        Sim {
+            w: World::new(seed, cfgs, 0),
+        }
+    }
+
+    pub fn ttl(&self) -> u64 {
+        self.w.timing().ttl_ms
+    }
+
+    pub fn run_for(&mut self, ms: u64) {
+        let until = self.w.t + ms;
+        self.w.run_until(until);
+    }
+
+    /// Run until the cluster has converged (checked every 100 ms), at most `max_ms`; returns the time taken.
+    pub fn run_until_converged(&mut self, max_ms: u64) -> u64 {
+        let start = self.w.t;
+        while self.w.t < start + max_ms {
+            self.run_for(100);
+            if crate::checkers::converged(&self.w).is_ok() {
+                return self.w.t - start;
+            }
+        }
+        panic!(
+            "seed {}: not converged after {max_ms} ms: {}\n{}",
+            self.w.seed,
+            crate::checkers::converged(&self.w).unwrap_err(),
+            self.w
+                .log
+                .iter()
+                .rev()
+                .take(40)
+                .rev()
+                .cloned()
+                .collect::<Vec<_>>()
+                .join("\n")
+        );
+    }
+
+    /// Bootstrap and settle: one primary, the others streaming.
+    pub fn started(mut self) -> Sim {
+        self.run_until_converged(30_000);
+        self
+    }
+
+    pub fn primary(&self) -> Option<usize> {
+        self.w.nodes.iter().position(|n| n.pg.is_primary())
+    }
+
+    pub fn primary_now(&self) -> usize {
+        self.primary().expect("a primary")
+    }
+
+    pub fn replicas(&self) -> Vec<usize> {
+        (0..self.w.nodes.len())
+            .filter(|&i| Some(i) != self.primary())
+            .collect()
+    }
+
+    pub fn timeline_of(&self, i: usize) -> u32 {
+        self.w.nodes[i].pg.data.as_ref().map_or(0, |d| d.tl)
+    }
+
+    // --- faults ---
+    pub fn partition_from_store(&mut self, i: usize) {
+        self.w.store_cut[i] = true;
+        self.w.note(format!(
+            "FAULT: {} cut off from the store",
+            self.w.nodes[i].name
+        ));
+    }
+    pub fn heal_store_link(&mut self, i: usize) {
+        self.w.store_cut[i] = false;
+    }
+    pub fn partition_nodes(&mut self, a: usize, b: usize) {
+        self.w.peer_cut.insert((a.min(b), a.max(b)));
+    }
+    pub fn isolate(&mut self, i: usize) {
+        self.partition_from_store(i);
+        for j in 0..self.w.nodes.len() {
+            if j != i {
+                self.partition_nodes(i, j);
+            }
+        }
+    }
+    pub fn store_outage(&mut self) {
+        self.w.store_down = true;
+        self.w.note("FAULT: store outage".into());
+    }
+    pub fn store_back(&mut self) {
+        self.w.store_down = false;
+        self.w.note("store back".into());
+    }
+    /// SIGSTOP of the agent only: PostgreSQL and the fencing process keep running.
+    pub fn freeze_agent(&mut self, i: usize) {
+        self.w.nodes[i].agent.frozen = true;
+        self.w
+            .note(format!("FAULT: agent {} frozen", self.w.nodes[i].name));
+    }
+    /// SIGSTOP of the agent's process group: agent and fencing process; PostgreSQL keeps running.
+    pub fn freeze_agent_and_fencer(&mut self, i: usize) {
+        self.freeze_agent(i);
+        self.w.nodes[i].fencer_frozen = true;
+    }
+    pub fn thaw(&mut self, i: usize) {
+        let t = self.w.t;
+        let n = &mut self.w.nodes[i];
+        n.agent.frozen = false;
+        n.fencer_frozen = false;
+        n.pg.frozen = false;
+        let deferred = std::mem::take(&mut n.agent.deferred);
+        for ev in deferred {
+            self.w.schedule(t, ev);
+        }
+        self.w.schedule(t, Ev::Fencer { node: i });
+    }
+    pub fn kill_agent(&mut self, i: usize) {
+        self.w.kill_agent(i);
+        self.w
+            .note(format!("FAULT: agent {} killed", self.w.nodes[i].name));
+    }
+    pub fn restart_agent(&mut self, i: usize) {
+        self.w.restart_agent(i);
+    }
+    pub fn crash_host(&mut self, i: usize) {
+        self.w.crash_host(i);
+        self.w
+            .note(format!("FAULT: host {} crashed", self.w.nodes[i].name));
+    }
+    pub fn crash_pg(&mut self, i: usize) {
+        self.w.nodes[i].pg.stop(false);
+        self.w.note(format!(
+            "FAULT: PostgreSQL on {} crashed",
+            self.w.nodes[i].name
+        ));
+    }
+    pub fn shutdown_agent(&mut self, i: usize) {
+        self.w.nodes[i].agent.shutting_down = true;
+        let gen = self.w.nodes[i].agent.gen;
+        let t = self.w.t;
+        self.w.schedule(t, Ev::Wake { node: i, gen });
+    }
+    pub fn heal_all(&mut self) {
+        self.w.store_down = false;
+        self.w.store_cut.iter_mut().for_each(|c| *c = false);
+        self.w.peer_cut.clear();
+        self.w.knobs.slow_ms = 0;
+        for i in 0..self.w.nodes.len() {
+            if self.w.nodes[i].agent.frozen || self.w.nodes[i].fencer_frozen {
+                self.thaw(i);
+            }
+            if !self.w.nodes[i].agent.alive {
+                self.restart_agent(i);
+            }
+        }
+        self.w.note("all faults healed".into());
+    }
+
+    // --- operator ---
+    pub fn pause(&mut self) {
+        self.w.store.pause = true;
+        self.w.note("OPERATOR: pause".into());
+    }
+    pub fn resume(&mut self) {
+        self.w.store.pause = false;
+        self.w.note("OPERATOR: resume".into());
+    }
+    pub fn switchover(&mut self, candidate: Option<usize>, delay_ms: Option<u64>) {
+        let leader = self
+            .w
+            .store
+            .leader
+            .as_ref()
+            .map(|h| self.w.nodes[h.node].name.clone());
+        self.w.store.switchover = Some(Switchover {
+            leader,
+            candidate: candidate.map(|c| self.w.nodes[c].name.clone()),
+            scheduled_at_ms: delay_ms.map(|d| self.w.t + d),
+        });
+        self.w
+            .note(format!("OPERATOR: switchover to {candidate:?}"));
+    }
+    pub fn switchover_to_unknown(&mut self) {
+        self.w.store.switchover = Some(Switchover {
+            leader: None,
+            candidate: Some(NodeName::new("nobody")),
+            scheduled_at_ms: None,
+        });
+    }
+
+    // --- assertions (the checkers also run after every event) ---
+    pub fn assert_single_writer(&self) {
+        let n = self.w.nodes.iter().filter(|n| n.pg.is_primary()).count();
+        assert!(n <= 1, "seed {}: {n} writable primaries", self.w.seed);
+    }
+    pub fn assert_primary(&self, i: usize) {
+        assert_eq!(
+            self.primary(),
+            Some(i),
+            "seed {}: expected {} primary",
+            self.w.seed,
+            self.w.nodes[i].name
+        );
+    }
+    pub fn assert_no_primary(&self) {
+        assert_eq!(
+            self.primary(),
+            None,
+            "seed {}: expected no writable primary",
+            self.w.seed
+        );
+    }
+    pub fn assert_converged(&self) {
+        if let Err(e) = crate::checkers::converged(&self.w) {
+            panic!("seed {}: {e}", self.w.seed);
+        }
+    }
+}

@@ -1,0 +1,132 @@
+//! Executing the actions that touch the node itself: PostgreSQL, the fencing process, probes, jobs.
+use tenure::ha::{Action, Job, JobStatus, StopMode};
+
+use crate::pgmodel::Run;
+use crate::world::{ActionOutcomeKind, Ev, World};
+
+/// Execute a local action; returns its outcome and how long it took.
+pub fn execute(w: &mut World, i: usize, action: &Action) -> (ActionOutcomeKind, u64) {
+    use ActionOutcomeKind::*;
+    let names = w.names();
+    let upstream_index = |u: &Option<tenure::ha::NodeName>| {
+        u.as_ref().and_then(|n| names.iter().position(|m| m == n))
+    };
+    let pg = &mut w.nodes[i].pg;
+    match action {
+        Action::StartReplica { upstream } => {
+            if pg.data.is_none() || pg.run != Run::Stopped {
+                return (Failed, 5);
+            }
+            pg.run = Run::Replica {
+                upstream: upstream_index(upstream),
+            };
+            (Done, 50)
+        }
+        Action::StartPrimary => {
+            let ok = pg.run == Run::Stopped && pg.data.as_ref().is_some_and(|d| d.was_primary);
+            if ok {
+                pg.run = Run::Primary;
+            }
+            (if ok { Done } else { Failed }, 50)
+        }
+        Action::Follow { upstream } => match pg.run {
+            Run::Replica { .. } => {
+                pg.run = Run::Replica {
+                    upstream: upstream_index(upstream),
+                };
+                (Done, 5)
+            }
+            _ => (Failed, 5),
+        },
+        Action::Promote => match pg.promote() {
+            Some(tl) => {
+                record_promotion(w, i, tl);
+                (Done, 30)
+            }
+            None => (Failed, 5),
+        },
+        Action::Stop { mode } => {
+            pg.stop(*mode == StopMode::Fast);
+            (Done, if *mode == StopMode::Fast { 20 } else { 5 })
+        }
+        Action::Checkpoint => (if pg.run == Run::Stopped { Failed } else { Done }, 10),
+        Action::ArmFence { deadline } => {
+            arm(w, i, deadline.0);
+            (Done, 1)
+        }
+        Action::DisarmFence => {
+            w.nodes[i].fence = None;
+            w.nodes[i].watchdog = None;
+            (Done, 1)
+        }
+        Action::ProbePeers => {
+            let (probes, took) = crate::shell::probe_peers(w, i);
+            w.nodes[i].agent.peers = Some(probes);
+            (Done, took)
+        }
+        Action::CheckDivergence { leader } => {
+            let d = crate::shell::check_divergence(w, i, leader);
+            w.nodes[i].agent.divergence = Some(d);
+            (Done, 10)
+        }
+        Action::StartJob(job) => {
+            start_job(w, i, job.clone());
+            (Done, 1)
+        }
+        Action::Exit => (Done, 0),
+        other => unreachable!("store call executed locally: {other:?}"),
+    }
+}
+
+fn arm(w: &mut World, i: usize, deadline: u64) {
+    w.nodes[i].fence = Some(deadline);
+    let at = w.true_at(i, deadline);
+    w.schedule(at, Ev::Fencer { node: i });
+    if w.nodes[i].watchdog_on {
+        // The watchdog is set to fire at the same deadline: it covers a frozen agent *and* fencer.
+        w.nodes[i].watchdog = Some(at);
+        w.schedule(at, Ev::Watchdog { node: i });
+    }
+}
+
+fn start_job(w: &mut World, i: usize, job: Job) {
+    let took = match job {
+        Job::Bootstrap => 800,
+        Job::Clone { .. } | Job::Reinit { .. } => 1_500,
+        Job::Rewind { .. } => 600,
+    };
+    let fails = matches!(job, Job::Rewind { .. }) && w.rng.chance(w.knobs.rewind_fail_pct);
+    if matches!(job, Job::Rewind { .. } | Job::Reinit { .. }) {
+        w.nodes[i].pg.stop(true);
+    }
+    if matches!(job, Job::Reinit { .. }) {
+        w.nodes[i].pg.data = None;
+    }
+    let a = &mut w.nodes[i].agent;
+    a.job_gen += 1;
+    a.job = JobStatus::Running(job);
+    let job_gen = a.job_gen;
+    let at = w.t + took;
+    w.schedule(
+        at,
+        Ev::JobDone {
+            node: i,
+            job_gen,
+            ok: !fails,
+        },
+    );
+}
+
+/// TimelineMonotone's raw material: every promotion must create a timeline above all earlier ones.
+fn record_promotion(w: &mut World, i: usize, tl: u32) {
+    let max = w.timelines.iter().copied().max().unwrap_or(1);
+    if tl <= max {
+        w.violations.push(format!(
+            "TimelineMonotone: {} promoted to timeline {tl}, but timeline {max} already exists",
+            w.nodes[i].name
+        ));
+    }
+    w.timelines.insert(tl);
+    let name = w.nodes[i].name.clone();
+    w.note(format!("{name}: PROMOTED to timeline {tl}"));
+}

@@ -1,0 +1,147 @@
+//! A PostgreSQL model: stopped / primary / replica, timelines with switch points, WAL growth, divergence.
+use tenure::ha::{
+    Controldata, Divergence, Lsn, NodeName, PgRole, PgState, RunningPg, SystemId, Timeline,
+};
+
+/// One node's data directory: its timeline lineage and position.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Data {
+    pub sysid: u64,
+    /// Ended timelines with their switch points, oldest first: (timeline, end LSN).
+    pub history: Vec<(u32, u64)>,
+    pub tl: u32,
+    pub lsn: u64,
+    /// pg_control says the last run was as primary.
+    pub was_primary: bool,
+    pub clean: bool,
+}
+
+impl Data {
+    /// Whether `self` can follow `leader` without rewind: our whole lineage lies on the leader's.
+    pub fn compatible_with(&self, leader: &Data) -> bool {
+        if self.sysid != leader.sysid {
+            return false;
+        }
+        // Every timeline we left must have been left at the same point in the leader's lineage.
+        let same_fork = |(t, end): &(u32, u64)| {
+            leader
+                .history
+                .iter()
+                .any(|(lt, lend)| lt == t && lend == end)
+        };
+        if !self.history.iter().all(same_fork) {
+            return false;
+        }
+        if self.tl == leader.tl {
+            return self.lsn <= leader.lsn;
+        }
+        match leader.history.iter().find(|(t, _)| *t == self.tl) {
+            Some((_, end)) => self.lsn <= *end,
+            None => false,
+        }
+    }
+}
+
+/// What the postmaster is doing.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Run {
+    Stopped,
+    Primary,
+    Replica { upstream: Option<usize> },
+}
+
+/// One node's PostgreSQL.
+#[derive(Clone, Debug)]
+pub struct Pg {
+    pub data: Option<Data>,
+    pub run: Run,
+    /// A replica whose WAL receiver is streaming from its upstream right now.
+    pub streaming: bool,
+    /// The whole host is frozen: PostgreSQL does nothing.
+    pub frozen: bool,
+}
+
+impl Pg {
+    pub fn empty() -> Pg {
+        Pg {
+            data: None,
+            run: Run::Stopped,
+            streaming: false,
+            frozen: false,
+        }
+    }
+
+    pub fn is_primary(&self) -> bool {
+        self.run == Run::Primary
+    }
+
+    /// What the agent's probe reports. `names` maps upstream indexes to member names.
+    pub fn state(&self, names: &[NodeName]) -> PgState {
+        let Some(d) = &self.data else {
+            return PgState::NoData;
+        };
+        let role = match &self.run {
+            Run::Stopped => {
+                return PgState::Stopped(Controldata {
+                    system_id: SystemId(d.sysid),
+                    timeline: Timeline(d.tl),
+                    lsn: Lsn(d.lsn),
+                    was_primary: d.was_primary,
+                    clean: d.clean,
+                })
+            }
+            Run::Primary => PgRole::Primary,
+            Run::Replica { .. } => PgRole::Replica,
+        };
+        let upstream = match &self.run {
+            Run::Replica { upstream: Some(u) } => Some(names[*u].clone()),
+            _ => None,
+        };
+        PgState::Running(RunningPg {
+            system_id: SystemId(d.sysid),
+            role,
+            timeline: Timeline(d.tl),
+            lsn: Lsn(d.lsn),
+            upstream,
+            streaming: self.streaming,
+        })
+    }
+
+    pub fn stop(&mut self, clean: bool) {
+        if let Some(d) = &mut self.data {
+            if self.run != Run::Stopped {
+                d.was_primary = self.run == Run::Primary;
+                d.clean = clean;
+            }
+        }
+        self.run = Run::Stopped;
+        self.streaming = false;
+    }
+
+    /// `pg_ctl promote`: a new timeline one above ours, as PostgreSQL picks it without an archive.
+    pub fn promote(&mut self) -> Option<u32> {
+        if !matches!(self.run, Run::Replica { .. }) {
+            return None;
+        }
+        let d = self.data.as_mut()?;
+        d.history.push((d.tl, d.lsn));
+        d.tl += 1;
+        d.was_primary = true;
+        self.run = Run::Primary;
+        self.streaming = false;
+        Some(d.tl)
+    }
+}
+
+/// Divergence of `ours` against the leader's data, as the real check computes it.
+pub fn divergence(ours: &Data, leader: &Data, leader_name: &NodeName) -> Divergence {
+    if ours.compatible_with(leader) {
+        Divergence::NoNeed {
+            leader: leader_name.clone(),
+        }
+    } else {
+        Divergence::NeedRewind {
+            leader: leader_name.clone(),
+        }
+    }
+}

@@ -1,0 +1,257 @@
+//! A Consul model: sessions whose TTL is a lower bound (invalidation anywhere in [TTL, 2·TTL]), behaviour
+//! delete, lock-delay on invalidation only, acquire/release/CAS, consistent and stale reads.
+use std::collections::BTreeMap;
+
+use tenure::ha::{
+    Cluster, DynamicConfig, LeaderKey, Lsn, Member, MemberRole, MemberState, MemberStatus,
+    NodeName, SessionId, Switchover, Tags, Timeline,
+};
+
+use crate::rng::Rng;
+
+#[derive(Clone, Debug)]
+pub struct Session {
+    pub owner: usize,
+    /// True time at which the session is invalidated unless renewed.
+    pub expires_at: u64,
+}
+
+#[derive(Clone, Debug)]
+pub struct Held {
+    pub node: usize,
+    pub session: u64,
+    pub index: u64,
+}
+
+/// The store's state.
+pub struct Store {
+    pub session_ttl_ms: u64,
+    pub lock_delay_ms: u64,
+    pub sessions: BTreeMap<u64, Session>,
+    next_session: u64,
+    pub leader: Option<Held>,
+    pub lock_delay_until: u64,
+    pub members: BTreeMap<usize, (MemberStatus, u64)>,
+    pub initialize: Option<String>,
+    pub pause: bool,
+    pub switchover: Option<Switchover>,
+    pub optime: Option<u64>,
+    pub timeline: Option<u32>,
+    pub index: u64,
+    /// Snapshots for stale reads: (true time, cluster).
+    past: Vec<(u64, Cluster)>,
+    /// Set whenever the leader key changes (watches wake).
+    pub leader_changed: bool,
+}
+
+impl Store {
+    pub fn new(session_ttl_ms: u64, lock_delay_ms: u64) -> Store {
+        Store {
+            session_ttl_ms,
+            lock_delay_ms,
+            sessions: BTreeMap::new(),
+            next_session: 1,
+            leader: None,
+            lock_delay_until: 0,
+            members: BTreeMap::new(),
+            initialize: None,
+            pause: false,
+            switchover: None,
+            optime: None,
+            timeline: None,
+            index: 1,
+            past: Vec::new(),
+            leader_changed: false,
+        }
+    }
+
+    fn bump(&mut self) -> u64 {
+        self.index += 1;
+        self.index
+    }
+
+    /// TTL is a lower bound: the server may reap the session anywhere up to twice the TTL.
+    fn expiry(&self, t: u64, rng: &mut Rng) -> u64 {
+        t + self.session_ttl_ms + rng.range(0, self.session_ttl_ms)
+    }
+
+    pub fn create_session(&mut self, owner: usize, t: u64, rng: &mut Rng) -> u64 {
+        let id = self.next_session;
+        self.next_session += 1;
+        let expires_at = self.expiry(t, rng);
+        self.sessions.insert(id, Session { owner, expires_at });
+        id
+    }
+
+    pub fn alive(&self, session: u64) -> bool {
+        self.sessions.contains_key(&session)
+    }
+
+    /// Renew: false if the session is gone (Consul's 404).
+    pub fn renew(&mut self, session: u64, t: u64, rng: &mut Rng) -> bool {
+        let expires_at = self.expiry(t, rng);
+        match self.sessions.get_mut(&session) {
+            Some(s) => {
+                s.expires_at = expires_at;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Invalidate every session whose time has come; returns the owners of invalidated sessions.
+    pub fn expire(&mut self, t: u64) -> Vec<usize> {
+        let dead: Vec<u64> = self
+            .sessions
+            .iter()
+            .filter(|(_, s)| s.expires_at <= t)
+            .map(|(id, _)| *id)
+            .collect();
+        dead.iter()
+            .map(|id| self.invalidate(*id, t, true))
+            .collect()
+    }
+
+    /// Destroy or expire a session: its keys are deleted (behaviour delete); lock-delay only on invalidation.
+    pub fn invalidate(&mut self, id: u64, t: u64, lock_delay: bool) -> usize {
+        let owner = self.sessions.remove(&id).map_or(usize::MAX, |s| s.owner);
+        if self.leader.as_ref().is_some_and(|h| h.session == id) {
+            self.leader = None;
+            self.leader_changed = true;
+            self.bump();
+            if lock_delay {
+                self.lock_delay_until = t + self.lock_delay_ms;
+            }
+        }
+        self.members.retain(|_, (_, s)| *s != id);
+        owner
+    }
+
+    /// `?acquire`: true if free (and past lock-delay) or already ours; our own name under an older session
+    /// of the same node is taken over (the agent restarted).
+    pub fn acquire(&mut self, node: usize, session: u64, t: u64) -> bool {
+        if !self.alive(session) {
+            return false;
+        }
+        match &self.leader {
+            Some(h) if h.session == session => true,
+            Some(h) if h.node == node => {
+                self.set_leader(node, session);
+                true
+            }
+            Some(_) => false,
+            None if t < self.lock_delay_until => false,
+            None => {
+                self.set_leader(node, session);
+                true
+            }
+        }
+    }
+
+    fn set_leader(&mut self, node: usize, session: u64) {
+        let index = self.bump();
+        self.leader = Some(Held {
+            node,
+            session,
+            index,
+        });
+        self.leader_changed = true;
+    }
+
+    /// `?release` + delete: no lock-delay.
+    pub fn release(&mut self, session: u64) {
+        if self.leader.as_ref().is_some_and(|h| h.session == session) {
+            self.leader = None;
+            self.leader_changed = true;
+            self.bump();
+        }
+    }
+
+    pub fn holds(&self, session: u64) -> bool {
+        self.leader.as_ref().is_some_and(|h| h.session == session)
+    }
+
+    pub fn put_member(&mut self, node: usize, status: MemberStatus, session: u64) {
+        if self.alive(session) {
+            self.members.insert(node, (status, session));
+            self.bump();
+        }
+    }
+
+    /// One consistent read.
+    pub fn read(&self, names: &[NodeName], tags: &[Tags]) -> Cluster {
+        Cluster {
+            initialize: self.initialize.clone(),
+            config: DynamicConfig { pause: self.pause },
+            leader: self.leader.as_ref().map(|h| LeaderKey {
+                name: names[h.node].clone(),
+                session: Some(SessionId(h.session.to_string())),
+                index: h.index,
+            }),
+            members: self
+                .members
+                .iter()
+                .map(|(n, (m, _))| member(names[*n].clone(), m, &tags[*n]))
+                .collect(),
+            switchover: self.switchover.clone(),
+            optime: self.optime.map(Lsn),
+            timeline: self.timeline.map(Timeline),
+        }
+    }
+
+    /// Remember the current state for later stale reads.
+    pub fn remember(&mut self, t: u64, names: &[NodeName], tags: &[Tags]) {
+        let c = self.read(names, tags);
+        if self.past.last().is_none_or(|(_, last)| *last != c) {
+            self.past.push((t, c));
+        }
+        let keep_from = t.saturating_sub(2_000);
+        let first_kept = self
+            .past
+            .iter()
+            .position(|(pt, _)| *pt >= keep_from)
+            .unwrap_or(self.past.len());
+        // Keep one entry older than the window so a stale read always has something to return.
+        self.past.drain(..first_kept.saturating_sub(1));
+    }
+
+    /// A stale read: some state from up to `max_age_ms` ago.
+    pub fn stale_read(
+        &self,
+        t: u64,
+        max_age_ms: u64,
+        rng: &mut Rng,
+        names: &[NodeName],
+        tags: &[Tags],
+    ) -> Cluster {
+        let candidates: Vec<&Cluster> = self
+            .past
+            .iter()
+            .filter(|(pt, _)| *pt + max_age_ms >= t)
+            .map(|(_, c)| c)
+            .collect();
+        if candidates.is_empty() {
+            return self.read(names, tags);
+        }
+        candidates[rng.pick(candidates.len())].clone()
+    }
+}
+
+fn member(name: NodeName, m: &MemberStatus, tags: &Tags) -> Member {
+    Member {
+        name,
+        role: m.role,
+        state: m.state,
+        api_url: None,
+        conn_url: None,
+        timeline: m.timeline,
+        lsn: m.lsn,
+        tags: tags.clone(),
+    }
+}
+
+#[allow(dead_code)]
+pub fn is_running(m: &Member) -> bool {
+    matches!(m.state, MemberState::Running | MemberState::Streaming)
+        && m.role != MemberRole::Uninitialized
+}

@@ -1,0 +1,486 @@
+//! The simulated world: true time, an event queue, nodes (agent, fencer, watchdog, PostgreSQL), the store.
+use std::cmp::Reverse;
+use std::collections::{BTreeSet, BinaryHeap};
+
+use tenure::ha::{
+    ActionOutcome, CoreConfig, Divergence, JobStatus, Memory, Millis, NodeName, NodeStatus,
+    PeerProbe, Tags, Timing,
+};
+
+use crate::pgmodel::{Data, Pg, Run};
+use crate::rng::Rng;
+use crate::store::Store;
+
+/// WAL bytes a primary writes per millisecond.
+pub const WRITE_RATE: u64 = 16;
+
+#[derive(Clone, Debug)]
+pub enum Ev {
+    Wake {
+        node: usize,
+        gen: u64,
+    },
+    ReadArrive {
+        node: usize,
+        gen: u64,
+        consistent: bool,
+    },
+    ReadReply {
+        node: usize,
+        gen: u64,
+        view: Option<Box<tenure::ha::Cluster>>,
+    },
+    StoreArrive {
+        node: usize,
+        gen: u64,
+        sent_at: u64,
+        deadline: u64,
+    },
+    ActionDone {
+        node: usize,
+        gen: u64,
+        outcome: ActionOutcomeKind,
+        sent_at: u64,
+    },
+    JobDone {
+        node: usize,
+        job_gen: u64,
+        ok: bool,
+    },
+    Fencer {
+        node: usize,
+    },
+    Watchdog {
+        node: usize,
+    },
+    Expire,
+    AgentRestart {
+        node: usize,
+    },
+    Sample,
+}
+
+/// How a simulated action ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ActionOutcomeKind {
+    Done,
+    Rejected,
+    Failed,
+    Unknown,
+}
+
+/// The agent process (the shell around `decide`).
+pub struct Agent {
+    pub alive: bool,
+    pub frozen: bool,
+    pub gen: u64,
+    pub mem: Memory,
+    pub outcomes: Vec<ActionOutcome>,
+    pub peers: Option<Vec<PeerProbe>>,
+    pub divergence: Option<Divergence>,
+    pub job: JobStatus,
+    pub job_gen: u64,
+    pub shutting_down: bool,
+    pub session: Option<u64>,
+    pub consistent_next: bool,
+    pub busy: bool,
+    pub pending: std::collections::VecDeque<tenure::ha::Action>,
+    pub in_flight: Option<tenure::ha::Action>,
+    pub store_deadline: u64,
+    pub wake_at: u64,
+    pub deferred: Vec<Ev>,
+    pub status: Option<NodeStatus>,
+    pub last_reason: String,
+}
+
+impl Agent {
+    pub fn fresh(gen: u64) -> Agent {
+        Agent {
+            alive: true,
+            frozen: false,
+            gen,
+            mem: Memory::default(),
+            outcomes: Vec::new(),
+            peers: None,
+            divergence: None,
+            job: JobStatus::Idle,
+            job_gen: 0,
+            shutting_down: false,
+            session: None,
+            consistent_next: false,
+            busy: false,
+            pending: Default::default(),
+            in_flight: None,
+            store_deadline: 0,
+            wake_at: 0,
+            deferred: Vec::new(),
+            status: None,
+            last_reason: String::new(),
+        }
+    }
+}
+
+/// One database host.
+pub struct Node {
+    pub name: NodeName,
+    pub cfg: CoreConfig,
+    pub tags: Tags,
+    pub agent: Agent,
+    pub pg: Pg,
+    /// The fencing process: the local deadline it holds, and whether it is frozen with the agent.
+    pub fence: Option<u64>,
+    pub fencer_frozen: bool,
+    pub watchdog_on: bool,
+    /// Watchdog expiry in true time.
+    pub watchdog: Option<u64>,
+    /// Local clock: local(t) = offset + t + t * rate_ppm / 1e6.
+    pub clock_offset: u64,
+    pub clock_rate_ppm: i64,
+    /// When this node's status started saying "healthy replica" while its data diverged from the primary's.
+    pub diverged_healthy_since: Option<u64>,
+}
+
+/// Knobs of a run.
+#[derive(Clone, Debug)]
+pub struct Knobs {
+    pub stale_read_pct: u64,
+    pub drop_reply_pct: u64,
+    pub slow_ms: u64,
+    pub rewind_fail_pct: u64,
+}
+
+/// The world.
+pub struct World {
+    pub t: u64,
+    pub seed: u64,
+    pub rng: Rng,
+    pub store: Store,
+    pub nodes: Vec<Node>,
+    queue: BinaryHeap<Reverse<(u64, u64)>>,
+    events: std::collections::HashMap<u64, Ev>,
+    seq: u64,
+    pub store_cut: Vec<bool>,
+    pub peer_cut: BTreeSet<(usize, usize)>,
+    pub store_down: bool,
+    pub knobs: Knobs,
+    pub trace: bool,
+    pub log: Vec<String>,
+    /// Timelines created by promotions so far, for TimelineMonotone.
+    pub timelines: BTreeSet<u32>,
+    pub violations: Vec<String>,
+    pub last_write_t: u64,
+    pub next_sysid: u64,
+}
+
+impl World {
+    pub fn new(seed: u64, cfgs: Vec<CoreConfig>, lock_delay_ms: u64) -> World {
+        let trace = std::env::var("TENURE_SIM_TRACE").is_ok();
+        let mut rng = Rng::new(seed);
+        let session_ttl_ms = cfgs[0].timing.session_ttl_ms;
+        let drift = cfgs[0].timing.drift_max_ppm as i64;
+        let nodes = cfgs
+            .into_iter()
+            .map(|cfg| {
+                let tags = Tags {
+                    nofailover: cfg.nofailover,
+                    failover_priority: cfg.failover_priority,
+                    ..Tags::default()
+                };
+                let rate = rng.range(0, 2 * drift as u64) as i64 - drift;
+                Node {
+                    name: cfg.name.clone(),
+                    tags,
+                    watchdog_on: cfg.watchdog != tenure::ha::WatchdogMode::Off,
+                    cfg,
+                    agent: Agent::fresh(0),
+                    pg: Pg::empty(),
+                    fence: None,
+                    fencer_frozen: false,
+                    watchdog: None,
+                    clock_offset: rng.range(1_000, 1_000_000),
+                    clock_rate_ppm: rate,
+                    diverged_healthy_since: None,
+                }
+            })
+            .collect::<Vec<_>>();
+        let n = nodes.len();
+        let mut w = World {
+            t: 0,
+            seed,
+            rng,
+            store: Store::new(session_ttl_ms, lock_delay_ms),
+            nodes,
+            queue: BinaryHeap::new(),
+            events: Default::default(),
+            seq: 0,
+            store_cut: vec![false; n],
+            peer_cut: BTreeSet::new(),
+            store_down: false,
+            knobs: Knobs {
+                stale_read_pct: 10,
+                drop_reply_pct: 2,
+                slow_ms: 0,
+                rewind_fail_pct: 0,
+            },
+            trace,
+            log: Vec::new(),
+            timelines: BTreeSet::from([1]),
+            violations: Vec::new(),
+            last_write_t: 0,
+            next_sysid: 7_000_000_000_000_000_000 + seed % 1000,
+        };
+        for i in 0..n {
+            let at = w.rng.range(0, 300);
+            w.schedule(at, Ev::Wake { node: i, gen: 0 });
+        }
+        w.schedule(100, Ev::Sample);
+        w
+    }
+
+    pub fn timing(&self) -> Timing {
+        self.nodes[0].cfg.timing
+    }
+
+    pub fn schedule(&mut self, at: u64, ev: Ev) {
+        self.seq += 1;
+        self.queue.push(Reverse((at.max(self.t), self.seq)));
+        self.events.insert(self.seq, ev);
+    }
+
+    pub fn note(&mut self, line: String) {
+        if self.trace {
+            eprintln!("[t={:>7}] {}", self.t, line);
+        }
+        self.log.push(format!("[t={}] {}", self.t, line));
+        if self.log.len() > 400 {
+            self.log.drain(..200);
+        }
+    }
+
+    /// The node's clock at true time `t`.
+    pub fn local_at(&self, i: usize, t: u64) -> u64 {
+        let n = &self.nodes[i];
+        let skew = (t as i128 * n.clock_rate_ppm as i128 / 1_000_000) as i64;
+        (n.clock_offset as i64 + t as i64 + skew) as u64
+    }
+
+    pub fn local(&self, i: usize) -> Millis {
+        Millis(self.local_at(i, self.t))
+    }
+
+    /// The earliest true time at which node `i`'s clock reads `local` or later.
+    pub fn true_at(&self, i: usize, local: u64) -> u64 {
+        let n = &self.nodes[i];
+        let rel = local.saturating_sub(n.clock_offset) as i128;
+        let t = (rel * 1_000_000 / (1_000_000 + n.clock_rate_ppm as i128)) as u64;
+        let mut t = t.saturating_sub(2);
+        while self.local_at(i, t) < local {
+            t += 1;
+        }
+        t
+    }
+
+    pub fn names(&self) -> Vec<NodeName> {
+        self.nodes.iter().map(|n| n.name.clone()).collect()
+    }
+
+    pub fn tags(&self) -> Vec<Tags> {
+        self.nodes.iter().map(|n| n.tags.clone()).collect()
+    }
+
+    pub fn reaches_store(&self, i: usize) -> bool {
+        !self.store_down && !self.store_cut[i]
+    }
+
+    pub fn link(&self, a: usize, b: usize) -> bool {
+        a == b || !self.peer_cut.contains(&(a.min(b), a.max(b)))
+    }
+
+    /// Run events until true time `until`; checkers run after every event.
+    pub fn run_until(&mut self, until: u64) {
+        while let Some(Reverse((at, _))) = self.queue.peek() {
+            if *at > until {
+                break;
+            }
+            let Reverse((at, seq)) = self.queue.pop().expect("peeked");
+            let ev = self
+                .events
+                .remove(&seq)
+                .expect("every queued event is stored");
+            self.advance_pg(at);
+            self.t = at;
+            self.dispatch(ev);
+            self.advance_pg(self.t);
+            let (names, tags) = (self.names(), self.tags());
+            self.store.remember(self.t, &names, &tags);
+            crate::checkers::after_event(self);
+            if let Some(v) = self.violations.first() {
+                panic!(
+                    "seed {} violated {v}\nlast events:\n{}\nreplay: TENURE_SIM_SEED={} TENURE_SIM_TRACE=1 cargo test --test sim -- replay_seed --nocapture",
+                    self.seed,
+                    self.log.iter().rev().take(60).rev().cloned().collect::<Vec<_>>().join("\n"),
+                    self.seed
+                );
+            }
+        }
+        self.advance_pg(until);
+        self.t = until;
+    }
+
+    fn dispatch(&mut self, ev: Ev) {
+        match ev {
+            Ev::Expire => {
+                let t = self.t;
+                for owner in self.store.expire(t) {
+                    if owner != usize::MAX {
+                        let name = self.nodes[owner].name.clone();
+                        self.note(format!("store: session of {name} expired"));
+                    }
+                }
+                self.wake_watchers();
+            }
+            Ev::Fencer { node } => self.fencer_check(node),
+            Ev::Watchdog { node } => self.watchdog_check(node),
+            Ev::AgentRestart { node } => self.restart_agent(node),
+            Ev::JobDone { node, job_gen, ok } => crate::shell::job_done(self, node, job_gen, ok),
+            Ev::Sample => {
+                let next = self.t + 100;
+                self.schedule(next, Ev::Sample);
+            }
+            other => crate::shell::agent_event(self, other),
+        }
+    }
+
+    /// Primaries write; replicas that can stream catch up and follow their upstream's timeline.
+    fn advance_pg(&mut self, to: u64) {
+        let dt = to.saturating_sub(self.last_write_t);
+        self.last_write_t = to;
+        for n in &mut self.nodes {
+            if n.pg.is_primary() && !n.pg.frozen {
+                if let Some(d) = &mut n.pg.data {
+                    d.lsn += dt * WRITE_RATE;
+                }
+            }
+        }
+        for _ in 0..2 {
+            for i in 0..self.nodes.len() {
+                self.stream(i);
+            }
+        }
+    }
+
+    fn stream(&mut self, i: usize) {
+        let Run::Replica { upstream: Some(u) } = self.nodes[i].pg.run.clone() else {
+            self.nodes[i].pg.streaming = false;
+            return;
+        };
+        let up = &self.nodes[u].pg;
+        let up_ok = u != i
+            && up.run != Run::Stopped
+            && !up.frozen
+            && !self.nodes[i].pg.frozen
+            && self.link(i, u);
+        let src: Option<Data> = up.data.clone().filter(|_| up_ok);
+        let me = &mut self.nodes[i].pg;
+        match (src, me.data.as_mut()) {
+            (Some(s), Some(d)) if d.compatible_with(&s) => {
+                d.history = s.history.clone();
+                d.tl = s.tl;
+                d.lsn = s.lsn;
+                me.streaming = true;
+            }
+            _ => me.streaming = false,
+        }
+    }
+
+    pub fn wake_watchers(&mut self) {
+        if !self.store.leader_changed {
+            return;
+        }
+        self.store.leader_changed = false;
+        for i in 0..self.nodes.len() {
+            let a = &self.nodes[i].agent;
+            if a.alive && !a.frozen && !a.busy && self.reaches_store(i) {
+                let gen = a.gen;
+                let at = self.t + 5;
+                self.schedule(at, Ev::Wake { node: i, gen });
+            }
+        }
+    }
+
+    fn fencer_check(&mut self, i: usize) {
+        let Some(deadline) = self.nodes[i].fence else {
+            return;
+        };
+        if self.nodes[i].fencer_frozen {
+            return; // Re-checked on thaw.
+        }
+        if self.local(i).0 < deadline {
+            let at = self.true_at(i, deadline);
+            self.schedule(at, Ev::Fencer { node: i });
+            return;
+        }
+        if self.nodes[i].pg.is_primary() {
+            self.nodes[i].pg.stop(false);
+            let name = self.nodes[i].name.clone();
+            self.note(format!("{name}: fencer stopped PostgreSQL at its deadline"));
+        }
+    }
+
+    fn watchdog_check(&mut self, i: usize) {
+        let Some(expiry) = self.nodes[i].watchdog else {
+            return;
+        };
+        if self.t < expiry {
+            return;
+        }
+        if crate::mutant_watchdog_never_fires(&self.nodes[i].cfg) {
+            return;
+        }
+        let name = self.nodes[i].name.clone();
+        self.note(format!("{name}: watchdog fired: host reset"));
+        self.crash_host(i);
+        let at = self.t + 3_000;
+        self.schedule(at, Ev::AgentRestart { node: i });
+    }
+
+    /// The whole host goes down: PostgreSQL, agent and fencer.
+    pub fn crash_host(&mut self, i: usize) {
+        let n = &mut self.nodes[i];
+        n.pg.stop(false);
+        n.pg.frozen = false;
+        n.fence = None;
+        n.fencer_frozen = false;
+        n.watchdog = None;
+        n.agent.alive = false;
+        n.agent.frozen = false;
+        n.agent.gen += 1;
+    }
+
+    /// SIGKILL of the agent only: PostgreSQL and the fencing process keep running.
+    pub fn kill_agent(&mut self, i: usize) {
+        let a = &mut self.nodes[i].agent;
+        a.alive = false;
+        a.frozen = false;
+        a.gen += 1;
+    }
+
+    pub fn restart_agent(&mut self, i: usize) {
+        if self.nodes[i].agent.alive {
+            return;
+        }
+        let gen = self.nodes[i].agent.gen + 1;
+        let job_gen = self.nodes[i].agent.job_gen + 1;
+        self.nodes[i].agent = Agent::fresh(gen);
+        self.nodes[i].agent.job_gen = job_gen;
+        let name = self.nodes[i].name.clone();
+        self.note(format!("{name}: agent started"));
+        let at = self.t + 1;
+        self.schedule(at, Ev::Wake { node: i, gen });
+    }
+
+    pub fn new_sysid(&mut self) -> u64 {
+        self.next_sysid += 1;
+        self.next_sysid
+    }
+}
