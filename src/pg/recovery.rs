@@ -112,3 +112,57 @@ pub fn configured_upstream(settings: &PgSettings) -> Option<NodeName> {
 pub fn is_standby_configured(settings: &PgSettings) -> bool {
     settings.data_path("standby.signal").exists()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings() -> PgSettings {
+        let creds = |u: &str, p: &str| super::super::Credentials {
+            username: u.into(),
+            password: p.into(),
+        };
+        PgSettings {
+            name: "node-1".into(),
+            bin_dir: "/bin".into(),
+            data_dir: "/nonexistent".into(),
+            listen_host: "*".into(),
+            listen_port: 5432,
+            connect_address: "10.0.0.1:5432".into(),
+            superuser: creds("postgres", "x"),
+            replication: creds("repl", r"it's\secret"),
+            rewind: creds("rewind", "y"),
+            parameters: Default::default(),
+            pg_hba: Vec::new(),
+            run_as: None,
+            pgpass_path: "/nonexistent/pgpass".into(),
+            log_file: "/nonexistent/log".into(),
+            pg_ctl_timeout_s: 10,
+        }
+    }
+
+    #[test]
+    fn a_standby_file_names_its_upstream_slot_and_quotes_twice() {
+        let s = settings();
+        let up = Endpoint {
+            name: "node-0".into(),
+            host: "10.0.0.2".into(),
+            port: 5433,
+        };
+        let text = render(&s, &StandbyConfig::follow(&s, up));
+        assert!(text.contains("# tenure-upstream: node-0\n"));
+        // conninfo quoting ('it\'s\\secret') inside GUC quoting ('' and \\ doubled).
+        assert!(text.contains(r"password=''it\\''s\\\\secret''"), "{text}");
+        assert!(text.contains("application_name=''node-1''"));
+        assert!(text.contains("primary_slot_name = 'node_1'\n"));
+        assert!(text.contains("recovery_target_timeline = 'latest'\n"));
+        let none = render(
+            &s,
+            &StandbyConfig {
+                upstream: None,
+                slot: None,
+            },
+        );
+        assert!(none.contains("primary_conninfo = ''\n") && !none.contains(UPSTREAM_MARK));
+    }
+}

@@ -208,6 +208,23 @@ pub async fn run_rewind(
     }
     // pg_rewind reads the source's timeline from pg_control, which a promotion updates only at its checkpoint.
     client.batch_execute("CHECKPOINT").await?;
+    let row = client
+        .query_one(
+            "SELECT (SELECT timeline_id FROM pg_control_checkpoint()), \
+             pg_walfile_name(pg_current_wal_lsn())",
+            &[],
+        )
+        .await?;
+    let (control_tl, wal_tl) = (
+        row.get::<_, i32>(0) as u32,
+        probe::timeline_of_walfile(row.get(1))?,
+    );
+    if control_tl != wal_tl.0 {
+        return Err(PgError::State(format!(
+            "source {} pg_control is on timeline {control_tl}, its WAL on {wal_tl}",
+            source.name
+        )));
+    }
     drop(client);
     write_pgpass(settings)?;
     let out = Cmd::new(settings, "pg_rewind")

@@ -72,7 +72,8 @@ fn chown_postgres(path: &std::path::Path) {
 fn creds(user: &str) -> Credentials {
     Credentials {
         username: user.into(),
-        password: format!("{user}-secret"),
+        // Quotes, a colon and a backslash: every quoting layer (SQL, conninfo, GUC, pgpass) is exercised.
+        password: format!("{user}'s:secret\\x"),
     }
 }
 
