@@ -8,7 +8,7 @@ use tenure::dcs::{Dcs, DcsError, MemberRecord};
 use tokio::time::Instant;
 
 use crate::contract::{Backend, Fault};
-use crate::support::etcd::EtcdServer;
+use crate::support::etcd::{EtcdCluster, EtcdServer};
 
 /// A private single-member etcd per case.
 pub struct Etcd {
@@ -161,10 +161,6 @@ async fn etcd_frozen_server_yields_unavailable_by_the_deadline() {
         "write_status",
         a.write_status(42, Instant::now() + budget).await
     );
-    frozen!(
-        "release_leader",
-        a.release_leader(Instant::now() + budget).await
-    );
     // A fresh agent connecting to the frozen server is bounded too.
     let fresh = agent(&etcd, "b", 10_000);
     frozen!(
@@ -175,6 +171,23 @@ async fn etcd_frozen_server_yields_unavailable_by_the_deadline() {
     // The same client recovers once the server is back; the lease survived (10 s TTL).
     a.renew_leader(dl(3000)).await.expect("renew after SIGCONT");
     assert_eq!(leader_name(&a).await.as_deref(), Some("a"));
+    // A timed-out write is an unknown outcome, not a failed one: a release sent to the frozen server may or
+    // may not take effect when it runs again (it depends on whether etcd reads the request before the
+    // client's cancellation). Either way the client keeps working.
+    etcd.sigstop();
+    frozen!(
+        "release_leader",
+        a.release_leader(Instant::now() + budget).await
+    );
+    etcd.sigcont();
+    let r = a.renew_leader(dl(3000)).await;
+    assert!(
+        matches!(r, Ok(()) | Err(DcsError::Conflict(_))),
+        "after an unknown release: {r:?}"
+    );
+    a.get_cluster(true, dl(3000))
+        .await
+        .expect("reads work again");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -219,4 +232,73 @@ async fn etcd_keys_follow_patronis_etcd3_layout() {
     let snap = a.get_cluster(true, dl(2000)).await.unwrap();
     assert_eq!(snap.cluster.optime.map(|l| l.0), Some(0x3000060));
     assert_eq!(snap.cluster.members.len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcd_quorum_loss_is_unavailable_and_the_lease_survives() {
+    let cluster = EtcdCluster::start();
+    let a = EtcdDcs::new(EtcdSettings {
+        endpoints: cluster.endpoints(),
+        scope: SCOPE.into(),
+        namespace: "service".into(),
+        name: "a".into(),
+        ttl_ms: 15_000,
+        user: None,
+        password: None,
+        tls: None,
+    })
+    .expect("settings");
+    a.acquire_leader(dl(3000)).await.unwrap();
+    a.publish_member(&member("primary"), dl(3000))
+        .await
+        .unwrap();
+    // Two of three members frozen: the survivor has no quorum, whichever was the raft leader.
+    cluster.members[1].sigstop();
+    cluster.members[2].sigstop();
+    let budget = Duration::from_millis(1500);
+    for what in [
+        "get_cluster",
+        "renew_leader",
+        "publish_member",
+        "acquire_leader",
+    ] {
+        let t = Instant::now();
+        let r = match what {
+            "get_cluster" => a.get_cluster(true, t + budget).await.map(|_| ()),
+            "renew_leader" => a.renew_leader(t + budget).await,
+            "publish_member" => a.publish_member(&member("primary"), t + budget).await,
+            _ => a.acquire_leader(t + budget).await,
+        };
+        let took = t.elapsed();
+        assert!(
+            matches!(r, Err(DcsError::Unavailable(_))),
+            "{what} without quorum: {r:?}"
+        );
+        assert!(
+            took < budget + Duration::from_millis(150),
+            "{what} took {took:?}"
+        );
+    }
+    cluster.members[1].sigcont();
+    cluster.members[2].sigcont();
+    // Once quorum is back the same client recovers, and the lease (15 s) outlived the outage. Right after
+    // an election etcd may still answer "leader changed" (Unavailable) for a moment.
+    let until = Instant::now() + Duration::from_secs(10);
+    let leader = loop {
+        let r = match a.renew_leader(dl(1000)).await {
+            Ok(()) => a
+                .get_cluster(true, dl(1000))
+                .await
+                .map(|s| s.cluster.leader),
+            Err(e) => Err(e),
+        };
+        match r {
+            Ok(leader) => break leader,
+            Err(DcsError::Unavailable(_)) if Instant::now() < until => {
+                tokio::time::sleep(Duration::from_millis(100)).await
+            }
+            Err(e) => panic!("after quorum came back: {e:?}"),
+        }
+    };
+    assert_eq!(leader.map(|l| l.name.0).as_deref(), Some("a"));
 }

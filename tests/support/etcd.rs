@@ -144,13 +144,39 @@ impl EtcdServer {
         Pid::from_raw(i32::try_from(self.child.id()).expect("pid fits i32"))
     }
 
-    /// Freeze the process: connections stay open, nothing answers.
+    /// Freeze the process: connections stay open, nothing answers. Returns once every thread is stopped, so
+    /// no request sent afterwards can be answered.
     pub fn sigstop(&self) {
         kill(self.pid(), Signal::SIGSTOP).expect("SIGSTOP etcd");
+        self.wait_threads(true);
     }
 
     pub fn sigcont(&self) {
         kill(self.pid(), Signal::SIGCONT).expect("SIGCONT etcd");
+        self.wait_threads(false);
+    }
+
+    /// Wait until all threads are (or none is) in state `T` (stopped), per /proc.
+    fn wait_threads(&self, stopped: bool) {
+        let until = Instant::now() + Duration::from_secs(5);
+        let dir = format!("/proc/{}/task", self.child.id());
+        loop {
+            let states: Vec<char> = std::fs::read_dir(&dir)
+                .map(|it| {
+                    it.flatten()
+                        .filter_map(|t| thread_state(&t.path().join("stat")))
+                        .collect()
+                })
+                .unwrap_or_default();
+            if !states.is_empty() && states.iter().all(|s| (*s == 'T') == stopped) {
+                return;
+            }
+            assert!(
+                Instant::now() < until,
+                "etcd threads did not reach stopped={stopped}: {states:?}"
+            );
+            std::thread::sleep(Duration::from_millis(2));
+        }
     }
 
     /// The last lines of the server log, for failure messages.
@@ -224,6 +250,12 @@ fn http_get(base: &str, path: &str) -> Option<String> {
     let mut out = String::new();
     s.read_to_string(&mut out).ok()?;
     out.split_once("\r\n\r\n").map(|(_, body)| body.to_string())
+}
+
+/// The state letter in `/proc/<pid>/task/<tid>/stat` (after the parenthesised command name).
+fn thread_state(stat: &Path) -> Option<char> {
+    let text = std::fs::read_to_string(stat).ok()?;
+    text.rsplit_once(')')?.1.trim_start().chars().next()
 }
 
 fn tail(path: &Path, lines: usize) -> String {
