@@ -101,6 +101,7 @@ mod semantics {
     use tenure::dcs::{Dcs, DcsError, MemberRecord};
     use tokio::time::{sleep, Instant};
 
+    use crate::support::consul_server::pki::Pki;
     use crate::support::consul_server::{ConsulTestOptions, ConsulTestServer};
 
     fn deadline() -> Instant {
@@ -279,6 +280,7 @@ mod semantics {
         let opts = ConsulTestOptions {
             session_ttl_min_ms: 100,
             acl_token: Some("s3cret".into()),
+            ..Default::default()
         };
         let s = ConsulTestServer::start(opts).await;
         let anonymous = client(&s, "a");
@@ -351,6 +353,44 @@ mod semantics {
             started.elapsed() < Duration::from_secs(2),
             "a refused connection fails fast"
         );
+    }
+
+    #[tokio::test]
+    async fn https_with_a_private_ca_and_a_client_certificate() {
+        let Some(pki) = Pki::generate() else { return };
+        let opts = ConsulTestOptions {
+            session_ttl_min_ms: 100,
+            tls: Some(pki.server_tls(true)),
+            ..Default::default()
+        };
+        let s = ConsulTestServer::start(opts).await;
+        assert!(s.url().starts_with("https://127.0.0.1:"));
+        let with = |ca: bool, identity: bool| {
+            let mut settings = ConsulSettings::new(&s.url(), "tls", "a", 1_000);
+            settings.cacert = ca.then(|| pki.ca.clone());
+            if identity {
+                settings.cert = Some(pki.client_cert.clone());
+                settings.key = Some(pki.client_key.clone());
+            }
+            ConsulDcs::new(settings).expect("client")
+        };
+        let full = with(true, true);
+        full.acquire_leader(deadline())
+            .await
+            .expect("acquire over mutual TLS");
+        let snap = full
+            .get_cluster(true, deadline())
+            .await
+            .expect("read over mutual TLS");
+        assert_eq!(snap.cluster.leader_name().map(|n| n.as_str()), Some("a"));
+        // Without the CA the server is not trusted; without a client certificate the server refuses us.
+        for (name, client) in [
+            ("no CA", with(false, true)),
+            ("no client cert", with(true, false)),
+        ] {
+            let r = client.get_cluster(false, deadline()).await;
+            assert!(matches!(r, Err(DcsError::Unavailable(_))), "{name}: {r:?}");
+        }
     }
 
     #[test]

@@ -5,6 +5,7 @@
 //! `?consistent`/`?stale`, ACL tokens) plus fault switches real Consul cannot be asked for.
 //! It is what the contract suite runs against when no real Consul is around; where it and Consul disagree,
 //! Consul is right and this file is the bug.
+pub mod pki;
 mod state;
 mod wire;
 
@@ -13,8 +14,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use serde_json::{json, Value};
-use tokio::io::BufReader;
-use tokio::net::{TcpListener, TcpStream};
+use tokio::io::{AsyncRead, AsyncWrite, BufReader};
+use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
@@ -29,6 +30,17 @@ pub struct ConsulTestOptions {
     pub session_ttl_min_ms: u64,
     /// When set, every request must carry this token (`X-Consul-Token` or `Authorization: Bearer`), else 403.
     pub acl_token: Option<String>,
+    /// Serve HTTPS instead of HTTP (Consul's `ports.https`).
+    pub tls: Option<ServerTls>,
+}
+
+/// PEM files for the HTTPS listener.
+#[derive(Clone, Debug)]
+pub struct ServerTls {
+    pub cert: std::path::PathBuf,
+    pub key: std::path::PathBuf,
+    /// When set, clients must present a certificate signed by this CA (Consul's `verify_incoming`).
+    pub client_ca: Option<std::path::PathBuf>,
 }
 
 impl Default for ConsulTestOptions {
@@ -36,6 +48,7 @@ impl Default for ConsulTestOptions {
         ConsulTestOptions {
             session_ttl_min_ms: 10_000,
             acl_token: None,
+            tls: None,
         }
     }
 }
@@ -94,7 +107,13 @@ impl ConsulTestServer {
             fault: watch::channel(Fault::None).0,
         });
         let (shutdown, _) = watch::channel(false);
-        let accept = tokio::spawn(accept_loop(listener, shared.clone(), shutdown.subscribe()));
+        let acceptor = shared.opts.tls.as_ref().map(pki::acceptor);
+        let accept = tokio::spawn(accept_loop(
+            listener,
+            acceptor,
+            shared.clone(),
+            shutdown.subscribe(),
+        ));
         let reaper = tokio::spawn(reap_loop(shared.clone()));
         ConsulTestServer {
             addr,
@@ -109,7 +128,12 @@ impl ConsulTestServer {
     }
 
     pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
+        let scheme = if self.shared.opts.tls.is_some() {
+            "https"
+        } else {
+            "http"
+        };
+        format!("{scheme}://{}", self.addr)
     }
 
     pub fn set_fault(&self, fault: Fault) {
@@ -144,6 +168,7 @@ impl Shared {
 
 async fn accept_loop(
     listener: TcpListener,
+    acceptor: Option<tokio_rustls::TlsAcceptor>,
     shared: Arc<Shared>,
     mut shutdown: watch::Receiver<bool>,
 ) {
@@ -152,11 +177,18 @@ async fn accept_loop(
             _ = shutdown.changed() => return,
             accepted = listener.accept() => {
                 let Ok((stream, _)) = accepted else { continue };
-                let (shared, mut stop) = (shared.clone(), shutdown.clone());
+                let (shared, mut stop, acceptor) = (shared.clone(), shutdown.clone(), acceptor.clone());
                 tokio::spawn(async move {
+                    let conn = async move {
+                        match acceptor {
+                            // A failed handshake (no or wrong client certificate) just closes the connection.
+                            Some(a) => if let Ok(tls) = a.accept(stream).await { serve(tls, shared).await },
+                            None => serve(stream, shared).await,
+                        }
+                    };
                     tokio::select! {
                         _ = stop.changed() => {}
-                        _ = serve(stream, shared) => {}
+                        _ = conn => {}
                     }
                 });
             }
@@ -182,8 +214,8 @@ async fn reap_loop(shared: Arc<Shared>) {
     }
 }
 
-async fn serve(stream: TcpStream, shared: Arc<Shared>) {
-    let (r, mut w) = stream.into_split();
+async fn serve<S: AsyncRead + AsyncWrite + Unpin>(stream: S, shared: Arc<Shared>) {
+    let (r, mut w) = tokio::io::split(stream);
     let mut r = BufReader::new(r);
     while let Ok(Some(req)) = read_request(&mut r).await {
         let mut fault_rx = shared.fault.subscribe();

@@ -2,8 +2,7 @@
 //! responses written by hand, so a fault can close a connection without answering or hold it open forever.
 use std::collections::HashMap;
 
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
 
 /// One parsed request.
 #[derive(Debug)]
@@ -68,7 +67,9 @@ impl Response {
 }
 
 /// Read one request; `Ok(None)` at a clean end of stream.
-pub async fn read_request(r: &mut BufReader<OwnedReadHalf>) -> std::io::Result<Option<Request>> {
+pub async fn read_request<R: AsyncRead + Unpin>(
+    r: &mut BufReader<R>,
+) -> std::io::Result<Option<Request>> {
     let mut line = String::new();
     if r.read_line(&mut line).await? == 0 {
         return Ok(None);
@@ -119,7 +120,10 @@ pub async fn read_request(r: &mut BufReader<OwnedReadHalf>) -> std::io::Result<O
     }))
 }
 
-pub async fn write_response(w: &mut OwnedWriteHalf, resp: &Response) -> std::io::Result<()> {
+pub async fn write_response<W: AsyncWrite + Unpin>(
+    w: &mut W,
+    resp: &Response,
+) -> std::io::Result<()> {
     let mut head = format!(
         "HTTP/1.1 {} {}\r\nContent-Type: {}\r\nContent-Length: {}\r\n",
         resp.status,
