@@ -4,7 +4,7 @@ use std::time::Duration;
 use tokio_postgres::error::SqlState;
 use tokio_postgres::{Client, NoTls};
 
-use super::controldata;
+use super::controldata::{self, LocalPosition};
 use super::process::{pid_alive, read_postmaster_pid};
 use super::{recovery, Credentials, Endpoint, PgError, PgSettings};
 use crate::ha::observation::{PgRole, PgState, RunningPg};
@@ -68,6 +68,20 @@ impl RunningStatus {
         match self.role {
             PgRole::Primary => self.write_lsn.unwrap_or_default(),
             PgRole::Replica => self.receive_lsn.max(self.replay_lsn).unwrap_or_default(),
+        }
+    }
+
+    /// Where local WAL ends for the divergence check: a replica's replay position (Patroni uses replay, not
+    /// receive: only replayed WAL is in the data files pg_rewind would compare), a primary's write position.
+    pub fn local_position(&self) -> LocalPosition {
+        let (lsn, in_recovery) = match self.role {
+            PgRole::Primary => (self.write_lsn, false),
+            PgRole::Replica => (self.replay_lsn, true),
+        };
+        LocalPosition {
+            timeline: self.timeline,
+            lsn: lsn.unwrap_or_default(),
+            in_recovery,
         }
     }
 

@@ -5,7 +5,7 @@ use super::probe::{self, Observed};
 use super::process::Cmd;
 use super::recovery::{self, StandbyConfig};
 use super::{conninfo, write_pgpass, Endpoint, PgError, PgSettings};
-use crate::ha::observation::{Divergence, PgRole};
+use crate::ha::observation::Divergence;
 use crate::ha::types::{Lsn, Timeline};
 
 /// One line of a `<timeline>.history` file: WAL on `parent` ended at `switchpoint`, where the next timeline began.
@@ -135,20 +135,7 @@ pub async fn check_divergence(settings: &PgSettings, leader: &Endpoint) -> Diver
         why,
     };
     let (local, stopped) = match probe::observe_detailed(settings).await {
-        Ok(Observed::Running(st)) => {
-            let in_recovery = st.role == PgRole::Replica;
-            let lsn = if in_recovery {
-                st.replay_lsn
-            } else {
-                st.write_lsn
-            };
-            let pos = LocalPosition {
-                timeline: st.timeline,
-                lsn: lsn.unwrap_or_default(),
-                in_recovery,
-            };
-            (pos, false)
-        }
+        Ok(Observed::Running(st)) => (st.local_position(), false),
         Ok(Observed::Stopped(cd)) => match cd.local_position() {
             Some(pos) => (pos, true),
             None => {
