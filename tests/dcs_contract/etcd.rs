@@ -302,3 +302,81 @@ async fn etcd_quorum_loss_is_unavailable_and_the_lease_survives() {
     };
     assert_eq!(leader.map(|l| l.name.0).as_deref(), Some("a"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcd_restart_with_auth_recovers_login_lease_and_key() {
+    let mut etcd = EtcdServer::start();
+    let mut raw = etcd_client::Client::connect(etcd.endpoints(), None)
+        .await
+        .unwrap();
+    raw.user_add("root", "s3cret", None).await.unwrap();
+    raw.user_grant_role("root", "root").await.unwrap();
+    raw.auth_enable().await.unwrap();
+    let with_login = |name: &str| {
+        EtcdDcs::new(EtcdSettings {
+            endpoints: etcd.endpoints(),
+            scope: SCOPE.into(),
+            namespace: "service".into(),
+            name: name.into(),
+            ttl_ms: 15_000,
+            user: Some("root".into()),
+            password: Some("s3cret".into()),
+            tls: None,
+        })
+        .expect("settings")
+    };
+    let a = with_login("a");
+    a.acquire_leader(dl(3000))
+        .await
+        .expect("acquire with a login");
+    a.publish_member(&member("primary"), dl(3000))
+        .await
+        .unwrap();
+    // Without credentials etcd refuses: that says nothing about the cluster, so it is Unavailable.
+    let anonymous = agent(&etcd, "x", 15_000);
+    let r = anonymous.get_cluster(true, dl(3000)).await;
+    assert!(
+        matches!(r, Err(DcsError::Unavailable(_))),
+        "no login: {r:?}"
+    );
+    // A crashed etcd: refused connections are Unavailable, and fast.
+    etcd.kill();
+    let t = Instant::now();
+    let r = a.renew_leader(dl(2000)).await;
+    assert!(
+        matches!(r, Err(DcsError::Unavailable(_))),
+        "etcd down: {r:?}"
+    );
+    assert!(t.elapsed() <= Duration::from_millis(2100));
+    // Restarted, etcd kept the lease (re-armed at start) and the key.
+    etcd.restart();
+    let until = Instant::now() + Duration::from_secs(10);
+    loop {
+        match a.renew_leader(dl(1000)).await {
+            Ok(()) => break,
+            Err(DcsError::Unavailable(_)) if Instant::now() < until => {
+                tokio::time::sleep(Duration::from_millis(100)).await
+            }
+            Err(e) => panic!("after restart: {e:?}"),
+        }
+    }
+    // etcd invalidates a user's tokens when its password is set (even to the same value). The call that meets
+    // the stale token is Unavailable; the next one logs in again by itself.
+    let root = etcd_client::ConnectOptions::new().with_user("root", "s3cret");
+    let mut admin = etcd_client::Client::connect(etcd.endpoints(), Some(root))
+        .await
+        .unwrap();
+    admin.user_change_password("root", "s3cret").await.unwrap();
+    let r = a.get_cluster(true, dl(2000)).await;
+    assert!(
+        matches!(&r, Err(DcsError::Unavailable(why)) if why.contains("invalid auth token")),
+        "stale token: {r:?}"
+    );
+    a.renew_leader(dl(2000)).await.expect("logged in again");
+    let snap = a
+        .get_cluster(true, dl(3000))
+        .await
+        .expect("read after restart");
+    assert_eq!(snap.cluster.leader.map(|l| l.name.0).as_deref(), Some("a"));
+    assert!(snap.members.contains_key("a"));
+}

@@ -22,8 +22,9 @@ pub struct EtcdServer {
     name: String,
     client_url: String,
     peer_url: String,
+    cluster: String,
     log: PathBuf,
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
 }
 
 impl EtcdServer {
@@ -33,9 +34,8 @@ impl EtcdServer {
         // Free-port discovery races with other processes; a lost race shows as an early exit, so retry.
         for _ in 0..3 {
             let (client, peer) = (free_port(), free_port());
-            let peer_url = format!("http://127.0.0.1:{peer}");
-            let cluster = format!("n0={peer_url}");
-            match Self::spawn("n0", client, peer, &cluster, "new") {
+            let cluster = format!("n0=http://127.0.0.1:{peer}");
+            match Self::spawn("n0", client, peer, &cluster) {
                 Ok(mut s) => match s.wait_healthy() {
                     Ok(()) => return s,
                     Err(e) => last = e,
@@ -46,40 +46,58 @@ impl EtcdServer {
         panic!("etcd did not start: {last}");
     }
 
-    fn spawn(
-        name: &str,
-        client: u16,
-        peer: u16,
-        cluster: &str,
-        state: &str,
-    ) -> Result<Self, String> {
+    fn spawn(name: &str, client: u16, peer: u16, cluster: &str) -> Result<Self, String> {
         let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
-        let log = dir.path().join("etcd.log");
-        let log_file = std::fs::File::create(&log).map_err(|e| e.to_string())?;
         let client_url = format!("http://127.0.0.1:{client}");
         let peer_url = format!("http://127.0.0.1:{peer}");
-        let child = Command::new(ETCD_BIN)
+        let log = dir.path().join("etcd.log");
+        let child = Self::command(name, &client_url, &peer_url, cluster, dir.path())?;
+        Ok(EtcdServer {
+            child,
+            name: name.to_string(),
+            client_url,
+            peer_url,
+            cluster: cluster.to_string(),
+            log,
+            dir,
+        })
+    }
+
+    fn command(
+        name: &str,
+        client_url: &str,
+        peer_url: &str,
+        cluster: &str,
+        dir: &Path,
+    ) -> Result<Child, String> {
+        let log_file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(dir.join("etcd.log"))
+            .map_err(|e| e.to_string())?;
+        Command::new(ETCD_BIN)
             .arg("--name")
             .arg(name)
             .arg("--data-dir")
-            .arg(dir.path().join("data"))
+            .arg(dir.join("data"))
             .args([
                 "--listen-client-urls",
-                &client_url,
+                client_url,
                 "--advertise-client-urls",
-                &client_url,
+                client_url,
             ])
             .args([
                 "--listen-peer-urls",
-                &peer_url,
+                peer_url,
                 "--initial-advertise-peer-urls",
-                &peer_url,
+                peer_url,
             ])
+            // Ignored on a restart: the data directory already knows the cluster.
             .args([
                 "--initial-cluster",
                 cluster,
                 "--initial-cluster-state",
-                state,
+                "new",
             ])
             .args(["--initial-cluster-token", "tenure-test"])
             // Fast elections keep multi-member tests short; lease expiry is driven by the lessor, not by these.
@@ -89,15 +107,33 @@ impl EtcdServer {
             .stdout(log_file.try_clone().map_err(|e| e.to_string())?)
             .stderr(log_file)
             .spawn()
-            .map_err(|e| format!("spawn {ETCD_BIN}: {e}"))?;
-        Ok(EtcdServer {
-            child,
-            name: name.to_string(),
-            client_url,
-            peer_url,
-            log,
-            _dir: dir,
-        })
+            .map_err(|e| format!("spawn {ETCD_BIN}: {e}"))
+    }
+
+    /// Kill the process (SIGKILL, as a crash) and reap it; the data directory stays for `restart`.
+    pub fn kill(&mut self) {
+        // Once reaped, the PID may belong to someone else: never signal it again.
+        if matches!(self.child.try_wait(), Ok(Some(_))) {
+            return;
+        }
+        let _ = kill(self.pid(), Signal::SIGKILL);
+        let _ = self.child.wait();
+    }
+
+    /// Start again on the same ports and data directory (after `kill`, or killing it first), and wait
+    /// until healthy.
+    pub fn restart(&mut self) {
+        self.kill();
+        self.child = Self::command(
+            &self.name,
+            &self.client_url,
+            &self.peer_url,
+            &self.cluster,
+            self.dir.path(),
+        )
+        .unwrap_or_else(|e| panic!("restart etcd: {e}"));
+        self.wait_healthy()
+            .unwrap_or_else(|e| panic!("restart etcd: {e}"));
     }
 
     fn wait_healthy(&mut self) -> Result<(), String> {
@@ -188,8 +224,7 @@ impl EtcdServer {
 impl Drop for EtcdServer {
     fn drop(&mut self) {
         // SIGKILL ends a stopped process too; wait() reaps it so no zombie outlives the test.
-        let _ = kill(self.pid(), Signal::SIGKILL);
-        let _ = self.child.wait();
+        self.kill();
     }
 }
 
@@ -223,7 +258,7 @@ impl EtcdCluster {
     }
 
     fn spawn_member(i: usize, client: u16, peer: u16, cluster: &str) -> Result<EtcdServer, String> {
-        EtcdServer::spawn(&format!("n{i}"), client, peer, cluster, "new")
+        EtcdServer::spawn(&format!("n{i}"), client, peer, cluster)
     }
 
     /// All client URLs.

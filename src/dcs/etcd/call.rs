@@ -5,6 +5,7 @@ use crate::dcs::DcsError;
 
 /// gRPC status codes (tonic's `Code` as i32; tonic is not a direct dependency).
 const GRPC_NOT_FOUND: i32 = 5;
+const GRPC_UNAUTHENTICATED: i32 = 16;
 
 /// Run `fut` until `deadline`; a passed deadline is `Unavailable` (nothing may be inferred from silence).
 pub(super) async fn bounded<F: std::future::Future>(
@@ -42,5 +43,16 @@ pub(super) fn map_err(e: etcd_client::Error) -> DcsError {
         // Unavailable, DeadlineExceeded, transport and I/O errors, and everything we cannot interpret:
         // none of them tells us the write did not happen, so none may be read as a refusal.
         _ => DcsError::Unavailable(e.to_string()),
+    }
+}
+
+/// etcd no longer accepts our auth token (`etcdserver: invalid auth token`, gRPC Unauthenticated).
+pub(super) fn is_auth_rejected(e: &etcd_client::Error) -> bool {
+    match e {
+        etcd_client::Error::GRpcStatus(s) => {
+            i32::from(s.code()) == GRPC_UNAUTHENTICATED
+                || s.message().contains("invalid auth token")
+        }
+        _ => false,
     }
 }

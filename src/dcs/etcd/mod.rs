@@ -8,6 +8,7 @@ mod call;
 mod settings;
 mod snapshot;
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex as StdMutex;
 use std::time::Duration;
 
@@ -21,7 +22,7 @@ use tokio::time::{timeout_at, Instant};
 
 use super::{ClusterSnapshot, Dcs, DcsError, KeyLayout, MemberRecord, SwitchoverRecord};
 use crate::ha::types::SessionId;
-use call::{bounded, map_err, non_negative};
+use call::{bounded, is_auth_rejected, map_err, non_negative};
 use settings::Keys;
 pub use settings::{lease_ttl_s, EtcdSettings, EtcdSettingsError, EtcdTls};
 
@@ -36,6 +37,8 @@ pub struct EtcdDcs {
     ttl_s: i64,
     /// Connected on first use, so an agent can start while etcd is down.
     client: Mutex<Option<Client>>,
+    /// Set when etcd rejected our auth token: the next call connects (and so logs in) afresh.
+    stale_client: AtomicBool,
     /// Our lease, once granted; cleared when etcd says it is gone.
     lease: StdMutex<Option<i64>>,
 }
@@ -65,6 +68,7 @@ impl EtcdDcs {
             keys,
             member_key,
             client: Mutex::new(None),
+            stale_client: AtomicBool::new(false),
             lease: StdMutex::new(None),
         })
     }
@@ -92,6 +96,9 @@ impl EtcdDcs {
     /// A connected client (cheap clone of shared channels), connecting lazily within the deadline.
     async fn client(&self, deadline: Instant) -> Result<Client, DcsError> {
         let mut slot = bounded(deadline, "connect", self.client.lock()).await?;
+        if self.stale_client.swap(false, Ordering::Relaxed) {
+            *slot = None;
+        }
         if let Some(c) = slot.as_ref() {
             return Ok(c.clone());
         }
@@ -119,7 +126,7 @@ impl EtcdDcs {
         let mut c = self.client(deadline).await?;
         let resp = bounded(deadline, "lease grant", c.lease_grant(self.ttl_s, None))
             .await?
-            .map_err(map_err)?;
+            .map_err(|e| self.fail(e))?;
         self.set_lease(Some(resp.id()));
         tracing::debug!(lease = resp.id(), ttl_s = resp.ttl(), "etcd lease granted");
         Ok(resp.id())
@@ -133,7 +140,7 @@ impl EtcdDcs {
         let mut c = self.client(deadline).await?;
         match bounded(deadline, "lease keep-alive", c.lease_keep_alive(lease))
             .await?
-            .map_err(map_err)
+            .map_err(|e| self.fail(e))
         {
             Ok(_) => Ok(()),
             Err(DcsError::SessionInvalid(why)) => {
@@ -171,7 +178,7 @@ impl EtcdDcs {
         let mut c = self.client(deadline).await?;
         let resp = bounded(deadline, what, c.txn(txn))
             .await?
-            .map_err(|e| self.map_lease_err(e))?;
+            .map_err(|e| self.fail(e))?;
         Ok(resp)
     }
 
@@ -179,7 +186,7 @@ impl EtcdDcs {
         let mut c = self.client(deadline).await?;
         bounded(deadline, "put", c.put(key, value, None))
             .await?
-            .map_err(map_err)?;
+            .map_err(|e| self.fail(e))?;
         Ok(())
     }
 
@@ -195,8 +202,13 @@ impl EtcdDcs {
         }
     }
 
-    /// Like `map_err`, and forgets our lease when etcd says it no longer exists.
-    fn map_lease_err(&self, e: etcd_client::Error) -> DcsError {
+    /// `map_err`, plus what the error teaches us: a lease etcd no longer has is forgotten, and an auth token
+    /// etcd no longer accepts (it forgets simple tokens on restart and after 5 idle minutes) makes the next
+    /// call reconnect, which logs in again. etcd-client does not renew tokens itself.
+    fn fail(&self, e: etcd_client::Error) -> DcsError {
+        if self.settings.user.is_some() && is_auth_rejected(&e) {
+            self.stale_client.store(true, Ordering::Relaxed);
+        }
         let mapped = map_err(e);
         if let (DcsError::SessionInvalid(_), Some(l)) = (&mapped, self.lease_id()) {
             self.forget_lease(l);
@@ -213,7 +225,7 @@ impl EtcdDcs {
             c.get(self.keys.leader.as_str(), None),
         )
         .await?
-        .map_err(map_err)?;
+        .map_err(|e| self.fail(e))?;
         Ok(match resp.kvs().first() {
             Some(kv) => non_negative(kv.mod_revision()),
             None => non_negative(resp.header().map_or(0, |h| h.revision())),
@@ -258,7 +270,7 @@ impl Dcs for EtcdDcs {
             ),
         )
         .await?
-        .map_err(map_err)?;
+        .map_err(|e| self.fail(e))?;
         let revision = resp.header().map_or(0, |h| h.revision());
         snapshot::build(&self.keys.prefix, resp.kvs(), revision)
     }
@@ -360,7 +372,7 @@ impl Dcs for EtcdDcs {
             c.put(self.member_key.as_str(), json, Some(opts)),
         )
         .await?
-        .map_err(|e| self.map_lease_err(e))?;
+        .map_err(|e| self.fail(e))?;
         Ok(())
     }
 
@@ -391,7 +403,7 @@ impl Dcs for EtcdDcs {
             c.delete(self.keys.failover.as_str(), None),
         )
         .await?
-        .map_err(map_err)?;
+        .map_err(|e| self.fail(e))?;
         Ok(())
     }
 
@@ -449,7 +461,7 @@ impl Dcs for EtcdDcs {
         let opts = WatchOptions::new().with_start_revision(start);
         let (mut watcher, mut stream) = bounded(deadline, "watch", c.watch(k, Some(opts)))
             .await?
-            .map_err(map_err)?;
+            .map_err(|e| self.fail(e))?;
         let mut confirming = false;
         loop {
             let until = if confirming {
@@ -462,7 +474,7 @@ impl Dcs for EtcdDcs {
                 Ok(Ok(None)) => {
                     return Err(DcsError::Unavailable("etcd watch stream ended".into()))
                 }
-                Ok(Err(e)) => return Err(map_err(e)),
+                Ok(Err(e)) => return Err(self.fail(e)),
                 Err(_) if confirming => {
                     return Err(DcsError::Unavailable(
                         "etcd watch: no progress answer".into(),
@@ -471,7 +483,7 @@ impl Dcs for EtcdDcs {
                 Err(_) => {
                     // A quiet watch looks the same as a frozen server; a progress request tells them apart
                     // (a live server answers it at once), so silence is never reported as "no change".
-                    watcher.request_progress().await.map_err(map_err)?;
+                    watcher.request_progress().await.map_err(|e| self.fail(e))?;
                     confirming = true;
                     continue;
                 }
@@ -498,7 +510,7 @@ impl Dcs for EtcdDcs {
         let mut c = self.client(deadline).await?;
         match bounded(deadline, "lease revoke", c.lease_revoke(lease))
             .await?
-            .map_err(map_err)
+            .map_err(|e| self.fail(e))
         {
             Ok(_) | Err(DcsError::SessionInvalid(_)) => {
                 self.forget_lease(lease);
