@@ -8,17 +8,18 @@ use tenure::dcs::{Dcs, DcsError, MemberRecord};
 use tokio::time::Instant;
 
 use crate::contract::{Backend, Fault};
-use crate::support::etcd::{EtcdCluster, EtcdServer};
+use crate::support::etcd::{DropProxy, EtcdCluster, EtcdServer};
 
-/// A private single-member etcd per case.
+/// A private single-member etcd per case, reached through a proxy that can drop connections.
 pub struct Etcd {
     server: EtcdServer,
+    proxy: DropProxy,
 }
 
 #[async_trait]
 impl Backend for Etcd {
     async fn make_client(&self, scope: &str, name: &str, ttl_ms: u64) -> Box<dyn Dcs> {
-        Box::new(client(&self.server, scope, name, ttl_ms))
+        Box::new(client_at(vec![self.proxy.url()], scope, name, ttl_ms))
     }
     fn ttl_ms(&self) -> u64 {
         1_000
@@ -31,10 +32,14 @@ impl Backend for Etcd {
     }
     async fn set_fault(&self, fault: Fault) -> bool {
         match fault {
-            Fault::Healthy => self.server.sigcont(),
+            Fault::Healthy => {
+                self.server.sigcont();
+                self.proxy.set_dropping(false);
+            }
             Fault::Frozen => self.server.sigstop(),
-            // A no-quorum etcd and dropped connections need more than one process: not simulated here.
-            Fault::NoLeader | Fault::DropConnections => return false,
+            Fault::DropConnections => self.proxy.set_dropping(true),
+            // Needs three members: `etcd_quorum_loss_is_unavailable_and_the_lease_survives` covers it.
+            Fault::NoLeader => return false,
         }
         true
     }
@@ -42,16 +47,20 @@ impl Backend for Etcd {
 
 /// Always a server: a missing `/usr/bin/etcd` fails the case rather than skipping it.
 pub async fn etcd() -> Option<Etcd> {
-    Some(Etcd {
-        server: EtcdServer::start(),
-    })
+    let server = EtcdServer::start();
+    let proxy = DropProxy::start(server.host_port());
+    Some(Etcd { server, proxy })
 }
 
 contract_tests!(etcd);
 
 fn client(server: &EtcdServer, scope: &str, name: &str, ttl_ms: u64) -> EtcdDcs {
+    client_at(server.endpoints(), scope, name, ttl_ms)
+}
+
+fn client_at(endpoints: Vec<String>, scope: &str, name: &str, ttl_ms: u64) -> EtcdDcs {
     EtcdDcs::new(EtcdSettings {
-        endpoints: server.endpoints(),
+        endpoints,
         scope: scope.into(),
         namespace: "/service/".into(),
         name: name.into(),

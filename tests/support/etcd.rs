@@ -8,6 +8,8 @@ use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::{kill, Signal};
@@ -297,4 +299,96 @@ fn tail(path: &Path, lines: usize) -> String {
     let text = std::fs::read_to_string(path).unwrap_or_default();
     let all: Vec<&str> = text.lines().collect();
     all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+/// A loopback TCP forwarder that can drop every connection: open ones are shut down, new ones are accepted,
+/// read from, and closed without an answer. Stopped when dropped.
+pub struct DropProxy {
+    addr: std::net::SocketAddr,
+    dropping: Arc<AtomicBool>,
+    stop: Arc<AtomicBool>,
+    open: Arc<Mutex<Vec<TcpStream>>>,
+}
+
+impl DropProxy {
+    /// Forward `127.0.0.1:<free port>` to `upstream` (`host:port`).
+    pub fn start(upstream: &str) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind proxy");
+        let addr = listener.local_addr().expect("proxy addr");
+        let (dropping, stop) = (
+            Arc::new(AtomicBool::new(false)),
+            Arc::new(AtomicBool::new(false)),
+        );
+        let open: Arc<Mutex<Vec<TcpStream>>> = Arc::default();
+        let (d, s, o, up) = (
+            dropping.clone(),
+            stop.clone(),
+            open.clone(),
+            upstream.to_string(),
+        );
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                if s.load(Ordering::SeqCst) {
+                    break;
+                }
+                let Ok(client) = conn else { continue };
+                if d.load(Ordering::SeqCst) {
+                    let _ = client.set_read_timeout(Some(Duration::from_millis(50)));
+                    let _ = (&client).read(&mut [0u8; 4096]);
+                    let _ = client.shutdown(std::net::Shutdown::Both);
+                    continue;
+                }
+                let Ok(server) = TcpStream::connect(&up) else {
+                    continue;
+                };
+                let mut open = o.lock().expect("proxy list");
+                for s in [&client, &server] {
+                    if let Ok(c) = s.try_clone() {
+                        open.push(c);
+                    }
+                }
+                pipe(&client, &server);
+                pipe(&server, &client);
+            }
+        });
+        DropProxy {
+            addr,
+            dropping,
+            stop,
+            open,
+        }
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Drop every connection from now on (`true`), or forward again (`false`).
+    pub fn set_dropping(&self, on: bool) {
+        self.dropping.store(on, Ordering::SeqCst);
+        if on {
+            for s in self.open.lock().expect("proxy list").drain(..) {
+                let _ = s.shutdown(std::net::Shutdown::Both);
+            }
+        }
+    }
+}
+
+impl Drop for DropProxy {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        let _ = TcpStream::connect(self.addr); // wake the accept loop so it sees `stop`
+        self.set_dropping(true);
+    }
+}
+
+/// Copy `from` to `to` on a thread until either side closes.
+fn pipe(from: &TcpStream, to: &TcpStream) {
+    let (Ok(mut from), Ok(mut to)) = (from.try_clone(), to.try_clone()) else {
+        return;
+    };
+    std::thread::spawn(move || {
+        let _ = std::io::copy(&mut from, &mut to);
+        let _ = to.shutdown(std::net::Shutdown::Write);
+    });
 }
