@@ -97,12 +97,14 @@ mod semantics {
     use std::time::Duration;
 
     use serde_json::{json, Value};
-    use tenure::dcs::consul::{ConsulDcs, ConsulSettings, SetupError};
+    use tenure::dcs::consul::{Consistency, ConsulDcs, ConsulSettings, SetupError};
     use tenure::dcs::{Dcs, DcsError, MemberRecord};
     use tokio::time::{sleep, Instant};
 
     use crate::support::consul_server::pki::Pki;
-    use crate::support::consul_server::{ConsulTestOptions, ConsulTestServer};
+    use crate::support::consul_server::{
+        ConsulTestOptions, ConsulTestServer, Fault as ServerFault,
+    };
 
     fn deadline() -> Instant {
         Instant::now() + Duration::from_secs(3)
@@ -156,6 +158,97 @@ mod semantics {
 
     fn client(s: &ConsulTestServer, name: &str) -> ConsulDcs {
         ConsulDcs::new(ConsulSettings::new(&s.url(), "sem", name, 1_000)).expect("client")
+    }
+
+    #[tokio::test]
+    async fn requests_are_shaped_as_patroni_shapes_them() {
+        let s = server().await;
+        let a = client(&s, "a");
+        let id = a.ensure_session(deadline()).await.expect("session").0;
+        let (_, _, text) = get(&s, &format!("/v1/session/info/{id}")).await;
+        let info = &serde_json::from_str::<Value>(&text).expect("json")[0];
+        assert_eq!(info["Name"], "sem-a");
+        assert_eq!(info["TTL"], "500ms", "session TTL is half the HA ttl");
+        assert_eq!(info["Behavior"], "delete");
+        assert_eq!(
+            info["LockDelay"], 1_000_000,
+            "1 ms, not Consul's default 15 s"
+        );
+        assert_eq!(info["NodeChecks"], json!([]), "no serfHealth check");
+        let leader = "/v1/kv/service/sem/leader";
+        s.take_requests();
+        a.acquire_leader(deadline()).await.expect("acquire");
+        assert_eq!(
+            s.take_requests(),
+            [
+                format!("PUT /v1/session/renew/{id}"),
+                format!("PUT {leader}?acquire={id}")
+            ],
+            "acquire renews first"
+        );
+        a.get_cluster(true, deadline()).await.expect("read");
+        a.get_cluster(false, deadline()).await.expect("read");
+        assert_eq!(
+            s.take_requests(),
+            [
+                "GET /v1/kv/service/sem/?recurse&consistent",
+                "GET /v1/kv/service/sem/?recurse"
+            ]
+        );
+        let mut settings = ConsulSettings::new(&s.url(), "sem", "b", 1_000);
+        settings.consistency = Consistency::Stale;
+        let stale = ConsulDcs::new(settings).expect("client");
+        stale.get_cluster(false, deadline()).await.expect("read");
+        stale.get_cluster(true, deadline()).await.expect("read");
+        assert_eq!(
+            s.take_requests(),
+            [
+                "GET /v1/kv/service/sem/?recurse&stale",
+                "GET /v1/kv/service/sem/?recurse&consistent"
+            ],
+            "a consistent read overrides the configured mode"
+        );
+        a.publish_member(&MemberRecord::default(), deadline())
+            .await
+            .expect("member");
+        a.race_initialize("x", deadline()).await.expect("init");
+        a.cas_config(&json!({}), Some(7), deadline())
+            .await
+            .expect_err("stale index");
+        assert_eq!(
+            s.take_requests(),
+            [
+                format!("PUT /v1/kv/service/sem/members/a?acquire={id}"),
+                "PUT /v1/kv/service/sem/initialize?cas=0".to_string(),
+                "PUT /v1/kv/service/sem/config?cas=7".to_string(),
+            ]
+        );
+        let index = a
+            .get_cluster(false, deadline())
+            .await
+            .expect("read")
+            .cluster
+            .leader
+            .expect("leader")
+            .index;
+        s.take_requests();
+        a.watch_leader(index, 50).await.expect("watch");
+        assert_eq!(
+            s.take_requests(),
+            [format!("GET {leader}?index={index}&wait=50ms")]
+        );
+        a.release_leader(deadline()).await.expect("release");
+        let log = s.take_requests();
+        assert_eq!(
+            log.first(),
+            Some(&format!("PUT {leader}?release={id}")),
+            "{log:?}"
+        );
+        assert!(
+            log.last()
+                .is_some_and(|l| l.starts_with(&format!("DELETE {leader}?cas="))),
+            "{log:?}"
+        );
     }
 
     #[tokio::test]
@@ -335,6 +428,30 @@ mod semantics {
         assert!(
             started.elapsed() >= Duration::from_millis(190),
             "the server blocked for the wait first"
+        );
+    }
+
+    #[tokio::test]
+    async fn slow_answers_count_only_within_the_deadline() {
+        let s = server().await;
+        let a = client(&s, "a");
+        a.ensure_session(deadline()).await.expect("session");
+        s.set_fault(ServerFault::DelayMs(400));
+        let started = Instant::now();
+        let r = a.renew_session(started + Duration::from_millis(150)).await;
+        let took = started.elapsed();
+        assert!(matches!(r, Err(DcsError::Unavailable(_))), "{r:?}");
+        assert!(
+            took < Duration::from_millis(250),
+            "gave up at the deadline, not at the answer: {took:?}"
+        );
+        let started = Instant::now();
+        a.renew_session(deadline())
+            .await
+            .expect("a slow answer within the deadline is an answer");
+        assert!(
+            started.elapsed() >= Duration::from_millis(400),
+            "the delay applied"
         );
     }
 

@@ -81,6 +81,8 @@ struct Shared {
     /// Bumped on every KV change; blocking queries wait on it.
     changes: watch::Sender<u64>,
     fault: watch::Sender<Fault>,
+    /// Every request received, as `METHOD /path?query`, for tests that check what the client sent.
+    log: Mutex<Vec<String>>,
 }
 
 impl ConsulTestServer {
@@ -105,6 +107,7 @@ impl ConsulTestServer {
             state: Mutex::new(state),
             changes: watch::channel(0).0,
             fault: watch::channel(Fault::None).0,
+            log: Mutex::new(Vec::new()),
         });
         let (shutdown, _) = watch::channel(false);
         let acceptor = shared.opts.tls.as_ref().map(pki::acceptor);
@@ -138,6 +141,11 @@ impl ConsulTestServer {
 
     pub fn set_fault(&self, fault: Fault) {
         self.shared.fault.send_replace(fault);
+    }
+
+    /// The requests received so far, oldest first, each as `METHOD /path?query`; the log is emptied.
+    pub fn take_requests(&self) -> Vec<String> {
+        std::mem::take(&mut *self.shared.log.lock().unwrap_or_else(|p| p.into_inner()))
     }
 
     /// Live sessions (for assertions about cleanup).
@@ -218,6 +226,11 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin>(stream: S, shared: Arc<Shared>
     let (r, mut w) = tokio::io::split(stream);
     let mut r = BufReader::new(r);
     while let Ok(Some(req)) = read_request(&mut r).await {
+        shared
+            .log
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(req.line());
         let mut fault_rx = shared.fault.subscribe();
         loop {
             let fault = *fault_rx.borrow_and_update();

@@ -40,6 +40,8 @@ pub struct Session {
     pub lock_delay_ms: u64,
     pub expires_at: Option<Instant>,
     pub create_index: u64,
+    /// Bound node checks; nothing invalidates on them here (there are no nodes), they are only reported.
+    pub node_checks: Vec<String>,
 }
 
 pub const MAX_TTL_MS: u64 = 86_400_000;
@@ -50,7 +52,7 @@ pub fn session_json(id: &str, s: &Session) -> Value {
         "ID": id, "Name": s.name, "Node": "test-double", "LockDelay": s.lock_delay_ms * 1_000_000,
         "Behavior": if s.delete { "delete" } else { "release" },
         "TTL": if s.ttl_ms > 0 { format!("{}ms", s.ttl_ms) } else { String::new() },
-        "NodeChecks": [], "ServiceChecks": [], "CreateIndex": s.create_index, "ModifyIndex": s.create_index,
+        "NodeChecks": s.node_checks, "ServiceChecks": [], "CreateIndex": s.create_index, "ModifyIndex": s.create_index,
     })
 }
 
@@ -165,6 +167,18 @@ impl State {
             self.random(0xffff),
             self.random(0xffff_ffff_ffff)
         );
+        // `FixupChecks`: given neither `Checks` nor `NodeChecks`, Consul binds the session to `serfHealth`.
+        let node_checks = match req.get("Checks").or_else(|| req.get("NodeChecks")) {
+            None => vec!["serfHealth".to_string()],
+            Some(v) => v
+                .as_array()
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|c| c.as_str().map(str::to_string))
+                        .collect()
+                })
+                .unwrap_or_default(),
+        };
         let create_index = self.next_index();
         self.sessions.insert(
             id.clone(),
@@ -175,6 +189,7 @@ impl State {
                 lock_delay_ms,
                 expires_at: None,
                 create_index,
+                node_checks,
             },
         );
         self.arm(&id);

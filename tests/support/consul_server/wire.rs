@@ -27,6 +27,22 @@ impl Request {
             .find(|(k, _)| k == name)
             .and_then(|(_, v)| v.as_deref())
     }
+    /// `METHOD /path?query` as received (decoded), for the request log.
+    pub fn line(&self) -> String {
+        let query: Vec<String> = self
+            .query
+            .iter()
+            .map(|(k, v)| match v {
+                Some(v) => format!("{k}={v}"),
+                None => k.clone(),
+            })
+            .collect();
+        if query.is_empty() {
+            format!("{} {}", self.method, self.path)
+        } else {
+            format!("{} {}?{}", self.method, self.path, query.join("&"))
+        }
+    }
     pub fn wants_close(&self) -> bool {
         self.headers
             .get("connection")
