@@ -211,6 +211,20 @@ pub fn optime_from_status(status: &serde_json::Value) -> Option<Lsn> {
         .map(Lsn)
 }
 
+/// The newest timeline the `history` key implies, as Patroni's `Cluster.timeline`: the last line's timeline
+/// plus one; `1` for an empty list; `None` when unreadable (Patroni's 0, "unknown").
+pub fn timeline_from_history(history: &serde_json::Value) -> Option<Timeline> {
+    let lines = history.as_array()?;
+    let Some(last) = lines.last() else {
+        return Some(Timeline(1));
+    };
+    let tl = last.get(0)?;
+    let tl = tl
+        .as_u64()
+        .or_else(|| tl.as_str().and_then(|s| s.trim().parse().ok()))?;
+    u32::try_from(tl).ok()?.checked_add(1).map(Timeline)
+}
+
 /// The core's switchover request. `Ok(None)` for the cleared form `{}` that Patroni writes;
 /// `Err` when `scheduled_at` is not an RFC 3339 time.
 pub fn switchover_from_record(record: &SwitchoverRecord) -> Result<Option<Switchover>, String> {
@@ -440,5 +454,29 @@ mod tests {
         assert!(parse_rfc3339_ms("2000-13-01T00:00Z").is_err());
         assert!(parse_rfc3339_ms("1969-12-31T23:59:59Z").is_err());
         assert!(parse_rfc3339_ms("soon").is_err());
+    }
+
+    #[test]
+    fn timeline_follows_patronis_history_rule() {
+        let h = serde_json::json!([
+            [
+                1,
+                25165984,
+                "no recovery target specified",
+                "2024-01-01T00:00:00+00:00"
+            ],
+            [2, 50331744, "no recovery target specified"]
+        ]);
+        assert_eq!(timeline_from_history(&h), Some(Timeline(3)));
+        assert_eq!(
+            timeline_from_history(&serde_json::json!([])),
+            Some(Timeline(1))
+        );
+        assert_eq!(
+            timeline_from_history(&serde_json::json!([["4", 1, "x"]])),
+            Some(Timeline(5))
+        );
+        assert_eq!(timeline_from_history(&serde_json::json!({"x": 1})), None);
+        assert_eq!(timeline_from_history(&serde_json::json!([["x"]])), None);
     }
 }

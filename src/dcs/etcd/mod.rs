@@ -253,7 +253,16 @@ impl Dcs for EtcdDcs {
         .await?
         .map_err(|e| self.fail(e))?;
         let revision = resp.header().map_or(0, |h| h.revision());
-        snapshot::build(&self.keys.prefix, resp.kvs(), revision)
+        // Keys and values Patroni writes are UTF-8; anything else is not ours to read.
+        let entries = resp.kvs().iter().filter_map(|kv| {
+            Some(snapshot::Entry {
+                key: kv.key_str().ok()?,
+                value: kv.value_str().ok()?,
+                mod_revision: kv.mod_revision(),
+                lease: kv.lease(),
+            })
+        });
+        snapshot::build(&self.keys.prefix, entries, revision)
     }
 
     async fn ensure_session(&self, deadline: Instant) -> Result<SessionId, DcsError> {

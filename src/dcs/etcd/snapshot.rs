@@ -3,32 +3,44 @@
 //! Tolerance follows what a bad value could make the core do: an unreadable `config` is `BadData` (guessing
 //! `pause` wrong would make the core act), while an unreadable member, `failover`, `status` or `history` is
 //! skipped with a warning, since its absence only makes the core more cautious.
-use etcd_client::KeyValue;
-
 use crate::dcs::keys::{
     dynamic_config_from_json, member_from_record, optime_from_status, switchover_from_record,
+    timeline_from_history,
 };
 use crate::dcs::{ClusterSnapshot, DcsError, MemberRecord, SwitchoverRecord};
 use crate::ha::observation::LeaderKey;
 use crate::ha::types::{NodeName, SessionId};
 
-/// Build the snapshot from the range's key-values; `revision` is the range's header revision.
-pub(super) fn build(
+/// One key-value of the range, as far as the snapshot needs it.
+pub(super) struct Entry<'a> {
+    pub key: &'a str,
+    pub value: &'a str,
+    pub mod_revision: i64,
+    /// The lease the key is bound to; 0 for none.
+    pub lease: i64,
+}
+
+/// Build the snapshot from the range's entries; `revision` is the range's header revision.
+pub(super) fn build<'a>(
     prefix: &str,
-    kvs: &[KeyValue],
+    entries: impl IntoIterator<Item = Entry<'a>>,
     revision: i64,
 ) -> Result<ClusterSnapshot, DcsError> {
     let mut snap = ClusterSnapshot {
         index: non_negative(revision),
         ..ClusterSnapshot::default()
     };
-    for kv in kvs {
-        let Ok(key) = kv.key_str() else { continue };
+    for Entry {
+        key,
+        value,
+        mod_revision,
+        lease,
+    } in entries
+    {
         let Some(rel) = key.strip_prefix(prefix) else {
             continue;
         };
-        let value = kv.value_str().unwrap_or_default();
-        let index = non_negative(kv.mod_revision());
+        let index = non_negative(mod_revision);
         match rel {
             "initialize" => snap.cluster.initialize = Some(value.to_string()),
             "config" => {
@@ -44,7 +56,7 @@ pub(super) fn build(
                 snap.cluster.leader = Some(LeaderKey {
                     name: NodeName::new(value),
                     // Lease 0 means a key written without a lease (by hand): nobody's session holds it.
-                    session: (kv.lease() != 0).then(|| SessionId(kv.lease().to_string())),
+                    session: (lease != 0).then(|| SessionId(lease.to_string())),
                     index,
                 });
             }
@@ -64,7 +76,10 @@ pub(super) fn build(
                     snap.cluster.optime = optime_from_status(&json);
                 }
             }
-            "history" => snap.history = parse(key, value),
+            "history" => {
+                snap.history = parse(key, value);
+                snap.cluster.timeline = snap.history.as_ref().and_then(timeline_from_history);
+            }
             _ => {
                 // Only direct children of members/ are members (Patroni: `k.count('/') == 1`).
                 let Some(name) = rel
@@ -92,4 +107,85 @@ fn parse<T: serde::de::DeserializeOwned>(key: &str, value: &str) -> Option<T> {
 
 fn non_negative(rev: i64) -> u64 {
     u64::try_from(rev).unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const P: &str = "/service/batman/";
+
+    fn e<'a>(key: &'a str, value: &'a str, lease: i64) -> Entry<'a> {
+        Entry {
+            key,
+            value,
+            mod_revision: 7,
+            lease,
+        }
+    }
+
+    #[test]
+    fn reads_every_key_and_skips_what_is_not_ours() {
+        let member = r#"{"conn_url":"postgres://h:5432/postgres","api_url":"http://h:8008/patroni",
+            "state":"running","role":"primary","version":"3.0.2","xlog_location":5,"timeline":2}"#;
+        let snap = build(
+            P,
+            [
+                e("/service/batman/leader", "pg1", 0x1f),
+                e("/service/batman/members/pg1", member, 0x1f),
+                e("/service/batman/members/pg1/extra", member, 0), // not a direct child: ignored
+                e("/service/batman/config", r#"{"pause":true}"#, 0),
+                e("/service/batman/status", r#"{"optime":42}"#, 0),
+                e(
+                    "/service/batman/history",
+                    r#"[[1,100,"no recovery target specified"]]"#,
+                    0,
+                ),
+                e("/service/batman/initialize", "7268", 0),
+                e("/service/robin/leader", "x", 0), // another scope
+            ],
+            9,
+        )
+        .unwrap();
+        let leader = snap.cluster.leader.expect("leader");
+        assert_eq!((leader.name.0.as_str(), leader.index), ("pg1", 7));
+        assert_eq!(leader.session.map(|s| s.0), Some("31".to_string()));
+        assert_eq!(snap.cluster.members.len(), 1);
+        assert!(snap.cluster.config.pause);
+        assert_eq!(snap.cluster.optime.map(|l| l.0), Some(42));
+        assert_eq!(snap.cluster.timeline.map(|t| t.0), Some(2));
+        assert_eq!(snap.cluster.initialize.as_deref(), Some("7268"));
+        assert_eq!(snap.index, 9);
+    }
+
+    #[test]
+    fn unreadable_values_are_skipped_except_config() {
+        let snap = build(
+            P,
+            [
+                e("/service/batman/members/pg2", "{not json", 1),
+                e("/service/batman/failover", "[]", 0),
+                e("/service/batman/status", "?", 0),
+                e("/service/batman/leader", "pg1", 0),
+            ],
+            3,
+        )
+        .unwrap();
+        assert!(
+            snap.cluster.members.is_empty(),
+            "a bad member is left out, not guessed"
+        );
+        assert_eq!(snap.cluster.switchover, None);
+        assert_eq!(snap.cluster.optime, None);
+        assert_eq!(
+            snap.cluster.leader.and_then(|l| l.session),
+            None,
+            "no lease: no session"
+        );
+        let bad = build(P, [e("/service/batman/config", "{", 0)], 3);
+        assert!(
+            matches!(bad, Err(DcsError::BadData { .. })),
+            "config guessed wrong could unpause: {bad:?}"
+        );
+    }
 }
