@@ -1,17 +1,24 @@
-//! Store traffic of one idle HA cycle on etcd, for a leader and for a replica, measured on the wire.
+//! Store traffic of one idle HA cycle, for a leader and for a replica, measured on the wire: on a real etcd and
+//! on the in-process Consul test double.
 //!
-//! Each agent talks to etcd through its own counting TCP proxy. The proxy parses the client's HTTP/2 frames:
-//! every HEADERS frame the client sends opens a stream, i.e. one gRPC call (unary or a stream such as a
-//! keep-alive or a watch). Bytes are TCP payload both ways. Run by `bench/store_requests.sh`.
+//! Each agent talks to the store through its own counting TCP proxy. For etcd the proxy parses the client's
+//! HTTP/2 frames: every HEADERS frame the client sends opens a stream, i.e. one gRPC call (unary or a stream
+//! such as a keep-alive or a watch). For Consul it counts HTTP/1.1 request lines. Bytes are TCP payload both
+//! ways. Run by `bench/store_requests.sh`.
 //!
-//! Usage: `cargo run --example store_requests -- [cycles] [loop_wait_ms]` (default 3 cycles of 10 000 ms).
-#[path = "../tests/support/etcd.rs"]
-mod etcd_server;
+//! Usage: `cargo run --example store_requests -- [cycles] [loop_wait_ms] [etcd|consul|both]`
+//! (default 3 cycles of 10 000 ms, both stores).
+#[path = "../tests/support/mod.rs"]
+#[allow(dead_code)]
+mod support;
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::Duration;
 
+use support::consul_server::{ConsulTestOptions, ConsulTestServer};
+use support::etcd::EtcdServer;
+use tenure::dcs::consul::{ConsulDcs, ConsulSettings};
 use tenure::dcs::etcd::{EtcdDcs, EtcdSettings};
 use tenure::dcs::{Dcs, MemberRecord};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -20,6 +27,8 @@ use tokio::time::Instant;
 
 const H2_PREFACE_LEN: usize = 24;
 const H2_FRAME_HEADERS: u8 = 0x1;
+const SCOPE: &str = "bench";
+const TTL_MS: u64 = 30_000;
 
 /// What one proxy saw.
 #[derive(Default)]
@@ -39,35 +48,51 @@ impl Counters {
     }
 }
 
-/// Incremental HTTP/2 frame reader for the client-to-server direction: counts HEADERS frames.
-struct FrameCounter {
-    preface_left: usize,
-    buf: Vec<u8>,
+/// Counts the calls in the client-to-server byte stream.
+enum CallCounter {
+    /// HTTP/2: skip the connection preface, then count HEADERS frames (one per stream opened).
+    H2 { preface_left: usize, buf: Vec<u8> },
+    /// HTTP/1.1: count request lines; `tail` carries a partial match across reads.
+    H1 { tail: Vec<u8> },
 }
 
-impl FrameCounter {
-    fn feed(&mut self, mut data: &[u8], counters: &Counters) {
-        let skip = self.preface_left.min(data.len());
-        self.preface_left -= skip;
-        data = &data[skip..];
-        self.buf.extend_from_slice(data);
-        while self.buf.len() >= 9 {
-            let len = (usize::from(self.buf[0]) << 16)
-                | (usize::from(self.buf[1]) << 8)
-                | usize::from(self.buf[2]);
-            if self.buf.len() < 9 + len {
-                break;
+impl CallCounter {
+    fn feed(&mut self, data: &[u8], counters: &Counters) {
+        match self {
+            CallCounter::H2 { preface_left, buf } => {
+                let skip = (*preface_left).min(data.len());
+                *preface_left -= skip;
+                buf.extend_from_slice(&data[skip..]);
+                while buf.len() >= 9 {
+                    let len = (usize::from(buf[0]) << 16)
+                        | (usize::from(buf[1]) << 8)
+                        | usize::from(buf[2]);
+                    if buf.len() < 9 + len {
+                        break;
+                    }
+                    if buf[3] == H2_FRAME_HEADERS {
+                        counters.calls.fetch_add(1, Relaxed);
+                    }
+                    buf.drain(..9 + len);
+                }
             }
-            if self.buf[3] == H2_FRAME_HEADERS {
-                counters.calls.fetch_add(1, Relaxed);
+            CallCounter::H1 { tail } => {
+                const LINE_END: &[u8] = b" HTTP/1.1\r\n";
+                tail.extend_from_slice(data);
+                let hits = tail
+                    .windows(LINE_END.len())
+                    .filter(|w| *w == LINE_END)
+                    .count();
+                counters.calls.fetch_add(hits as u64, Relaxed);
+                let keep = tail.len().min(LINE_END.len() - 1);
+                tail.drain(..tail.len() - keep);
             }
-            self.buf.drain(..9 + len);
         }
     }
 }
 
 /// Accept on a loopback port and forward every connection to `upstream`, counting.
-async fn proxy(upstream: String, counters: Arc<Counters>) -> String {
+async fn proxy(upstream: String, counters: Arc<Counters>, h2: bool) -> String {
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind proxy");
     let addr = listener.local_addr().expect("proxy addr");
     tokio::spawn(async move {
@@ -79,9 +104,13 @@ async fn proxy(upstream: String, counters: Arc<Counters>) -> String {
             let (mut sr, mut sw) = server.into_split();
             let up = Arc::clone(&counters);
             tokio::spawn(async move {
-                let mut frames = FrameCounter {
-                    preface_left: H2_PREFACE_LEN,
-                    buf: Vec::new(),
+                let mut frames = if h2 {
+                    CallCounter::H2 {
+                        preface_left: H2_PREFACE_LEN,
+                        buf: Vec::new(),
+                    }
+                } else {
+                    CallCounter::H1 { tail: Vec::new() }
                 };
                 let mut buf = vec![0u8; 16 * 1024];
                 while let Ok(n) = cr.read(&mut buf).await {
@@ -107,13 +136,13 @@ async fn proxy(upstream: String, counters: Arc<Counters>) -> String {
     format!("http://{addr}")
 }
 
-fn agent(endpoint: String, name: &str) -> EtcdDcs {
+fn etcd_agent(endpoint: String, name: &str) -> EtcdDcs {
     EtcdDcs::new(EtcdSettings {
         endpoints: vec![endpoint],
-        scope: "bench".into(),
+        scope: SCOPE.into(),
         namespace: "/service/".into(),
         name: name.into(),
-        ttl_ms: 30_000,
+        ttl_ms: TTL_MS,
         user: None,
         password: None,
         tls: None,
@@ -150,50 +179,37 @@ fn deadline() -> Instant {
     Instant::now() + Duration::from_secs(5)
 }
 
-#[tokio::main]
-async fn main() {
-    let args: Vec<u64> = std::env::args()
-        .skip(1)
-        .filter_map(|a| a.parse().ok())
-        .collect();
-    let cycles = args.first().copied().unwrap_or(3).max(1);
-    let loop_wait_ms = args.get(1).copied().unwrap_or(10_000);
-    let etcd = etcd_server::EtcdServer::start();
-    let upstream = etcd.host_port().to_string();
-    let (lc, rc) = (Arc::new(Counters::default()), Arc::new(Counters::default()));
-    let leader = agent(proxy(upstream.clone(), Arc::clone(&lc)).await, "pg1");
-    let replica = agent(proxy(upstream, Arc::clone(&rc)).await, "pg2");
-
-    // Bootstrap traffic is not part of an idle cycle.
+/// Bootstrap (not counted), then `cycles` idle cycles of both agents side by side; prints per-cycle figures.
+async fn measure(
+    store: &str,
+    unit: &str,
+    (leader, lc): (&dyn Dcs, &Counters),
+    (replica, rc): (&dyn Dcs, &Counters),
+    cycles: u64,
+    loop_wait_ms: u64,
+) {
     leader
         .race_initialize("7268000000000000001", deadline())
         .await
         .expect("initialize");
+    let config = serde_json::json!({"ttl": 30, "loop_wait": 10});
     leader
-        .cas_config(
-            &serde_json::json!({"ttl": 30, "loop_wait": 10}),
-            None,
-            deadline(),
-        )
+        .cas_config(&config, None, deadline())
         .await
         .expect("config");
+    leader.ensure_session(deadline()).await.expect("session");
     leader.acquire_leader(deadline()).await.expect("acquire");
     leader
         .publish_member(&record("pg1", "primary"), deadline())
         .await
         .expect("member");
+    replica.ensure_session(deadline()).await.expect("session");
     replica
         .publish_member(&record("pg2", "replica"), deadline())
         .await
         .expect("member");
-    let index = replica
-        .get_cluster(true, deadline())
-        .await
-        .expect("read")
-        .cluster
-        .leader
-        .expect("leader")
-        .index;
+    let snap = replica.get_cluster(true, deadline()).await.expect("read");
+    let index = snap.cluster.leader.expect("leader").index;
     lc.take();
     rc.take();
 
@@ -237,26 +253,67 @@ async fn main() {
     tokio::join!(leader_loop, replica_loop);
     tokio::time::sleep(Duration::from_millis(200)).await; // let the last answers drain through the proxies
 
-    println!("etcd {} idle HA cycles of loop_wait={loop_wait_ms} ms, per cycle (gRPC calls; TCP payload bytes)", cycles);
-    for (who, c, calls_desc) in [
-        (
-            "leader",
-            &lc,
-            "Range + LeaseKeepAlive + Txn(check) + Put(member)",
-        ),
-        (
-            "replica",
-            &rc,
-            "Range + LeaseKeepAlive + Put(member) + Watch(+progress)",
-        ),
-    ] {
+    println!("{store}: {cycles} idle HA cycles of loop_wait={loop_wait_ms} ms, per cycle ({unit}; TCP payload bytes)");
+    for (who, c) in [("leader", lc), ("replica", rc)] {
         let (calls, up, down) = c.take();
         println!(
-            "{who:8} calls={:.1} bytes_up={} bytes_down={} total={}  [{calls_desc}]",
+            "  {who:8} calls={:.1} bytes_up={} bytes_down={} total={}",
             calls as f64 / cycles as f64,
             up / cycles,
             down / cycles,
             (up + down) / cycles
         );
+    }
+}
+
+async fn measure_etcd(cycles: u64, loop_wait_ms: u64) {
+    let etcd = EtcdServer::start();
+    let upstream = etcd.host_port().to_string();
+    let (lc, rc) = (Arc::new(Counters::default()), Arc::new(Counters::default()));
+    let leader = etcd_agent(proxy(upstream.clone(), Arc::clone(&lc), true).await, "pg1");
+    let replica = etcd_agent(proxy(upstream, Arc::clone(&rc), true).await, "pg2");
+    measure(
+        "etcd 3.4 (gRPC)",
+        "gRPC calls",
+        (&leader, &lc),
+        (&replica, &rc),
+        cycles,
+        loop_wait_ms,
+    )
+    .await;
+}
+
+async fn measure_consul(cycles: u64, loop_wait_ms: u64) {
+    let server = ConsulTestServer::start(ConsulTestOptions::default()).await;
+    let upstream = server.addr().to_string();
+    let (lc, rc) = (Arc::new(Counters::default()), Arc::new(Counters::default()));
+    let consul = |url: String, name: &str| {
+        ConsulDcs::new(ConsulSettings::new(&url, SCOPE, name, TTL_MS)).expect("consul settings")
+    };
+    let leader = consul(proxy(upstream.clone(), Arc::clone(&lc), false).await, "pg1");
+    let replica = consul(proxy(upstream, Arc::clone(&rc), false).await, "pg2");
+    measure(
+        "Consul test double (HTTP/1.1)",
+        "HTTP requests",
+        (&leader, &lc),
+        (&replica, &rc),
+        cycles,
+        loop_wait_ms,
+    )
+    .await;
+}
+
+#[tokio::main]
+async fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let num = |i: usize, default: u64| args.get(i).and_then(|a| a.parse().ok()).unwrap_or(default);
+    let cycles = num(0, 3).max(1);
+    let loop_wait_ms = num(1, 10_000);
+    let which = args.get(2).map_or("both", String::as_str);
+    if matches!(which, "etcd" | "both") {
+        measure_etcd(cycles, loop_wait_ms).await;
+    }
+    if matches!(which, "consul" | "both") {
+        measure_consul(cycles, loop_wait_ms).await;
     }
 }
