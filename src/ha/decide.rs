@@ -205,6 +205,18 @@ fn with_store(ctx: &Ctx, mem: &mut Memory, c: &Cluster) -> Plan {
         mem.rewind_failed_from = None;
     }
     let mine = c.leader_name() == Some(&ctx.cfg.name);
+    if !mine
+        && mem.lease.is_some()
+        && !ctx
+            .obs
+            .outcomes
+            .iter()
+            .any(|o| o.action == Action::RenewLeader)
+    {
+        // Our acknowledged lease says nobody else can hold the key yet, so this read is stale (Consul's
+        // default reads can be). Ask the store itself: an acknowledged renew keeps the lease, a refusal ends it.
+        return Plan::act_now(Reason::Renewing, vec![Action::RenewLeader], ctx.now);
+    }
     if !mine {
         mem.lease = None;
         mem.switchover_stopped_at = None;

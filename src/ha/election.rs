@@ -14,13 +14,8 @@ pub(crate) fn healthiest(
     (my_tl, my_lsn): (super::types::Timeline, Lsn),
     peers: &[PeerProbe],
 ) -> Result<(), Reason> {
-    for p in peers.iter().filter(|p| p.name != cfg.name) {
-        let Some(a) = &p.answer else { continue };
-        if a.role == Some(PgRole::Primary) {
-            return Err(Reason::PrimaryStillRunning {
-                peer: p.name.clone(),
-            });
-        }
+    if let Some(peer) = running_primary(cfg, peers) {
+        return Err(Reason::PrimaryStillRunning { peer });
     }
     for p in peers.iter().filter(|p| p.name != cfg.name) {
         let Some(a) = &p.answer else { continue };
@@ -38,6 +33,19 @@ pub(crate) fn healthiest(
         }
     }
     Ok(())
+}
+
+/// A reachable peer whose PostgreSQL still runs as primary, if any.
+pub(crate) fn running_primary(cfg: &CoreConfig, peers: &[PeerProbe]) -> Option<NodeName> {
+    peers
+        .iter()
+        .filter(|p| p.name != cfg.name)
+        .find(|p| {
+            p.answer
+                .as_ref()
+                .is_some_and(|a| a.role == Some(PgRole::Primary))
+        })
+        .map(|p| p.name.clone())
 }
 
 /// Whether our timeline is at least the newest one the cluster has recorded: a node still on an older

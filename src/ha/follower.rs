@@ -215,6 +215,13 @@ pub(crate) fn no_leader(ctx: &Ctx, mem: &mut Memory, c: &Cluster) -> Plan {
                         vec![Action::ClearSwitchover],
                     );
                 }
+                // Nor may it start a second writer: a reachable peer still running as primary blocks.
+                let Some(peers) = &ctx.obs.peers else {
+                    return Plan::act_now(Reason::ProbingPeers, vec![Action::ProbePeers], ctx.now);
+                };
+                if let Some(peer) = election::running_primary(ctx.cfg, peers) {
+                    return Plan::idle(Reason::PrimaryStillRunning { peer });
+                }
                 return Plan::act_now(
                     Reason::FailoverCandidateAcquiring,
                     vec![Action::AcquireLeader],

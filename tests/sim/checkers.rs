@@ -32,8 +32,13 @@ pub fn lease_covers(w: &mut World) {
     if w.store.pause {
         return;
     }
+    for n in &mut w.nodes {
+        if !n.pg.is_primary() || (n.agent.alive && n.agent.mem.lease.is_some()) {
+            n.left_running_in_pause = false;
+        }
+    }
     for (i, n) in w.nodes.iter().enumerate() {
-        if !n.pg.is_primary() || n.agent.mem.paused {
+        if !n.pg.is_primary() || n.agent.mem.paused || n.left_running_in_pause {
             continue;
         }
         let covered = w
@@ -88,7 +93,9 @@ pub fn no_silent_divergence(w: &mut World) {
             n.pg.data
                 .as_ref()
                 .is_some_and(|d| !d.compatible_with(&primary));
+        // A frozen agent answers no HTTP request, healthy or not.
         let says_healthy = n.agent.alive
+            && !n.agent.frozen
             && matches!(n.pg.run, Run::Replica { .. })
             && n.agent
                 .status

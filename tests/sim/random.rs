@@ -25,6 +25,8 @@ pub fn run_seed(seed: u64, adjust: impl Fn(usize, &mut tenure::ha::CoreConfig)) 
     sim.heal_all();
     sim.run_for(1_000);
     sim.resume();
+    // A shutdown requested during the faults may only now have completed: bring every agent back.
+    sim.heal_all();
     sim.run_until_converged(ttl * 6);
 }
 

@@ -328,7 +328,9 @@ fn action_done(w: &mut World, i: usize, kind: ActionOutcomeKind, sent_at: u64) {
         w.note(format!("{name}: {action:?} -> {result:?}"));
     }
     if action == Action::Exit {
-        w.nodes[i].agent.alive = false;
+        let n = &mut w.nodes[i];
+        n.left_running_in_pause = n.agent.mem.paused && n.pg.is_primary();
+        n.agent.alive = false;
         return;
     }
     w.nodes[i].agent.outcomes.push(ActionOutcome {

@@ -138,6 +138,9 @@ pub struct Node {
     pub clock_rate_ppm: i64,
     /// When this node's status started saying "healthy replica" while its data diverged from the primary's.
     pub diverged_healthy_since: Option<u64>,
+    /// The operator stopped this agent during pause and PostgreSQL was left running as primary on purpose
+    /// (the documented pause exception), until an agent takes a lease again or PostgreSQL stops.
+    pub left_running_in_pause: bool,
 }
 
 /// Knobs of a run.
@@ -200,6 +203,7 @@ impl World {
                     clock_offset: rng.range(1_000, 1_000_000),
                     clock_rate_ppm: rate,
                     diverged_healthy_since: None,
+                    left_running_in_pause: false,
                 }
             })
             .collect::<Vec<_>>();
