@@ -9,7 +9,8 @@ mod settings;
 mod snapshot;
 mod watch;
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex as StdMutex;
 use std::time::Duration;
 
@@ -34,8 +35,12 @@ pub struct EtcdDcs {
     ttl_s: i64,
     /// Connected on first use, so an agent can start while etcd is down.
     client: Mutex<Option<Client>>,
-    /// Set when etcd rejected our auth token: the next call connects (and so logs in) afresh.
+    /// Set when the next call must connect afresh: etcd rejected our auth token (a new connection logs in
+    /// again), or the endpoint in use failed and the next one should be tried.
     stale_client: AtomicBool,
+    /// Which endpoint the client talks to. One at a time, rotated on failure, as Patroni does: etcd-client's
+    /// own balancing keeps sending to a frozen member whose TCP connection still looks healthy.
+    endpoint: AtomicUsize,
     /// Our lease, once granted; cleared when etcd says it is gone.
     lease: StdMutex<Option<i64>>,
 }
@@ -66,6 +71,7 @@ impl EtcdDcs {
             member_key,
             client: Mutex::new(None),
             stale_client: AtomicBool::new(false),
+            endpoint: AtomicUsize::new(0),
             lease: StdMutex::new(None),
         })
     }
@@ -107,23 +113,55 @@ impl EtcdDcs {
         if let (Some(u), Some(p)) = (&self.settings.user, &self.settings.password) {
             opts = opts.with_user(u.clone(), p.clone());
         }
-        let c = bounded(
-            deadline,
-            "connect",
-            Client::connect(&self.settings.endpoints, Some(opts)),
-        )
-        .await?
-        .map_err(map_err)?;
+        let eps = &self.settings.endpoints;
+        let endpoint = &eps[self.endpoint.load(Ordering::Relaxed) % eps.len()];
+        let c = bounded(deadline, "connect", Client::connect([endpoint], Some(opts)))
+            .await?
+            .map_err(map_err)?;
         *slot = Some(c.clone());
         Ok(c)
     }
 
+    /// One request: a client, the request bounded by `deadline`, its error read. When the store is
+    /// unavailable through this endpoint, the next call goes to the next one.
+    async fn call<T, Fut>(
+        &self,
+        deadline: Instant,
+        what: &str,
+        request: impl FnOnce(Client) -> Fut,
+    ) -> Result<T, DcsError>
+    where
+        Fut: Future<Output = Result<T, etcd_client::Error>>,
+    {
+        let result = match self.client(deadline).await {
+            Ok(c) => match bounded(deadline, what, request(c)).await {
+                Ok(r) => r.map_err(|e| self.fail(e)),
+                Err(e) => Err(e),
+            },
+            Err(e) => Err(e),
+        };
+        if matches!(result, Err(DcsError::Unavailable(_))) {
+            self.next_endpoint();
+        }
+        result
+    }
+
+    /// Move to the next endpoint (with more than one), connecting afresh on the next call.
+    fn next_endpoint(&self) {
+        if self.settings.endpoints.len() > 1 {
+            self.endpoint.fetch_add(1, Ordering::Relaxed);
+            self.stale_client.store(true, Ordering::Relaxed);
+        }
+    }
+
     /// Grant a fresh lease and remember it.
     async fn grant(&self, deadline: Instant) -> Result<i64, DcsError> {
-        let mut c = self.client(deadline).await?;
-        let resp = bounded(deadline, "lease grant", c.lease_grant(self.ttl_s, None))
-            .await?
-            .map_err(|e| self.fail(e))?;
+        let ttl_s = self.ttl_s;
+        let resp = self
+            .call(deadline, "lease grant", |mut c| async move {
+                c.lease_grant(ttl_s, None).await
+            })
+            .await?;
         self.set_lease(Some(resp.id()));
         tracing::debug!(lease = resp.id(), ttl_s = resp.ttl(), "etcd lease granted");
         Ok(resp.id())
@@ -134,11 +172,12 @@ impl EtcdDcs {
     /// earlier, timed-out request as if it answered this one, and the caller would then date the lease
     /// extension from the wrong send time.
     async fn keep_alive(&self, lease: i64, deadline: Instant) -> Result<(), DcsError> {
-        let mut c = self.client(deadline).await?;
-        match bounded(deadline, "lease keep-alive", c.lease_keep_alive(lease))
-            .await?
-            .map_err(|e| self.fail(e))
-        {
+        let renewed = self
+            .call(deadline, "lease keep-alive", |mut c| async move {
+                c.lease_keep_alive(lease).await
+            })
+            .await;
+        match renewed {
             Ok(_) => Ok(()),
             Err(DcsError::SessionInvalid(why)) => {
                 self.forget_lease(lease);
@@ -172,18 +211,15 @@ impl EtcdDcs {
         deadline: Instant,
         what: &str,
     ) -> Result<etcd_client::TxnResponse, DcsError> {
-        let mut c = self.client(deadline).await?;
-        let resp = bounded(deadline, what, c.txn(txn))
-            .await?
-            .map_err(|e| self.fail(e))?;
-        Ok(resp)
+        self.call(deadline, what, |mut c| async move { c.txn(txn).await })
+            .await
     }
 
     async fn put(&self, key: &str, value: String, deadline: Instant) -> Result<(), DcsError> {
-        let mut c = self.client(deadline).await?;
-        bounded(deadline, "put", c.put(key, value, None))
-            .await?
-            .map_err(|e| self.fail(e))?;
+        self.call(deadline, "put", |mut c| async move {
+            c.put(key, value, None).await
+        })
+        .await?;
         Ok(())
     }
 
@@ -241,17 +277,13 @@ impl Dcs for EtcdDcs {
         deadline: Instant,
     ) -> Result<ClusterSnapshot, DcsError> {
         // etcd ranges are linearizable unless asked to be serializable, so `consistent` needs nothing extra.
-        let mut c = self.client(deadline).await?;
-        let resp = bounded(
-            deadline,
-            "range",
-            c.get(
-                self.keys.prefix.as_str(),
-                Some(GetOptions::new().with_prefix()),
-            ),
-        )
-        .await?
-        .map_err(|e| self.fail(e))?;
+        let prefix = self.keys.prefix.as_str();
+        let opts = GetOptions::new().with_prefix();
+        let resp = self
+            .call(deadline, "range", |mut c| async move {
+                c.get(prefix, Some(opts)).await
+            })
+            .await?;
         let revision = resp.header().map_or(0, |h| h.revision());
         // Keys and values Patroni writes are UTF-8; anything else is not ours to read.
         let entries = resp.kvs().iter().filter_map(|kv| {
@@ -354,15 +386,12 @@ impl Dcs for EtcdDcs {
         // A member with no lease gets one: publishing is how a (re)started agent first appears.
         let lease = self.lease_or_grant(deadline).await?;
         let json = serde_json::to_string(record).expect("MemberRecord serializes");
-        let mut c = self.client(deadline).await?;
+        let key = self.member_key.as_str();
         let opts = PutOptions::new().with_lease(lease);
-        bounded(
-            deadline,
-            "publish member",
-            c.put(self.member_key.as_str(), json, Some(opts)),
-        )
-        .await?
-        .map_err(|e| self.fail(e))?;
+        self.call(deadline, "publish member", |mut c| async move {
+            c.put(key, json, Some(opts)).await
+        })
+        .await?;
         Ok(())
     }
 
@@ -386,14 +415,11 @@ impl Dcs for EtcdDcs {
     }
 
     async fn clear_switchover(&self, deadline: Instant) -> Result<(), DcsError> {
-        let mut c = self.client(deadline).await?;
-        bounded(
-            deadline,
-            "delete failover",
-            c.delete(self.keys.failover.as_str(), None),
-        )
-        .await?
-        .map_err(|e| self.fail(e))?;
+        let key = self.keys.failover.as_str();
+        self.call(deadline, "delete failover", |mut c| async move {
+            c.delete(key, None).await
+        })
+        .await?;
         Ok(())
     }
 
@@ -436,18 +462,23 @@ impl Dcs for EtcdDcs {
     }
 
     async fn watch_leader(&self, index: u64, wait_ms: u64) -> Result<u64, DcsError> {
-        self.watch_leader_impl(index, wait_ms).await
+        let watched = self.watch_leader_impl(index, wait_ms).await;
+        if matches!(watched, Err(DcsError::Unavailable(_))) {
+            self.next_endpoint();
+        }
+        watched
     }
 
     async fn destroy_session(&self, deadline: Instant) -> Result<(), DcsError> {
         let Some(lease) = self.lease_id() else {
             return Ok(());
         };
-        let mut c = self.client(deadline).await?;
-        match bounded(deadline, "lease revoke", c.lease_revoke(lease))
-            .await?
-            .map_err(|e| self.fail(e))
-        {
+        let revoked = self
+            .call(deadline, "lease revoke", |mut c| async move {
+                c.lease_revoke(lease).await
+            })
+            .await;
+        match revoked {
             Ok(_) | Err(DcsError::SessionInvalid(_)) => {
                 self.forget_lease(lease);
                 Ok(())
