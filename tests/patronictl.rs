@@ -46,8 +46,8 @@ fn deadline() -> Instant {
     Instant::now() + Duration::from_secs(3)
 }
 
-/// `patronictl -c <yaml> list <scope> [-f fmt]`, output or a panic that says exactly what went wrong.
-fn patronictl_list(config: &std::path::Path, format: &str) -> String {
+/// `patronictl -c <yaml> <args...>`, its output, or a panic that says exactly what went wrong.
+fn patronictl(config: &std::path::Path, args: &[&str]) -> String {
     assert!(
         std::path::Path::new(PATRONICTL).exists(),
         "{PATRONICTL} not installed: `apt-get install patroni python3-etcd` to run this compatibility test"
@@ -55,17 +55,21 @@ fn patronictl_list(config: &std::path::Path, format: &str) -> String {
     let out = Command::new(PATRONICTL)
         .arg("-c")
         .arg(config)
-        .args(["list", SCOPE, "-f", format])
+        .args(args)
         .output()
         .expect("run patronictl");
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(
         out.status.success(),
-        "patronictl failed ({}):\nstdout:\n{stdout}\nstderr:\n{}",
+        "patronictl {args:?} failed ({}):\nstdout:\n{stdout}\nstderr:\n{}",
         out.status,
         String::from_utf8_lossy(&out.stderr)
     );
     stdout
+}
+
+fn patronictl_list(config: &std::path::Path, format: &str) -> String {
+    patronictl(config, &["list", SCOPE, "-f", format])
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -137,6 +141,26 @@ async fn patronictl_lists_a_cluster_written_by_tenure() {
         0,
         "lag from status.optime minus the replica's LSN"
     );
+
+    // The dynamic configuration and the timeline history, as patronictl reads them.
+    let shown = patronictl(&yaml, &["show-config", SCOPE]);
+    let shown: serde_json::Value = serde_yaml::from_str(&shown).expect("show-config prints YAML");
+    assert_eq!(shown, config, "show-config:\n{shown:?}");
+    let line = serde_json::json!([
+        1,
+        50331744,
+        "no recovery target specified",
+        "2026-11-30T12:00:00+00:00",
+        "pg1"
+    ]);
+    pg1.write_history(&serde_json::json!([line]), deadline())
+        .await
+        .unwrap();
+    let history = patronictl(&yaml, &["history", SCOPE, "-f", "json"]);
+    let history: serde_json::Value = serde_json::from_str(&history).expect("history json");
+    assert_eq!(history[0]["TL"], 1, "history:\n{history}");
+    assert_eq!(history[0]["LSN"], 50331744, "history:\n{history}");
+    assert_eq!(history[0]["New Leader"], "pg1", "history:\n{history}");
 
     // The leader key vanishing (released) is visible to patronictl too.
     pg1.release_leader(deadline()).await.unwrap();
