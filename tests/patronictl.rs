@@ -170,3 +170,89 @@ async fn patronictl_lists_a_cluster_written_by_tenure() {
         "no leader after release:\n{table}"
     );
 }
+
+/// The other direction: what patronictl writes (a CAS on `config`, a `failover` request when the leader's REST
+/// API does not answer) tenure reads, and tenure's next CAS on `config` works from the revision it read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tenure_reads_what_patronictl_writes() {
+    let etcd = EtcdServer::start();
+    let (pg1, pg2) = (agent(&etcd, "pg1"), agent(&etcd, "pg2"));
+    pg1.race_initialize("7268000000000000001", deadline())
+        .await
+        .unwrap();
+    let config = serde_json::json!({"ttl": 30, "loop_wait": 10, "retry_timeout": 10});
+    pg1.cas_config(&config, None, deadline()).await.unwrap();
+    pg1.acquire_leader(deadline()).await.unwrap();
+    // Nothing listens on these API addresses, so patronictl falls back to writing the store itself.
+    pg1.publish_member(&record("127.0.0.11", "primary", "running"), deadline())
+        .await
+        .unwrap();
+    pg2.publish_member(&record("127.0.0.12", "replica", "streaming"), deadline())
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let yaml = dir.path().join("patronictl.yml");
+    let text = format!(
+        "scope: {SCOPE}\nnamespace: /service/\netcd3:\n  hosts: {}\n",
+        etcd.host_port()
+    );
+    std::fs::write(&yaml, text).unwrap();
+
+    patronictl(
+        &yaml,
+        &[
+            "edit-config",
+            SCOPE,
+            "--force",
+            "-s",
+            "loop_wait=5",
+            "-s",
+            "pause=true",
+        ],
+    );
+    let snap = pg2.get_cluster(true, deadline()).await.unwrap();
+    let (value, index) = snap.config.expect("config");
+    assert_eq!(
+        value["loop_wait"], 5,
+        "config written by patronictl: {value}"
+    );
+    assert!(
+        snap.cluster.config.pause,
+        "pause set by patronictl is seen by the core"
+    );
+    let resumed = serde_json::json!({"ttl": 30, "loop_wait": 5, "retry_timeout": 10});
+    pg2.cas_config(&resumed, Some(index), deadline())
+        .await
+        .expect("CAS from patronictl's revision");
+
+    let out = patronictl(
+        &yaml,
+        &[
+            "switchover",
+            SCOPE,
+            "--leader",
+            "pg1",
+            "--candidate",
+            "pg2",
+            "--force",
+        ],
+    );
+    assert!(
+        out.contains("falling back to DCS"),
+        "patronictl wrote the failover key itself:\n{out}"
+    );
+    let snap = pg2.get_cluster(true, deadline()).await.unwrap();
+    let sw = snap.cluster.switchover.expect("switchover request");
+    assert_eq!(sw.leader.map(|n| n.0).as_deref(), Some("pg1"));
+    assert_eq!(sw.candidate.map(|n| n.0).as_deref(), Some("pg2"));
+    assert_eq!(sw.scheduled_at_ms, None);
+    pg1.clear_switchover(deadline()).await.unwrap();
+    assert_eq!(
+        pg2.get_cluster(true, deadline())
+            .await
+            .unwrap()
+            .cluster
+            .switchover,
+        None
+    );
+}
