@@ -89,26 +89,35 @@ pub(crate) struct Ctx<'a> {
     pub obs: &'a Observation,
     pub now: Millis,
     pub local: Local<'a>,
+    /// Peer probes, if fresh: answers to a request of the previous cycle, not of an agent frozen meanwhile.
+    pub peers: Option<&'a [super::observation::PeerProbe]>,
 }
 
 /// The decision core's entry point: total and pure.
 pub fn decide(cfg: &CoreConfig, mem: &Memory, obs: &Observation) -> Decision {
     let mut mem = absorb(cfg, mem, obs);
+    let fresh = mem
+        .probes_sent_at
+        .is_some_and(|at| obs.now.since(at) <= 2 * cfg.timing.loop_wait_ms);
+    let peers = obs.peers.as_deref().filter(|_| fresh);
     let ctx = Ctx {
         cfg,
         obs,
         now: obs.now,
         local: Local::of(&obs.pg),
+        peers,
     };
     let plan = if obs.shutting_down {
         shutdown(&ctx, &mut mem)
     } else {
+        let fresh = obs.now.since(obs.store_read_at) <= cfg.timing.retry_timeout_ms;
         match &obs.store {
-            StoreView::Available(c) => with_store(&ctx, &mut mem, c),
-            StoreView::Unavailable => store_unavailable(&ctx, &mut mem),
+            StoreView::Available(c) if fresh => with_store(&ctx, &mut mem, c),
+            _ => store_unavailable(&ctx, &mut mem),
         }
     };
     let actions = fence(&ctx, &mem, plan.actions);
+    mem.probes_sent_at = actions.contains(&Action::ProbePeers).then_some(ctx.now);
     check_rules(&ctx, &mem, &actions);
     let wake_at = plan
         .wake_at

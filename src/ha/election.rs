@@ -50,11 +50,31 @@ pub(crate) fn running_primary(cfg: &CoreConfig, peers: &[PeerProbe]) -> Option<N
 
 /// Whether our timeline is at least the newest one the cluster has recorded: a node still on an older
 /// timeline would create a second, different timeline with the same ID, and lose the writes made on it.
-pub(crate) fn timeline_ok(c: &Cluster, ours: super::types::Timeline) -> Result<(), Reason> {
-    match c.timeline {
-        Some(cluster) if ours < cluster => Err(Reason::BehindClusterTimeline { ours, cluster }),
-        _ => Ok(()),
+/// The announced timeline may not exist yet (its announcer died between announcing and promoting): then
+/// the announcer may promote again, and so may a node one timeline behind once the announcer answers that
+/// it never reached it.
+pub(crate) fn timeline_ok(
+    cfg: &CoreConfig,
+    c: &Cluster,
+    ours: super::types::Timeline,
+    peers: &[PeerProbe],
+) -> Result<(), Reason> {
+    let Some(cluster) = c.timeline.filter(|ct| ours < *ct) else {
+        return Ok(());
+    };
+    let next_is_announced = ours.0 + 1 == cluster.0;
+    let owner = c.timeline_owner.as_ref();
+    let announcer_short = owner
+        .and_then(|o| peers.iter().find(|p| &p.name == o))
+        .is_some_and(|p| {
+            p.answer
+                .as_ref()
+                .is_some_and(|a| a.timeline.is_some_and(|t| t < cluster))
+        });
+    if next_is_announced && (owner == Some(&cfg.name) || announcer_short) {
+        return Ok(());
     }
+    Err(Reason::BehindClusterTimeline { ours, cluster })
 }
 
 /// Whether our WAL position is within `maximum_lag_on_failover` of the leader's last published one.

@@ -207,20 +207,20 @@ pub(crate) fn no_leader(ctx: &Ctx, mem: &mut Memory, c: &Cluster) -> Plan {
     if let Some(cand) = c.switchover.as_ref().and_then(|s| s.candidate.clone()) {
         if cand == ctx.cfg.name {
             if let Local::Replica(r) = ctx.local {
+                // Nor may it start a second writer: a reachable peer still running as primary blocks.
+                let Some(peers) = ctx.peers else {
+                    return Plan::act_now(Reason::ProbingPeers, vec![Action::ProbePeers], ctx.now);
+                };
+                if let Some(peer) = election::running_primary(ctx.cfg, peers) {
+                    return Plan::idle(Reason::PrimaryStillRunning { peer });
+                }
                 // Even an operator's choice must not fork history under a timeline ID already in use.
-                if let Err(reason) = election::timeline_ok(c, r.timeline) {
+                if let Err(reason) = election::timeline_ok(ctx.cfg, c, r.timeline, peers) {
                     let why = reason.to_string();
                     return Plan::act(
                         Reason::SwitchoverRefused { why },
                         vec![Action::ClearSwitchover],
                     );
-                }
-                // Nor may it start a second writer: a reachable peer still running as primary blocks.
-                let Some(peers) = &ctx.obs.peers else {
-                    return Plan::act_now(Reason::ProbingPeers, vec![Action::ProbePeers], ctx.now);
-                };
-                if let Some(peer) = election::running_primary(ctx.cfg, peers) {
-                    return Plan::idle(Reason::PrimaryStillRunning { peer });
                 }
                 return Plan::act_now(
                     Reason::FailoverCandidateAcquiring,
@@ -237,7 +237,7 @@ pub(crate) fn no_leader(ctx: &Ctx, mem: &mut Memory, c: &Cluster) -> Plan {
 
 /// Whether the requested candidate answered as a replica in the last probe (None: not probed yet).
 fn candidate_alive(ctx: &Ctx, cand: &NodeName) -> Option<bool> {
-    let peers = ctx.obs.peers.as_ref()?;
+    let peers = ctx.peers?;
     Some(peers.iter().any(|p| {
         &p.name == cand
             && p.answer
@@ -273,17 +273,17 @@ fn race(ctx: &Ctx, c: &Cluster) -> Plan {
         }
         _ => return Plan::idle(Reason::NoLeaderWaiting),
     };
-    let timeline = if ctx.cfg.mutant(MutantName::RaceIgnoresTimeline) {
-        Ok(())
-    } else {
-        election::timeline_ok(c, r.timeline)
-    };
-    if let Err(reason) = timeline.and_then(|()| election::lag_ok(ctx.cfg, c, r.lsn)) {
+    if let Err(reason) = election::lag_ok(ctx.cfg, c, r.lsn) {
         return Plan::idle(reason);
     }
-    let Some(peers) = &ctx.obs.peers else {
+    let Some(peers) = ctx.peers else {
         return Plan::act_now(Reason::ProbingPeers, vec![Action::ProbePeers], ctx.now);
     };
+    if !ctx.cfg.mutant(MutantName::RaceIgnoresTimeline) {
+        if let Err(reason) = election::timeline_ok(ctx.cfg, c, r.timeline, peers) {
+            return Plan::idle(reason);
+        }
+    }
     match election::healthiest(ctx.cfg, (r.timeline, r.lsn), peers) {
         Ok(()) if ctx.cfg.mutant(MutantName::PromoteBeforeAck) => Plan::act_now(
             Reason::Acquiring,
@@ -313,7 +313,7 @@ fn paused_no_leader(ctx: &Ctx, c: &Cluster) -> Plan {
             what: "no leader; not racing".into(),
         });
     }
-    let Some(peers) = &ctx.obs.peers else {
+    let Some(peers) = ctx.peers else {
         return Plan::act_now(Reason::ProbingPeers, vec![Action::ProbePeers], ctx.now);
     };
     let all_answer_not_primary = peers.iter().filter(|p| p.name != ctx.cfg.name).all(|p| {
@@ -322,7 +322,7 @@ fn paused_no_leader(ctx: &Ctx, c: &Cluster) -> Plan {
             .is_some_and(|a| a.role != Some(PgRole::Primary))
     });
     if let (Local::Replica(r), true) = (ctx.local, all_answer_not_primary) {
-        if let Err(reason) = election::timeline_ok(c, r.timeline) {
+        if let Err(reason) = election::timeline_ok(ctx.cfg, c, r.timeline, peers) {
             let why = reason.to_string();
             return Plan::act(
                 Reason::SwitchoverRefused { why },

@@ -44,6 +44,9 @@ pub(crate) fn cycle(ctx: &Ctx, mem: &mut Memory, c: &Cluster) -> Plan {
         return Plan::act_now(reason, vec![Action::AcquireLeader], ctx.now);
     };
     let renew_due = ctx.now >= lease.renew_due;
+    if let Some(plan) = behind_cluster_timeline(ctx, c) {
+        return plan;
+    }
     match ctx.local {
         Local::Primary(r) if r.timeline > c.timeline.unwrap_or(super::types::Timeline(1)) => {
             Plan::act_now(
@@ -212,7 +215,7 @@ fn switchover_release(
     renew_due: bool,
 ) -> Plan {
     let candidate = c.switchover.as_ref().and_then(|s| s.candidate.clone());
-    let caught_up = ctx.obs.peers.as_ref().is_some_and(|peers| {
+    let caught_up = ctx.peers.is_some_and(|peers| {
         peers.iter().any(|p| {
             let wanted = candidate.as_ref().is_none_or(|cand| *cand == p.name);
             wanted
@@ -236,4 +239,22 @@ fn switchover_release(
     }
     // Probe again soon: the candidate usually has the checkpoint within milliseconds.
     Plan::act(wait, actions).wake(ctx.now.plus_ms(ctx.cfg.timing.loop_wait_ms / 10))
+}
+
+/// Holding the key with data on a timeline older than the cluster's: promoting or restarting in place would
+/// fork history under a timeline ID already in use. Give the key up; a node with the newer timeline leads.
+fn behind_cluster_timeline(ctx: &Ctx, c: &Cluster) -> Option<Plan> {
+    let ours = match ctx.local {
+        Local::Replica(r) => r.timeline,
+        Local::Stopped(cd) => cd.timeline,
+        _ => return None,
+    };
+    if ctx
+        .cfg
+        .mutant(super::config::MutantName::RaceIgnoresTimeline)
+    {
+        return None;
+    }
+    let reason = election::timeline_ok(ctx.cfg, c, ours, ctx.peers.unwrap_or(&[])).err()?;
+    Some(Plan::act_now(reason, vec![Action::ReleaseLeader], ctx.now))
 }

@@ -13,6 +13,9 @@ pub struct Observation {
     pub wall_ms: u64,
     pub pg: PgState,
     pub store: StoreView,
+    /// When the read behind `store` was sent: a snapshot older than `retry_timeout` (an agent frozen between
+    /// reading and deciding) is treated as no snapshot at all.
+    pub store_read_at: Millis,
     /// Peer probes, present when the previous decision asked for them.
     pub peers: Option<Vec<PeerProbe>>,
     /// Outcomes of the previous decision's actions, in order; the shell stops at the first that does not succeed.
@@ -46,6 +49,8 @@ pub struct Cluster {
     pub optime: Option<Lsn>,
     /// The newest timeline the store knows of: the last `history` entry's timeline + 1, as in Patroni.
     pub timeline: Option<Timeline>,
+    /// Who announced `timeline` (the `new_leader` of the last `history` line).
+    pub timeline_owner: Option<NodeName>,
 }
 
 impl Cluster {

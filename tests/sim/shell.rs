@@ -69,6 +69,8 @@ fn wake(w: &mut World, i: usize) {
     }
     a.busy = true;
     let (gen, consistent) = (a.gen, a.consistent_next);
+    let sent = w.local(i).0;
+    w.nodes[i].agent.read_sent_at = sent;
     let retry = w.timing().retry_timeout_ms;
     if w.reaches_store(i) {
         let at = w.t + latency(w);
@@ -120,11 +122,13 @@ fn observe_and_decide(w: &mut World, i: usize, view: Option<Cluster>) {
     let now = w.local(i);
     let a = &mut w.nodes[i].agent;
     let job = std::mem::replace(&mut a.job, JobStatus::Idle);
+    let store_read_at = Millis(a.read_sent_at);
     let obs = Observation {
         now,
         wall_ms: w.t,
         pg: w.nodes[i].pg.state(&names),
         store: view.map_or(StoreView::Unavailable, StoreView::Available),
+        store_read_at,
         peers: w.nodes[i].agent.peers.take(),
         outcomes: std::mem::take(&mut w.nodes[i].agent.outcomes),
         job: job.clone(),
@@ -303,7 +307,7 @@ fn apply(w: &mut World, i: usize, action: &Action) -> ActionOutcomeKind {
             Done
         }
         Action::WriteHistory(tl) => {
-            w.store.timeline = Some(tl.0);
+            w.store.timeline = Some((tl.0, i));
             Done
         }
         other => unreachable!("not a store call: {other:?}"),

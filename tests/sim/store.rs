@@ -36,7 +36,7 @@ pub struct Store {
     pub pause: bool,
     pub switchover: Option<Switchover>,
     pub optime: Option<u64>,
-    pub timeline: Option<u32>,
+    pub timeline: Option<(u32, usize)>,
     pub index: u64,
     /// Snapshots for stale reads: (true time, cluster).
     past: Vec<(u64, Cluster)>,
@@ -195,7 +195,8 @@ impl Store {
                 .collect(),
             switchover: self.switchover.clone(),
             optime: self.optime.map(Lsn),
-            timeline: self.timeline.map(Timeline),
+            timeline: self.timeline.map(|(tl, _)| Timeline(tl)),
+            timeline_owner: self.timeline.map(|(_, owner)| names[owner].clone()),
         }
     }
 
