@@ -152,6 +152,9 @@ pub struct NodeStatus {
     pub lag_bytes: Option<u64>,
     pub paused: bool,
     pub noloadbalance: bool,
+    /// A replica whose history is known to have diverged, or that is not streaming and cannot compare its
+    /// history with the leader's: it must not look healthy (Patroni's pitfall of the forked old primary).
+    pub diverged: bool,
     pub timeline: Option<Timeline>,
     pub lsn: Option<Lsn>,
     /// When the cycle that produced this status ran (liveness).

@@ -10,14 +10,15 @@ pub fn primary_ok(s: &NodeStatus, now: Millis) -> bool {
 }
 
 /// `GET /replica?lag=`: a running replica within `max_lag_bytes` of the leader's last published position
-/// (unknown lag passes only when no limit is asked), not tagged `noloadbalance`.
+/// (unknown lag passes only when no limit is asked), not tagged `noloadbalance`, not suspected of having
+/// forked from the leader's history.
 pub fn replica_ok(s: &NodeStatus, max_lag_bytes: Option<u64>) -> bool {
     let lag_fine = match (max_lag_bytes, s.lag_bytes) {
         (None, _) => true,
         (Some(max), Some(lag)) => lag <= max,
         (Some(_), None) => false,
     };
-    s.role == NodeRole::Replica && s.running && !s.noloadbalance && lag_fine
+    s.role == NodeRole::Replica && s.running && !s.noloadbalance && !s.diverged && lag_fine
 }
 
 /// `GET /liveness`: the HA loop ran within `ttl_ms`.

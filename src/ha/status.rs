@@ -115,6 +115,7 @@ pub(crate) fn node(ctx: &Ctx, mem: &Memory) -> NodeStatus {
         lag_bytes,
         paused: mem.paused,
         noloadbalance: ctx.cfg.noloadbalance,
+        diverged: diverged(ctx, mem, cluster),
         timeline,
         lsn,
         cycle_at: ctx.now,
@@ -122,4 +123,22 @@ pub(crate) fn node(ctx: &Ctx, mem: &Memory) -> NodeStatus {
             .and_then(|c| c.leader_name().cloned())
             .or_else(|| mem.last_leader.clone()),
     }
+}
+
+/// Whether a running replica may have forked from the leader's history.
+fn diverged(ctx: &Ctx, mem: &Memory, cluster: Option<&super::observation::Cluster>) -> bool {
+    let Local::Replica(r) = ctx.local else {
+        return false;
+    };
+    let leader = cluster
+        .and_then(|c| c.leader_name())
+        .or(mem.last_leader.as_ref());
+    let known_forked = matches!(&mem.divergence, Some(super::observation::Divergence::NeedRewind { leader: l }) if Some(l) == leader);
+    let leader_tl = cluster
+        .and_then(|c| leader.and_then(|l| c.member(l)))
+        .and_then(|m| m.timeline);
+    // Not streaming and unable to compare with the leader (no store, or the leader on another timeline):
+    // we cannot vouch for this replica's history.
+    let unverifiable = cluster.is_none() || leader_tl.is_some_and(|tl| tl != r.timeline);
+    known_forked || (!r.streaming && unverifiable)
 }

@@ -78,7 +78,8 @@ pub fn health_single(w: &mut World) {
 }
 
 /// A node whose history diverged from the primary's is not reported as a healthy replica for longer than it
-/// takes to notice (2 * ttl): Patroni's "stuck on a forked timeline while list looks healthy" (pitfall 14).
+/// takes to notice (2 * ttl) while it can reach the store: Patroni's "stuck on a forked timeline while list
+/// looks healthy" (pitfall 14).
 pub fn no_silent_divergence(w: &mut World) {
     let Some(p) = w.nodes.iter().position(|n| n.pg.is_primary()) else {
         return;
@@ -93,8 +94,10 @@ pub fn no_silent_divergence(w: &mut World) {
             n.pg.data
                 .as_ref()
                 .is_some_and(|d| !d.compatible_with(&primary));
-        // A frozen agent answers no HTTP request, healthy or not.
-        let says_healthy = n.agent.alive
+        // A frozen agent answers no HTTP request, healthy or not. A replica cut off from the store cannot
+        // know the cluster moved on and keeps serving reads (as in Patroni): judged once it can see again.
+        let says_healthy = w.reaches_store(i)
+            && n.agent.alive
             && !n.agent.frozen
             && matches!(n.pg.run, Run::Replica { .. })
             && n.agent
