@@ -433,10 +433,16 @@ async fn etcd_one_frozen_member_of_three_is_routed_around() {
         "frozen member: {failures} failed cycles, steady after {:?}",
         started.elapsed()
     );
-    // The adapter moves to the next endpoint after a failure: one lost cycle, not one in three forever.
+    // The adapter moves to the next endpoint after a failure: one lost cycle for the frozen member, and up to
+    // two more while the others elect a new raft leader if the frozen one was it; not one call in three forever.
     assert!(
-        failures <= 1,
+        failures <= 3,
         "{failures} failed cycles before settling on a live member"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "settled only after {:?}",
+        started.elapsed()
     );
     cluster.members[0].sigcont();
 }

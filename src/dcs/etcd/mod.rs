@@ -146,12 +146,14 @@ impl EtcdDcs {
         result
     }
 
-    /// Move to the next endpoint (with more than one), connecting afresh on the next call.
+    /// After an unavailable store: connect afresh on the next call, to the next endpoint when there are
+    /// several. A fresh channel matters even with one endpoint: after a dropped connection tonic may hand the
+    /// next request to a connection that is already dead, failing one more call after the network healed.
     fn next_endpoint(&self) {
         if self.settings.endpoints.len() > 1 {
             self.endpoint.fetch_add(1, Ordering::Relaxed);
-            self.stale_client.store(true, Ordering::Relaxed);
         }
+        self.stale_client.store(true, Ordering::Relaxed);
     }
 
     /// Grant a fresh lease and remember it.
