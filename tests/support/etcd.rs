@@ -1,7 +1,8 @@
 //! A real etcd for tests: `/usr/bin/etcd` on free loopback ports in a temp dir, stopped by PID on drop.
 //!
-//! `sigstop`/`sigcont` freeze and thaw the server (a hung store, as opposed to a dead one). A three-member
-//! cluster is available for quorum tests through [`EtcdCluster`].
+//! `sigstop`/`sigcont` freeze and thaw the server (a hung store, as opposed to a dead one); `kill`/`restart`
+//! crash it and bring it back on the same ports and data. [`EtcdCluster`] runs three members for quorum tests,
+//! and [`DropProxy`] sits in front of a server to drop every connection on demand.
 #![allow(dead_code)] // each test binary uses a different part of the harness
 
 use std::io::{Read, Write};
