@@ -123,9 +123,12 @@ pub fn decide(cfg: &CoreConfig, mem: &Memory, obs: &Observation) -> Decision {
         .wake_at
         .unwrap_or_else(|| ctx.now.plus_ms(cfg.timing.loop_wait_ms))
         .max(ctx.now);
-    let wake_at = mem
-        .lease
-        .map_or(wake_at, |l| wake_at.min(l.renew_due.max(ctx.now)));
+    let store_up = matches!(obs.store, StoreView::Available(_));
+    // Renewal time wakes us only when a renewal can be sent; with the store away the plan sets the pace.
+    let wake_at = match mem.lease {
+        Some(l) if store_up => wake_at.min(l.renew_due.max(ctx.now)),
+        _ => wake_at,
+    };
     let store_deadline = ctx
         .now
         .plus_ms(call_budget_ms(&cfg.timing, mem.lease.as_ref(), ctx.now));

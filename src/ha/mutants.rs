@@ -11,7 +11,7 @@ pub enum Mutant {
     NoFenceWhenStoreDown,
     /// Health says "primary" whatever the lease.
     HealthIgnoresLease,
-    /// Rejoin without checking for divergence.
+    /// Rejoin without checking for divergence, and never suspect a replica's history (Patroni's pitfall).
     SkipDivergenceCheck,
     /// Never race for a free leader key.
     NeverRace,

@@ -1,6 +1,7 @@
 //! Deterministic simulator: N agents running the real `decide` against a Consul model and a PostgreSQL model,
 //! with faults, and checkers after every event. `TENURE_SIM_SEEDS=n` runs n random seeds;
 //! `TENURE_SIM_SEED=s TENURE_SIM_TRACE=1 cargo test --test sim -- replay_seed --nocapture` replays one.
+mod checker_tests;
 mod checkers;
 mod dsl;
 mod local;

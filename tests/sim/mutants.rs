@@ -1,1 +1,133 @@
+//! Test the tester: each deliberately broken rule (feature `mutants`) must make a checker fail.
+use std::panic::{catch_unwind, AssertUnwindSafe};
 
+use tenure::ha::mutants::Mutant;
+use tenure::ha::WatchdogMode;
+
+use crate::dsl::Sim;
+
+/// Run `scenario` and return the panic message (the checker's verdict), if any.
+fn verdict(scenario: impl FnOnce()) -> Option<String> {
+    let result = catch_unwind(AssertUnwindSafe(scenario));
+    result.err().map(|e| {
+        e.downcast_ref::<String>().cloned().or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_default()
+    })
+}
+
+/// Try seeds until one trips a checker; return its message.
+fn first_failure(seeds: std::ops::Range<u64>, run: impl Fn(u64)) -> String {
+    for seed in seeds.clone() {
+        if let Some(msg) = verdict(|| run(seed)) {
+            println!("seed {seed}: {}", msg.lines().next().unwrap_or(""));
+            return msg;
+        }
+    }
+    panic!("no checker failed within seeds {seeds:?}: the checkers cannot see this mutant");
+}
+
+fn assert_tripped(msg: &str, checkers: &[&str]) {
+    assert!(
+        checkers.iter().any(|c| msg.contains(c)),
+        "expected one of {checkers:?} to fail, got: {}",
+        msg.lines().next().unwrap_or("")
+    );
+}
+
+fn mutant_sim(seed: u64, m: Mutant) -> Sim {
+    Sim::with(seed, 3, |_, c| c.mutant = Some(m))
+}
+
+#[test]
+fn mutant_promote_before_ack_trips_single_writer_or_lease_covers() {
+    let msg = first_failure(1..50, |seed| crate::random::run_seed(seed, |_, c| c.mutant = Some(Mutant::PromoteBeforeAck)));
+    assert_tripped(&msg, &["SingleWriter", "LeaseCovers"]);
+}
+
+#[test]
+fn mutant_lease_from_reply_trips_lease_covers() {
+    let msg = first_failure(1..300, |seed| {
+        let mut sim = mutant_sim(seed, Mutant::LeaseFromReply);
+        sim.w.knobs.slow_ms = 1_900;
+        sim.w.knobs.drop_reply_pct = 0;
+        let mut sim = sim.started();
+        for _ in 0..4 {
+            sim.run_for(3_000 + seed % 2_000);
+            let p = sim.primary().unwrap_or(0);
+            sim.partition_from_store(p);
+            sim.run_for(sim.ttl() * 2);
+            sim.heal_all();
+            sim.run_for(sim.ttl());
+        }
+    });
+    assert_tripped(&msg, &["LeaseCovers", "SingleWriter"]);
+}
+
+#[test]
+fn mutant_no_fence_when_store_down_trips_lease_covers() {
+    let msg = first_failure(1..5, |seed| {
+        let mut sim = mutant_sim(seed, Mutant::NoFenceWhenStoreDown).started();
+        let p = sim.primary_now();
+        sim.partition_from_store(p);
+        sim.run_for(sim.ttl() * 3);
+    });
+    assert_tripped(&msg, &["LeaseCovers", "SingleWriter"]);
+}
+
+#[test]
+fn mutant_watchdog_never_fires_trips_lease_covers() {
+    let msg = first_failure(1..5, |seed| {
+        let mut sim = Sim::with(seed, 3, |_, c| {
+            c.watchdog = WatchdogMode::Required;
+            c.mutant = Some(Mutant::WatchdogNeverFires);
+        })
+        .started();
+        let p = sim.primary_now();
+        sim.freeze_agent_and_fencer(p);
+        sim.run_for(sim.ttl() * 3);
+    });
+    assert_tripped(&msg, &["LeaseCovers", "SingleWriter"]);
+}
+
+#[test]
+fn mutant_health_ignores_lease_trips_health_single() {
+    let msg = first_failure(1..200, |seed| {
+        let mut sim = mutant_sim(seed, Mutant::HealthIgnoresLease).started();
+        let p = sim.primary_now();
+        sim.partition_from_store(p);
+        sim.run_for(sim.ttl() * 2);
+    });
+    assert_tripped(&msg, &["HealthSingle"]);
+}
+
+#[test]
+fn mutant_skip_divergence_check_trips_no_silent_divergence() {
+    let msg = first_failure(1..20, |seed| {
+        let mut sim = mutant_sim(seed, Mutant::SkipDivergenceCheck).started();
+        let p = sim.primary_now();
+        // Cut off from peers too, so the old primary writes WAL nobody else receives.
+        sim.isolate(p);
+        sim.run_for(sim.ttl() * 2);
+        sim.heal_all();
+        sim.run_for(sim.ttl() * 4);
+    });
+    assert_tripped(&msg, &["NoSilentDivergence"]);
+}
+
+#[test]
+fn mutant_never_race_trips_liveness() {
+    let msg = first_failure(1..5, |seed| {
+        let mut sim = mutant_sim(seed, Mutant::NeverRace).started();
+        let p = sim.primary_now();
+        sim.crash_host(p);
+        sim.run_until_converged(sim.ttl() * 6);
+    });
+    assert_tripped(&msg, &["Liveness"]);
+}
+
+#[test]
+fn mutant_race_ignores_timeline_trips_timeline_monotone() {
+    let msg = first_failure(1..400, |seed| {
+        crate::random::run_seed(seed, |_, c| c.mutant = Some(Mutant::RaceIgnoresTimeline))
+    });
+    assert_tripped(&msg, &["TimelineMonotone"]);
+}

@@ -54,7 +54,9 @@ fn inject(sim: &mut Sim, pick: &mut Rng, watchdog: bool) {
         12 => sim.shutdown_agent(target),
         13 if !sim.w.peer_cut.is_empty() || sim.w.store_cut.iter().any(|c| *c) => sim.heal_all(),
         13 => sim.pause(),
-        14 => sim.resume(),
+        // Resuming while a paused primary cannot hear of it is the documented pause hazard (ARCHITECTURE.md):
+        // the operator resumes once every agent runs and reaches the store.
+        14 if resume_is_safe(sim) => sim.resume(),
         15 => {
             let cand = pick.pick(n);
             sim.switchover(Some(cand), None)
@@ -93,4 +95,9 @@ fn replay_seed() {
         return;
     };
     run_seed(seed, |_, _| {});
+}
+
+fn resume_is_safe(sim: &Sim) -> bool {
+    let w = &sim.w;
+    !w.store_down && w.store_cut.iter().all(|c| !c) && w.nodes.iter().all(|n| n.agent.alive && !n.agent.frozen)
 }
