@@ -202,6 +202,7 @@ pub enum Reason {
     BehindClusterTimeline { ours: Timeline, cluster: Timeline },
     LostRace { leader: NodeName },
     NoLeaderWaiting,
+    ResumeGrace { remaining_ms: u64 },
     // demotion
     DemotingLockLost,
     DemotingOtherLeader { leader: NodeName },
@@ -284,6 +285,10 @@ impl fmt::Display for Reason {
             ),
             LostRace { leader } => write!(f, "following new leader {leader} after failing to obtain the lock"),
             NoLeaderWaiting => write!(f, "the leader key is free; waiting"),
+            ResumeGrace { remaining_ms } => write!(
+                f,
+                "the cluster was just resumed: not racing for {remaining_ms} ms, until a paused primary's fence lapses"
+            ),
             DemotingLockLost => write!(f, "demoting: the leader lock was lost"),
             DemotingOtherLeader { leader } => write!(f, "demoting: {leader} holds the leader key"),
             DemotingNoLease => write!(f, "stopping a primary that holds no lease"),

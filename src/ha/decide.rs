@@ -203,6 +203,9 @@ fn absorb_one(
 
 /// The store answered: the full HA logic.
 fn with_store(ctx: &Ctx, mem: &mut Memory, c: &Cluster) -> Plan {
+    if mem.paused && !c.config.pause {
+        mem.resumed_at = Some(ctx.now);
+    }
     mem.paused = c.config.pause;
     if let Some(l) = c.leader_name() {
         mem.last_leader = Some(l.clone());

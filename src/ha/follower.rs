@@ -232,7 +232,7 @@ pub(crate) fn no_leader(ctx: &Ctx, mem: &mut Memory, c: &Cluster) -> Plan {
             return wait_for_candidate(cand);
         }
     }
-    race(ctx, c)
+    race(ctx, mem, c)
 }
 
 /// Whether the requested candidate answered as a replica in the last probe (None: not probed yet).
@@ -255,12 +255,21 @@ fn wait_for_candidate(cand: NodeName) -> Plan {
 
 /// Patroni's race: only a running replica that may promote, within the lag limit, that no reachable peer
 /// beats, and while no reachable peer still runs as primary.
-fn race(ctx: &Ctx, c: &Cluster) -> Plan {
+fn race(ctx: &Ctx, mem: &Memory, c: &Cluster) -> Plan {
     if !ctx.cfg.can_promote() {
         return Plan::idle(Reason::NoFailover);
     }
     if ctx.cfg.mutant(MutantName::NeverRace) {
         return Plan::idle(Reason::NoLeaderWaiting);
+    }
+    // A paused primary extends its fence (and its health) by one usable TTL per cycle whatever the store
+    // says; after a resume, wait that long so it has heard of the resume or stopped.
+    let t = &ctx.cfg.timing;
+    let grace_ms = t.usable_session_ms() - t.fence_budget_ms;
+    if let Some(at) = mem.resumed_at.filter(|at| ctx.now.since(*at) < grace_ms) {
+        let remaining_ms = grace_ms - ctx.now.since(at);
+        return Plan::idle(Reason::ResumeGrace { remaining_ms })
+            .wake(ctx.now.plus_ms(remaining_ms));
     }
     let r = match ctx.local {
         Local::Replica(r) => r,

@@ -256,5 +256,9 @@ fn behind_cluster_timeline(ctx: &Ctx, c: &Cluster) -> Option<Plan> {
         return None;
     }
     let reason = election::timeline_ok(ctx.cfg, c, ours, ctx.peers.unwrap_or(&[])).err()?;
+    if ctx.peers.is_none() {
+        // The announcer of the newer timeline may answer that it never reached it: ask before giving up.
+        return Some(Plan::act_now(reason, vec![Action::ProbePeers], ctx.now));
+    }
     Some(Plan::act_now(reason, vec![Action::ReleaseLeader], ctx.now))
 }

@@ -10,6 +10,8 @@ pub struct Memory {
     pub lease: Option<Lease>,
     /// The last pause flag seen in the store (kept while the store is unreachable).
     pub paused: bool,
+    /// When we saw the cluster resume: a paused primary's fence may still run for one usable TTL.
+    pub resumed_at: Option<Millis>,
     /// The last leader seen, and its timeline, for rejoin decisions while the store is unreachable.
     pub last_leader: Option<NodeName>,
     /// When we first saw our PostgreSQL down while holding the key (primary_start_timeout).

@@ -127,7 +127,10 @@ pub(crate) fn node(ctx: &Ctx, mem: &Memory) -> NodeStatus {
 
 /// Whether a running replica may have forked from the leader's history.
 fn diverged(ctx: &Ctx, mem: &Memory, cluster: Option<&super::observation::Cluster>) -> bool {
-    if ctx.cfg.mutant(super::config::MutantName::SkipDivergenceCheck) {
+    if ctx
+        .cfg
+        .mutant(super::config::MutantName::SkipDivergenceCheck)
+    {
         return false;
     }
     let Local::Replica(r) = ctx.local else {

@@ -13,7 +13,14 @@ fn single_writer_fails_on_two_primaries() {
     let r = sim.replicas()[0];
     sim.w.nodes[r].pg.run = Run::Primary;
     checkers::single_writer(&mut sim.w);
-    assert!(sim.w.violations.iter().any(|v| v.starts_with("SingleWriter")), "{:?}", sim.w.violations);
+    assert!(
+        sim.w
+            .violations
+            .iter()
+            .any(|v| v.starts_with("SingleWriter")),
+        "{:?}",
+        sim.w.violations
+    );
 }
 
 #[test]
@@ -21,7 +28,14 @@ fn lease_covers_fails_when_the_primary_lost_its_key() {
     let mut sim = settled();
     sim.w.store.leader = None;
     checkers::lease_covers(&mut sim.w);
-    assert!(sim.w.violations.iter().any(|v| v.starts_with("LeaseCovers")), "{:?}", sim.w.violations);
+    assert!(
+        sim.w
+            .violations
+            .iter()
+            .any(|v| v.starts_with("LeaseCovers")),
+        "{:?}",
+        sim.w.violations
+    );
 }
 
 #[test]
@@ -33,7 +47,14 @@ fn health_single_fails_when_two_nodes_answer_primary() {
     let shift = sim.w.nodes[r].clock_offset as i64 - sim.w.nodes[p].clock_offset as i64;
     sim.w.nodes[r].clock_offset = (sim.w.nodes[r].clock_offset as i64 - shift) as u64;
     checkers::health_single(&mut sim.w);
-    assert!(sim.w.violations.iter().any(|v| v.starts_with("HealthSingle")), "{:?}", sim.w.violations);
+    assert!(
+        sim.w
+            .violations
+            .iter()
+            .any(|v| v.starts_with("HealthSingle")),
+        "{:?}",
+        sim.w.violations
+    );
 }
 
 #[test]
@@ -48,7 +69,14 @@ fn no_silent_divergence_fails_for_a_forked_replica_that_looks_healthy() {
     checkers::no_silent_divergence(&mut sim.w);
     sim.w.t += grace + 1;
     checkers::no_silent_divergence(&mut sim.w);
-    assert!(sim.w.violations.iter().any(|v| v.starts_with("NoSilentDivergence")), "{:?}", sim.w.violations);
+    assert!(
+        sim.w
+            .violations
+            .iter()
+            .any(|v| v.starts_with("NoSilentDivergence")),
+        "{:?}",
+        sim.w.violations
+    );
 }
 
 #[test]
@@ -58,7 +86,14 @@ fn timeline_monotone_fails_on_a_reused_timeline() {
     sim.w.timelines.insert(2);
     let action = tenure::ha::Action::Promote;
     crate::local::execute(&mut sim.w, r, &action);
-    assert!(sim.w.violations.iter().any(|v| v.starts_with("TimelineMonotone")), "{:?}", sim.w.violations);
+    assert!(
+        sim.w
+            .violations
+            .iter()
+            .any(|v| v.starts_with("TimelineMonotone")),
+        "{:?}",
+        sim.w.violations
+    );
 }
 
 #[test]

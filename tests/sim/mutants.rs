@@ -10,7 +10,10 @@ use crate::dsl::Sim;
 fn verdict(scenario: impl FnOnce()) -> Option<String> {
     let result = catch_unwind(AssertUnwindSafe(scenario));
     result.err().map(|e| {
-        e.downcast_ref::<String>().cloned().or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_default()
+        e.downcast_ref::<String>()
+            .cloned()
+            .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_default()
     })
 }
 
@@ -39,7 +42,9 @@ fn mutant_sim(seed: u64, m: Mutant) -> Sim {
 
 #[test]
 fn mutant_promote_before_ack_trips_single_writer_or_lease_covers() {
-    let msg = first_failure(1..50, |seed| crate::random::run_seed(seed, |_, c| c.mutant = Some(Mutant::PromoteBeforeAck)));
+    let msg = first_failure(1..50, |seed| {
+        crate::random::run_seed(seed, |_, c| c.mutant = Some(Mutant::PromoteBeforeAck))
+    });
     assert_tripped(&msg, &["SingleWriter", "LeaseCovers"]);
 }
 

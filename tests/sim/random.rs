@@ -25,7 +25,8 @@ pub fn run_seed(seed: u64, adjust: impl Fn(usize, &mut tenure::ha::CoreConfig)) 
     sim.heal_all();
     sim.run_for(1_000);
     sim.resume();
-    // A shutdown requested during the faults may only now have completed: bring every agent back.
+    // A shutdown requested during the faults may only now complete: let it, then bring every agent back.
+    sim.run_for(2_000);
     sim.heal_all();
     sim.run_until_converged(ttl * 6);
 }
@@ -99,5 +100,7 @@ fn replay_seed() {
 
 fn resume_is_safe(sim: &Sim) -> bool {
     let w = &sim.w;
-    !w.store_down && w.store_cut.iter().all(|c| !c) && w.nodes.iter().all(|n| n.agent.alive && !n.agent.frozen)
+    !w.store_down
+        && w.store_cut.iter().all(|c| !c)
+        && w.nodes.iter().all(|n| n.agent.alive && !n.agent.frozen)
 }
