@@ -1,0 +1,94 @@
+//! The REST API (warp): health checks, status, metrics and control, answered from the agent's published status.
+mod auth;
+pub mod control;
+pub mod health;
+mod metrics;
+pub mod requests;
+mod router;
+pub mod settings;
+pub mod state;
+mod status;
+mod transport;
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use tokio::net::TcpListener;
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+pub use control::{
+    Accepted, Control, ControlError, FailoverRequest, ReinitializeRequest, RestartRequest,
+    RestartRole, SwitchoverRequest,
+};
+pub use health::parse_lag;
+pub use router::MAX_BODY_BYTES;
+pub use settings::RestApiSettings;
+pub use state::{ApiState, Clock, Published, RuntimeCounters};
+
+/// Why the API could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    #[error("cannot listen on {addr} for the REST API: {source}")]
+    Bind {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("REST API listener: {0}")]
+    Listener(std::io::Error),
+    #[error("REST API TLS: {0}")]
+    Tls(String),
+}
+
+/// Bind `settings.listen` (the agent's way in; tests bind `127.0.0.1:0` themselves).
+pub async fn bind(settings: &RestApiSettings) -> Result<TcpListener, ApiError> {
+    TcpListener::bind(settings.listen)
+        .await
+        .map_err(|source| ApiError::Bind {
+            addr: settings.listen,
+            source,
+        })
+}
+
+/// Serve the API on `listener` until `shutdown` completes; returns the bound address and the task, which
+/// ends once in-flight requests are answered. TLS files are read here, so a bad file fails start-up.
+pub async fn serve(
+    settings: RestApiSettings,
+    state: ApiState,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(SocketAddr, JoinHandle<()>), ApiError> {
+    let addr = listener.local_addr().map_err(ApiError::Listener)?;
+    let tls = transport::tls_acceptor(&settings)?;
+    let auth = auth::Auth::from_settings(&settings);
+    if auth.is_open() {
+        tracing::warn!(
+            %addr,
+            "REST API: allow_unauthenticated is set: anyone who can reach this port can pause, \
+             switch over, fail over, restart and reinitialize"
+        );
+    } else if !auth.has_credentials() {
+        tracing::warn!(
+            %addr,
+            "REST API: no credentials configured: the control endpoints answer 403"
+        );
+    }
+    let tls_on = tls.is_some();
+    let ctx = Arc::new(router::Ctx {
+        state,
+        auth,
+        ttl_ms: settings.ttl_ms,
+    });
+    let (tx, rx) = mpsc::channel(64);
+    let accept = tokio::spawn(transport::accept_loop(listener, tls, tx));
+    let server = warp::serve(router::filter(ctx))
+        .serve_incoming_with_graceful_shutdown(transport::Incoming(rx), shutdown);
+    let task = tokio::spawn(async move {
+        server.await;
+        let _ = accept.await;
+        tracing::info!(%addr, "REST API stopped");
+    });
+    tracing::info!(%addr, tls = tls_on, "REST API listening");
+    Ok((addr, task))
+}

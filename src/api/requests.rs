@@ -1,0 +1,234 @@
+//! Request bodies of the mutating endpoints: strict JSON (unknown fields refused) into `Control` requests.
+use serde::Deserialize;
+
+use super::control::{
+    FailoverRequest, ReinitializeRequest, RestartRequest, RestartRole, SwitchoverRequest,
+};
+use crate::dcs::keys::parse_rfc3339_ms;
+use crate::ha::NodeName;
+
+/// A body the API refuses with 400 and this message.
+pub type BadRequest = String;
+
+/// What `POST /failover` turns into: Patroni treats a failover naming a `leader` as a switchover.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FailoverOrSwitchover {
+    Failover(FailoverRequest),
+    Switchover(SwitchoverRequest),
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SwitchoverBody {
+    #[serde(default)]
+    leader: Option<String>,
+    #[serde(default)]
+    candidate: Option<String>,
+    #[serde(default)]
+    scheduled_at: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RestartBody {
+    #[serde(default)]
+    schedule: Option<String>,
+    #[serde(default)]
+    role: Option<String>,
+    #[serde(default)]
+    postgres_version: Option<String>,
+    #[serde(default)]
+    timeout: Option<serde_json::Value>,
+    #[serde(default)]
+    restart_pending: Option<bool>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ReinitializeBody {
+    #[serde(default)]
+    force: Option<bool>,
+    #[serde(default)]
+    from_leader: Option<bool>,
+}
+
+/// `PATCH /config`: a JSON object to merge.
+pub fn config_patch(body: &[u8]) -> Result<serde_json::Value, BadRequest> {
+    let value: serde_json::Value = json(body)?;
+    if !value.is_object() {
+        return Err("the config patch must be a JSON object".into());
+    }
+    Ok(value)
+}
+
+/// `POST /switchover`: `leader` required; `candidate` must differ from it; `scheduled_at` with a time zone.
+pub fn switchover(body: &[u8]) -> Result<SwitchoverRequest, BadRequest> {
+    let b: SwitchoverBody = json(body)?;
+    let leader =
+        name(b.leader).ok_or("Switchover could be performed only from a specific leader")?;
+    switchover_request(leader, name(b.candidate), b.scheduled_at)
+}
+
+/// `POST /failover`: `candidate` required, never scheduled; with a `leader` it is a switchover.
+pub fn failover(body: &[u8]) -> Result<FailoverOrSwitchover, BadRequest> {
+    let b: SwitchoverBody = json(body)?;
+    let candidate = name(b.candidate);
+    match name(b.leader) {
+        Some(leader) => switchover_request(leader, candidate, b.scheduled_at)
+            .map(FailoverOrSwitchover::Switchover),
+        None => {
+            if b.scheduled_at.is_some() {
+                return Err("Failover can't be scheduled".into());
+            }
+            let candidate =
+                candidate.ok_or("Failover could be performed only to a specific candidate")?;
+            Ok(FailoverOrSwitchover::Failover(FailoverRequest {
+                candidate,
+            }))
+        }
+    }
+}
+
+/// `POST /restart`: an empty body means now, unconditionally.
+pub fn restart(body: &[u8]) -> Result<RestartRequest, BadRequest> {
+    if blank(body) {
+        return Ok(RestartRequest::default());
+    }
+    let b: RestartBody = json(body)?;
+    let role = match b.role.as_deref() {
+        None => None,
+        Some("primary") | Some("master") => Some(RestartRole::Primary),
+        Some("replica") => Some(RestartRole::Replica),
+        Some(_) => return Err("PostgreSQL role should be either primary or replica".into()),
+    };
+    let timeout_s = b.timeout.as_ref().map(timeout_seconds).transpose()?;
+    let schedule_ms = match b.schedule.as_deref() {
+        Some(s) => Some(parse_rfc3339_ms(s)?),
+        None => None,
+    };
+    Ok(RestartRequest {
+        schedule: b.schedule,
+        schedule_ms,
+        role,
+        postgres_version: b.postgres_version,
+        timeout_s,
+        restart_pending: b.restart_pending.unwrap_or(false),
+    })
+}
+
+/// `POST /reinitialize`: an empty body means `{}`.
+pub fn reinitialize(body: &[u8]) -> Result<ReinitializeRequest, BadRequest> {
+    if blank(body) {
+        return Ok(ReinitializeRequest::default());
+    }
+    let b: ReinitializeBody = json(body)?;
+    Ok(ReinitializeRequest {
+        force: b.force.unwrap_or(false),
+        from_leader: b.from_leader.unwrap_or(false),
+    })
+}
+
+/// Endpoints that take no body (`POST /reload`, `DELETE /switchover`) refuse one that is not empty.
+pub fn no_body(body: &[u8]) -> Result<(), BadRequest> {
+    if blank(body) {
+        Ok(())
+    } else {
+        Err("this endpoint takes no request body".into())
+    }
+}
+
+fn switchover_request(
+    leader: NodeName,
+    candidate: Option<NodeName>,
+    scheduled_at: Option<String>,
+) -> Result<SwitchoverRequest, BadRequest> {
+    if candidate.as_ref() == Some(&leader) {
+        return Err("Switchover target and source are the same".into());
+    }
+    let scheduled_at = scheduled_at.filter(|s| !s.trim().is_empty());
+    let scheduled_at_ms = match scheduled_at.as_deref() {
+        Some(s) => Some(parse_rfc3339_ms(s)?),
+        None => None,
+    };
+    Ok(SwitchoverRequest {
+        leader,
+        candidate,
+        scheduled_at,
+        scheduled_at_ms,
+    })
+}
+
+fn json<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, BadRequest> {
+    if blank(body) {
+        return Err("empty request body: a JSON object is required".into());
+    }
+    serde_json::from_slice(body).map_err(|e| format!("invalid JSON body: {e}"))
+}
+
+fn blank(body: &[u8]) -> bool {
+    body.iter().all(u8::is_ascii_whitespace)
+}
+
+fn name(s: Option<String>) -> Option<NodeName> {
+    s.filter(|s| !s.trim().is_empty()).map(NodeName)
+}
+
+/// `timeout`: seconds as a number or as text (`"30"`, `"30s"`).
+fn timeout_seconds(v: &serde_json::Value) -> Result<u64, BadRequest> {
+    let bad = || format!("timeout must be a number of seconds, got {v}");
+    match v {
+        serde_json::Value::Number(n) => n.as_u64().ok_or_else(bad),
+        serde_json::Value::String(s) => {
+            let s = s.trim();
+            s.strip_suffix('s')
+                .unwrap_or(s)
+                .trim()
+                .parse()
+                .map_err(|_| bad())
+        }
+        _ => Err(bad()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn switchover_needs_a_leader_and_a_time_zone() {
+        assert!(switchover(br#"{"candidate":"b"}"#).is_err());
+        assert!(switchover(br#"{"leader":"a","candidate":"a"}"#).is_err());
+        assert!(switchover(br#"{"leader":"a","scheduled_at":"2030-01-01T00:00"}"#).is_err());
+        let r = switchover(br#"{"leader":"a","scheduled_at":"2030-01-01T00:00Z"}"#).unwrap();
+        assert_eq!(r.scheduled_at_ms, Some(1_893_456_000_000));
+        assert!(switchover(br#"{"leader":"a","extra":1}"#)
+            .unwrap_err()
+            .contains("unknown field"));
+    }
+
+    #[test]
+    fn failover_with_a_leader_is_a_switchover() {
+        assert!(matches!(
+            failover(br#"{"leader":"a","candidate":"b"}"#),
+            Ok(FailoverOrSwitchover::Switchover(_))
+        ));
+        assert!(failover(br#"{"candidate":"b","scheduled_at":"2030-01-01T00:00Z"}"#).is_err());
+        assert!(failover(b"{}").is_err());
+    }
+
+    #[test]
+    fn restart_and_reinitialize_accept_empty_bodies() {
+        assert_eq!(restart(b"").unwrap(), RestartRequest::default());
+        assert_eq!(
+            restart(br#"{"timeout":"30s"}"#).unwrap().timeout_s,
+            Some(30)
+        );
+        assert!(restart(br#"{"role":"leader"}"#).is_err());
+        assert!(
+            reinitialize(br#"{"from_leader":true}"#)
+                .unwrap()
+                .from_leader
+        );
+        assert!(no_body(b"x").is_err());
+    }
+}

@@ -1,0 +1,317 @@
+//! Request dispatch: one warp filter hands method, path, query, headers and body to `handle`.
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use warp::http::header::{
+    HeaderValue, AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE, WWW_AUTHENTICATE,
+};
+use warp::http::{HeaderMap, Method, Response, StatusCode};
+use warp::hyper::Body;
+use warp::{Buf, Filter, Stream};
+
+use super::auth::{Auth, Denied};
+use super::control::{Accepted, ControlError};
+use super::health::{healthy, Check, HealthQuery};
+use super::requests::{self, FailoverOrSwitchover};
+use super::state::ApiState;
+use super::{metrics, status};
+
+/// Largest request body accepted (413 beyond).
+pub const MAX_BODY_BYTES: usize = 64 * 1024;
+
+/// Paths served other than the health checks (for 405 versus 404).
+const PATHS: [&str; 10] = [
+    "/patroni",
+    "/cluster",
+    "/history",
+    "/config",
+    "/metrics",
+    "/switchover",
+    "/failover",
+    "/restart",
+    "/reinitialize",
+    "/reload",
+];
+
+/// What every request handler shares.
+pub struct Ctx {
+    pub state: ApiState,
+    pub auth: Auth,
+    pub ttl_ms: u64,
+}
+
+/// The whole API as one warp filter.
+pub fn filter(
+    ctx: Arc<Ctx>,
+) -> impl Filter<Extract = (Response<Body>,), Error = warp::Rejection> + Clone + Send + Sync + 'static
+{
+    let query = warp::query::raw().or(warp::any().map(String::new)).unify();
+    warp::method()
+        .and(warp::path::full())
+        .and(query)
+        .and(warp::header::headers_cloned())
+        .and(warp::body::stream())
+        .and_then(
+            move |method: Method, path: warp::path::FullPath, query: String, headers, body| {
+                let ctx = ctx.clone();
+                async move {
+                    let r =
+                        handle(&ctx, method.as_str(), path.as_str(), &query, &headers, body).await;
+                    Ok::<_, Infallible>(r)
+                }
+            },
+        )
+}
+
+async fn handle<S, B>(
+    ctx: &Ctx,
+    method: &str,
+    path: &str,
+    query: &str,
+    headers: &HeaderMap,
+    body: S,
+) -> Response<Body>
+where
+    S: Stream<Item = Result<B, warp::Error>>,
+    B: Buf,
+{
+    let read = matches!(method, "GET" | "HEAD");
+    if let Some(check) = Check::for_path(path) {
+        return match method {
+            "GET" | "HEAD" | "OPTIONS" => health(ctx, check, query, method != "GET"),
+            _ => text(405, "method not allowed"),
+        };
+    }
+    let state = &ctx.state;
+    match (read, path) {
+        (true, "/patroni") => json(200, &status::patroni_json(&state.published.borrow())),
+        (true, "/cluster") => from_snapshot(ctx, |p, c| (200, status::cluster_json(p, c))),
+        (true, "/history") => from_snapshot(ctx, |_, c| {
+            (
+                200,
+                c.history.clone().unwrap_or_else(|| serde_json::json!([])),
+            )
+        }),
+        (true, "/config") => from_snapshot(ctx, |_, c| match &c.config {
+            Some((v, _)) => (200, v.clone()),
+            None => (502, serde_json::json!("no config in the store")),
+        }),
+        (true, "/metrics") => {
+            let now = (state.clock)();
+            let body = metrics::render(&state.published.borrow(), now);
+            respond(200, "text/plain; version=0.0.4; charset=utf-8", body)
+        }
+        _ => match (method, path) {
+            ("PATCH", "/config")
+            | ("POST" | "DELETE", "/switchover")
+            | ("POST", "/failover" | "/restart" | "/reinitialize" | "/reload") => {
+                control(ctx, method, path, headers, body).await
+            }
+            _ if PATHS.contains(&path) => text(405, "method not allowed"),
+            _ => text(404, "not found"),
+        },
+    }
+}
+
+/// A health check: 200 or 503, with `/patroni`'s body on GET except for liveness/readiness.
+fn health(ctx: &Ctx, check: Check, query: &str, code_only: bool) -> Response<Body> {
+    let q = match HealthQuery::parse(&parse_query(query)) {
+        Ok(q) => q,
+        Err(message) => return text(400, &message),
+    };
+    let now = (ctx.state.clock)();
+    let p = ctx.state.published.borrow();
+    let code = if healthy(check, &q, &p, now, ctx.ttl_ms) {
+        200
+    } else {
+        503
+    };
+    if code_only || !check.has_body() {
+        return respond(code, "text/plain; charset=utf-8", Vec::new());
+    }
+    json(code, &status::patroni_json(&p))
+}
+
+/// Answer from the last store snapshot; 503 before the first one.
+fn from_snapshot(
+    ctx: &Ctx,
+    f: impl FnOnce(&super::Published, &crate::dcs::ClusterSnapshot) -> (u16, serde_json::Value),
+) -> Response<Body> {
+    let p = ctx.state.published.borrow();
+    match &p.cluster {
+        Some(c) => {
+            let (code, v) = f(&p, c);
+            json(code, &v)
+        }
+        None => text(
+            503,
+            "the cluster state is not known yet: no successful read of the store",
+        ),
+    }
+}
+
+/// A mutating request: credentials, then the bounded body, then its parse, then the agent's answer.
+async fn control<S, B>(
+    ctx: &Ctx,
+    method: &str,
+    path: &str,
+    headers: &HeaderMap,
+    body: S,
+) -> Response<Body>
+where
+    S: Stream<Item = Result<B, warp::Error>>,
+    B: Buf,
+{
+    if let Err(denied) = ctx
+        .auth
+        .check(headers.get(AUTHORIZATION).map(HeaderValue::as_bytes))
+    {
+        tracing::info!(
+            method,
+            path,
+            status = denied.status(),
+            "REST API: refused a control request"
+        );
+        let mut r = text(denied.status(), denied.message());
+        if denied == Denied::Missing {
+            r.headers_mut().insert(
+                WWW_AUTHENTICATE,
+                HeaderValue::from_static(ctx.auth.challenge()),
+            );
+        }
+        return r;
+    }
+    let bytes = match read_body(headers, body).await {
+        Ok(b) => b,
+        Err(r) => return r,
+    };
+    let c = &ctx.state.control;
+    let outcome: Result<Response<Body>, ControlError> = async {
+        Ok(match (method, path) {
+            ("PATCH", _) => json(
+                200,
+                &c.patch_config(bad(requests::config_patch(&bytes))?).await?,
+            ),
+            ("POST", "/switchover") => {
+                accepted(c.switchover(bad(requests::switchover(&bytes))?).await?)
+            }
+            ("DELETE", _) => {
+                bad(requests::no_body(&bytes))?;
+                accepted(c.cancel_switchover().await?)
+            }
+            ("POST", "/failover") => match bad(requests::failover(&bytes))? {
+                FailoverOrSwitchover::Failover(r) => accepted(c.failover(r).await?),
+                FailoverOrSwitchover::Switchover(r) => accepted(c.switchover(r).await?),
+            },
+            ("POST", "/restart") => accepted(c.restart(bad(requests::restart(&bytes))?).await?),
+            ("POST", "/reinitialize") => {
+                accepted(c.reinitialize(bad(requests::reinitialize(&bytes))?).await?)
+            }
+            _ => {
+                bad(requests::no_body(&bytes))?;
+                accepted(c.reload().await?)
+            }
+        })
+    }
+    .await;
+    let r = outcome.unwrap_or_else(|e| text(e.status, &e.message));
+    tracing::info!(
+        method,
+        path,
+        status = r.status().as_u16(),
+        "REST API: control request"
+    );
+    r
+}
+
+/// The body, at most `MAX_BODY_BYTES` (413 beyond, whether announced by Content-Length or not).
+async fn read_body<S, B>(headers: &HeaderMap, body: S) -> Result<Vec<u8>, Response<Body>>
+where
+    S: Stream<Item = Result<B, warp::Error>>,
+    B: Buf,
+{
+    let too_large = || {
+        text(
+            413,
+            &format!("request body larger than {MAX_BODY_BYTES} bytes"),
+        )
+    };
+    let announced = headers
+        .get(CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if announced.is_some_and(|n| n > MAX_BODY_BYTES as u64) {
+        return Err(too_large());
+    }
+    let mut body = std::pin::pin!(body);
+    let mut out = Vec::new();
+    while let Some(chunk) = std::future::poll_fn(|cx| body.as_mut().poll_next(cx)).await {
+        let mut chunk =
+            chunk.map_err(|e| text(400, &format!("cannot read the request body: {e}")))?;
+        if out.len() + chunk.remaining() > MAX_BODY_BYTES {
+            return Err(too_large());
+        }
+        while chunk.has_remaining() {
+            let part = chunk.chunk();
+            out.extend_from_slice(part);
+            let n = part.len();
+            chunk.advance(n);
+        }
+    }
+    Ok(out)
+}
+
+/// `a=1&tag_zone=b%20c` into decoded pairs (`+` is a space; a bad escape stays as written).
+fn parse_query(q: &str) -> Vec<(String, String)> {
+    q.split('&')
+        .filter(|kv| !kv.is_empty())
+        .map(|kv| {
+            let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
+            (decode(k), decode(v))
+        })
+        .collect()
+}
+
+fn decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let hex = |c: u8| (c as char).to_digit(16);
+        match b[i] {
+            b'+' => out.push(b' '),
+            b'%' if i + 2 < b.len() && hex(b[i + 1]).is_some() && hex(b[i + 2]).is_some() => {
+                out.push((hex(b[i + 1]).unwrap_or(0) * 16 + hex(b[i + 2]).unwrap_or(0)) as u8);
+                i += 2;
+            }
+            c => out.push(c),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// A request body the API refuses: 400 with the parser's message.
+fn bad<T>(parsed: Result<T, String>) -> Result<T, ControlError> {
+    parsed.map_err(|m| ControlError::new(400, m))
+}
+
+fn accepted(a: Accepted) -> Response<Body> {
+    text(a.status, &a.message)
+}
+
+fn json(status: u16, v: &serde_json::Value) -> Response<Body> {
+    respond(status, "application/json", v.to_string())
+}
+
+fn text(status: u16, message: &str) -> Response<Body> {
+    respond(status, "text/plain; charset=utf-8", message.to_string())
+}
+
+fn respond(status: u16, content_type: &'static str, body: impl Into<Body>) -> Response<Body> {
+    let mut r = Response::new(body.into());
+    *r.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    r.headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
+    r
+}

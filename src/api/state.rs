@@ -1,0 +1,96 @@
+//! What the API answers from: the status the agent publishes after every cycle, its clock, its control port.
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use tokio::sync::watch;
+
+use super::control::Control;
+use crate::dcs::{ClusterSnapshot, MemberRecord};
+use crate::ha::{Millis, NodeRole, NodeStatus};
+
+/// The agent's monotonic clock (the same one the core's `now` comes from).
+pub type Clock = Arc<dyn Fn() -> Millis + Send + Sync>;
+
+/// Published by the agent runtime after every cycle (`watch::Sender<Published>::send_replace`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Published {
+    /// Cluster name (`scope`) and our member name.
+    pub scope: String,
+    pub name: String,
+    /// What the health checks answer from (`Decision::status`).
+    pub status: NodeStatus,
+    /// Our own `members/<name>` record: `/patroni`'s state, role, timeline and WAL positions. A replica
+    /// fills `receive_lsn`/`replay_lsn` (shown as `xlog.received_location`/`replayed_location`); a primary
+    /// only `xlog_location` (shown as `xlog.location`).
+    pub member: MemberRecord,
+    /// The last store snapshot (`/cluster`, `/history`, `/config`); `None` before the first good read.
+    pub cluster: Option<ClusterSnapshot>,
+    /// Our tags as configured (`/patroni`'s `tags`, `/replica?tag_<k>=<v>`).
+    pub tags: BTreeMap<String, serde_json::Value>,
+    /// `server_version_num` of the running PostgreSQL.
+    pub server_version: Option<u32>,
+    /// `pg_postmaster_start_time()` as text, and as Unix seconds for the metric.
+    pub postmaster_start_time: Option<String>,
+    pub postmaster_start_unix_s: Option<f64>,
+    pub database_system_identifier: Option<String>,
+    /// Unix seconds of the last successful store read.
+    pub dcs_last_seen_unix_s: Option<u64>,
+    /// Counters and gauges the runtime keeps (metrics only).
+    pub counters: RuntimeCounters,
+}
+
+/// Plain numbers the runtime fills in for `/metrics`.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RuntimeCounters {
+    /// How long the last HA cycle took (observe + decide + execute).
+    pub cycle_duration_ms: u64,
+    /// Store call failures since start, by kind (`unavailable`, `conflict`, `session_invalid`, `bad_data`).
+    pub store_errors: BTreeMap<String, u64>,
+    /// Role changes of the local PostgreSQL since start.
+    pub role_changes: u64,
+}
+
+impl Published {
+    /// What the API shows before the first cycle: nothing running, nothing healthy.
+    pub fn starting(scope: &str, name: &str, now: Millis) -> Self {
+        Published {
+            scope: scope.to_string(),
+            name: name.to_string(),
+            status: NodeStatus {
+                role: NodeRole::Uninitialized,
+                running: false,
+                streaming: false,
+                lease_deadline: None,
+                lag_bytes: None,
+                paused: false,
+                noloadbalance: false,
+                diverged: false,
+                timeline: None,
+                lsn: None,
+                cycle_at: now,
+                leader: None,
+            },
+            member: MemberRecord {
+                state: "stopped".into(),
+                role: "uninitialized".into(),
+                ..MemberRecord::default()
+            },
+            cluster: None,
+            tags: BTreeMap::new(),
+            server_version: None,
+            postmaster_start_time: None,
+            postmaster_start_unix_s: None,
+            database_system_identifier: None,
+            dcs_last_seen_unix_s: None,
+            counters: RuntimeCounters::default(),
+        }
+    }
+}
+
+/// What `serve` reads and calls. Cheap to clone.
+#[derive(Clone)]
+pub struct ApiState {
+    pub published: watch::Receiver<Published>,
+    pub clock: Clock,
+    pub control: Arc<dyn Control>,
+}

@@ -1,0 +1,179 @@
+//! The JSON of `GET /patroni` and `GET /cluster`, shaped as Patroni's (patroni-compat §1.1).
+use serde_json::{json, Map, Value};
+
+use super::state::Published;
+use crate::dcs::{ClusterSnapshot, MemberRecord};
+
+/// tenure's version as `/patroni` and `patroni_version` report it.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// `GET /patroni` (and the body of the health checks).
+pub fn patroni_json(p: &Published) -> Value {
+    let m = &p.member;
+    let mut out = Map::new();
+    let state = if m.state.is_empty() {
+        if p.status.running {
+            "running"
+        } else {
+            "stopped"
+        }
+    } else {
+        m.state.as_str()
+    };
+    out.insert("state".into(), json!(state));
+    if let Some(t) = &p.postmaster_start_time {
+        out.insert("postmaster_start_time".into(), json!(t));
+    }
+    out.insert("role".into(), json!(m.role));
+    if let Some(v) = p.server_version {
+        out.insert("server_version".into(), json!(v));
+    }
+    if let Some(x) = xlog(m) {
+        out.insert("xlog".into(), x);
+    }
+    if let Some(tl) = m.timeline.or(p.status.timeline.map(|t| t.0)) {
+        out.insert("timeline".into(), json!(tl));
+    }
+    if let Some(r) = &m.replication_state {
+        out.insert("replication_state".into(), json!(r));
+    }
+    if p.status.paused {
+        out.insert("pause".into(), json!(true));
+    }
+    if p.cluster.as_ref().is_some_and(unlocked) {
+        out.insert("cluster_unlocked".into(), json!(true));
+    }
+    if let Some(s) = p.dcs_last_seen_unix_s {
+        out.insert("dcs_last_seen".into(), json!(s));
+    }
+    if !p.tags.is_empty() {
+        out.insert("tags".into(), json!(p.tags));
+    }
+    if let Some(id) = &p.database_system_identifier {
+        out.insert("database_system_identifier".into(), json!(id));
+    }
+    out.insert(
+        "patroni".into(),
+        json!({"version": VERSION, "scope": p.scope, "name": p.name}),
+    );
+    Value::Object(out)
+}
+
+/// A replica reports what it received and replayed; a primary (no receive/replay positions) its location.
+fn xlog(m: &MemberRecord) -> Option<Value> {
+    if m.receive_lsn.is_some() || m.replay_lsn.is_some() {
+        let received = m.receive_lsn.or(m.replay_lsn);
+        let replayed = m.replay_lsn.or(m.receive_lsn);
+        return Some(
+            json!({"received_location": received, "replayed_location": replayed,
+            "replayed_timestamp": null, "paused": false}),
+        );
+    }
+    m.xlog_location.map(|l| json!({ "location": l }))
+}
+
+/// The snapshot has no leader key.
+pub fn unlocked(c: &ClusterSnapshot) -> bool {
+    c.cluster.leader.is_none()
+}
+
+/// `GET /cluster` from the last snapshot: members sorted by name, the leader marked `leader`, the others
+/// `replica`, with lag against the leader's published position.
+pub fn cluster_json(p: &Published, c: &ClusterSnapshot) -> Value {
+    let leader = c.cluster.leader_name().map(|n| n.as_str());
+    let optime = c.cluster.optime.map(|l| l.0);
+    let members: Vec<Value> = c
+        .members
+        .iter()
+        .map(|(name, m)| member_json(name, m, leader == Some(name.as_str()), optime))
+        .collect();
+    let mut out = Map::new();
+    out.insert("members".into(), Value::Array(members));
+    if c.cluster.config.pause {
+        out.insert("pause".into(), json!(true));
+    }
+    if let Some(s) = c.switchover.as_ref().filter(|s| s.scheduled_at.is_some()) {
+        out.insert(
+            "scheduled_switchover".into(),
+            json!({"at": s.scheduled_at, "from": s.leader, "to": s.member}),
+        );
+    }
+    out.insert("scope".into(), json!(p.scope));
+    Value::Object(out)
+}
+
+fn member_json(name: &str, m: &MemberRecord, is_leader: bool, optime: Option<u64>) -> Value {
+    let (host, port) = host_port(&m.conn_url);
+    let mut out = Map::new();
+    out.insert("name".into(), json!(name));
+    out.insert(
+        "role".into(),
+        json!(if is_leader { "leader" } else { "replica" }),
+    );
+    let state = m.replication_state.as_deref().unwrap_or(&m.state);
+    out.insert("state".into(), json!(state));
+    out.insert("api_url".into(), json!(m.api_url));
+    out.insert("host".into(), json!(host));
+    out.insert("port".into(), json!(port));
+    if let Some(tl) = m.timeline {
+        out.insert("timeline".into(), json!(tl));
+    }
+    if !m.tags.is_empty() {
+        out.insert("tags".into(), json!(m.tags));
+    }
+    if !is_leader {
+        let lsn = [m.xlog_location, m.receive_lsn, m.replay_lsn]
+            .into_iter()
+            .flatten()
+            .max();
+        let lag = |pos: Option<u64>| match (optime, pos) {
+            (Some(o), Some(l)) => json!(o.saturating_sub(l)),
+            _ => json!("unknown"),
+        };
+        out.insert("lsn".into(), json!(lsn));
+        out.insert("lag".into(), lag(lsn));
+        out.insert("receive_lsn".into(), json!(m.receive_lsn));
+        out.insert("receive_lag".into(), lag(m.receive_lsn));
+        out.insert("replay_lsn".into(), json!(m.replay_lsn));
+        out.insert("replay_lag".into(), lag(m.replay_lsn));
+    }
+    Value::Object(out)
+}
+
+/// Host and port of `postgres://[user[:pw]@]host[:port][/db][?..]` (Patroni shows both in `/cluster`).
+fn host_port(conn_url: &str) -> (Option<String>, Option<u16>) {
+    let rest = conn_url.split_once("://").map_or(conn_url, |(_, r)| r);
+    let authority = rest.split(['/', '?']).next().unwrap_or("");
+    let hostport = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    if hostport.is_empty() {
+        return (None, None);
+    }
+    if let Some(v6) = hostport.strip_prefix('[') {
+        let (host, after) = v6.split_once(']').unwrap_or((v6, ""));
+        let port = after.strip_prefix(':').and_then(|p| p.parse().ok());
+        return (Some(host.to_string()), port.or(Some(5432)));
+    }
+    match hostport.rsplit_once(':') {
+        Some((h, p)) => (Some(h.to_string()), p.parse().ok()),
+        None => (Some(hostport.to_string()), Some(5432)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::host_port;
+
+    #[test]
+    fn conn_urls_give_host_and_port() {
+        assert_eq!(
+            host_port("postgres://rep:pw@10.0.0.2:5433/postgres"),
+            (Some("10.0.0.2".into()), Some(5433))
+        );
+        assert_eq!(host_port("postgres://h/db"), (Some("h".into()), Some(5432)));
+        assert_eq!(
+            host_port("postgresql://[::1]:6000"),
+            (Some("::1".into()), Some(6000))
+        );
+        assert_eq!(host_port(""), (None, None));
+    }
+}

@@ -1,0 +1,286 @@
+//! REST API tests: every health path's code per node status, status JSON, metrics; control and TLS in `api/`.
+use std::sync::atomic::Ordering;
+
+use reqwest::Method;
+use tenure::api;
+use tenure::ha::Millis;
+
+#[path = "api/control.rs"]
+mod control;
+#[path = "api/harness.rs"]
+mod harness;
+#[path = "api/tls.rs"]
+mod tls;
+
+use harness::*;
+
+#[tokio::test]
+async fn primary_with_lease_is_healthy_as_primary_only() {
+    let api = Api::start(settings(), primary(NOW + 10_000)).await;
+    assert_codes(
+        &api,
+        &[
+            ("/", 200),
+            ("/primary", 200),
+            ("/read-write", 200),
+            ("/master", 200),
+            ("/leader", 200),
+            ("/replica", 503),
+            ("/read-only", 200),
+            ("/health", 200),
+            ("/liveness", 200),
+            ("/readiness", 200),
+        ],
+    )
+    .await;
+    let (_, body) = api.code(Method::GET, "/primary").await;
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["role"], "primary");
+    assert_eq!(v["state"], "running");
+    assert_eq!(v["xlog"]["location"], 0x3000060);
+    assert_eq!(v["timeline"], 3);
+    assert_eq!(v["server_version"], 160004);
+    assert_eq!(v["patroni"]["scope"], "batman");
+    assert_eq!(v["patroni"]["name"], "pg1");
+    assert!(v.get("pause").is_none());
+    api.shutdown().await;
+}
+
+#[tokio::test]
+async fn primary_past_its_deadline_is_not_primary_r4() {
+    let api = Api::start(settings(), primary(NOW + 10_000)).await;
+    api.now.store(NOW + 10_000, Ordering::SeqCst);
+    assert_codes(
+        &api,
+        &[
+            ("/", 503),
+            ("/primary", 503),
+            ("/read-write", 503),
+            ("/master", 503),
+            ("/leader", 503),
+            ("/replica", 503),
+            ("/read-only", 503),
+            ("/health", 200),
+            ("/liveness", 200),
+            ("/readiness", 503),
+        ],
+    )
+    .await;
+    // No deadline at all is the same answer.
+    api.set(|p| p.status.lease_deadline = None);
+    assert_eq!(api.get("/primary").await, 503);
+    api.shutdown().await;
+}
+
+#[tokio::test]
+async fn replica_answers_by_lag_and_tags() {
+    let api = Api::start(settings(), replica(1 << 20)).await;
+    assert_codes(
+        &api,
+        &[
+            ("/primary", 503),
+            ("/leader", 503),
+            ("/replica", 200),
+            ("/replica?lag=16MB", 200),
+            ("/replica?lag=1048576", 200),
+            ("/replica?lag=1kB", 503),
+            ("/read-only", 200),
+            ("/read-only?lag=1kB", 503),
+            ("/health", 200),
+            ("/readiness", 200),
+            ("/replica?tag_zone=a", 200),
+            ("/replica?tag_zone=b", 503),
+            ("/replica?tag_nofailover=true", 200),
+            ("/replica?tag_rack=1", 503),
+            ("/replica?lag=16MB&tag_zone=A", 200),
+        ],
+    )
+    .await;
+    let (status, body) = api.code(Method::GET, "/replica?lag=lots").await;
+    assert_eq!(status, 400);
+    assert!(body.contains("invalid lag value"), "{body}");
+    let (_, body) = api.code(Method::GET, "/replica").await;
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["xlog"]["received_location"], 100);
+    assert_eq!(v["xlog"]["replayed_location"], 90);
+    assert_eq!(v["replication_state"], "streaming");
+    assert_eq!(v["tags"]["zone"], "a");
+    // Unknown lag with a limit asked is not healthy.
+    api.set(|p| p.status.lag_bytes = None);
+    assert_eq!(api.get("/replica").await, 200);
+    assert_eq!(api.get("/replica?lag=16MB").await, 503);
+    api.shutdown().await;
+}
+
+#[tokio::test]
+async fn diverged_or_noloadbalance_replicas_are_not_replicas() {
+    let api = Api::start(settings(), replica(0)).await;
+    api.set(|p| p.status.diverged = true);
+    assert_codes(
+        &api,
+        &[("/replica", 503), ("/read-only", 503), ("/health", 200)],
+    )
+    .await;
+    api.set(|p| {
+        p.status.diverged = false;
+        p.status.noloadbalance = true;
+    });
+    assert_codes(
+        &api,
+        &[("/replica", 503), ("/read-only", 503), ("/primary", 503)],
+    )
+    .await;
+    api.set(|p| p.status.running = false);
+    assert_codes(&api, &[("/health", 503), ("/readiness", 503)]).await;
+    api.shutdown().await;
+}
+
+#[tokio::test]
+async fn paused_primary_is_healthy_while_its_fence_deadline_holds() {
+    let mut p = primary(NOW + 5_000);
+    p.status.paused = true;
+    let api = Api::start(settings(), p).await;
+    assert_codes(
+        &api,
+        &[("/primary", 200), ("/leader", 200), ("/replica", 503)],
+    )
+    .await;
+    let (_, body) = api.code(Method::GET, "/patroni").await;
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["pause"], true);
+    let (_, metrics) = api.code(Method::GET, "/metrics").await;
+    assert!(
+        metrics.contains("patroni_is_paused{scope=\"batman\",name=\"pg1\"} 1"),
+        "{metrics}"
+    );
+    // A frozen agent stops extending the deadline: the paused primary stops answering as primary.
+    api.now.store(NOW + 5_000, Ordering::SeqCst);
+    assert_codes(&api, &[("/primary", 503), ("/health", 200)]).await;
+    api.shutdown().await;
+}
+
+#[tokio::test]
+async fn liveness_follows_the_last_cycle() {
+    let api = Api::start(settings(), replica(0)).await;
+    api.now.store(NOW + TTL_MS, Ordering::SeqCst);
+    assert_eq!(api.get("/liveness").await, 200);
+    api.now.store(NOW + TTL_MS + 1, Ordering::SeqCst);
+    assert_eq!(api.get("/liveness").await, 503);
+    api.set(|p| p.status.cycle_at = Millis(NOW + TTL_MS));
+    assert_eq!(api.get("/liveness").await, 200);
+    api.shutdown().await;
+}
+
+#[tokio::test]
+async fn unknown_paths_and_methods() {
+    let api = Api::start(settings(), replica(0)).await;
+    assert_eq!(api.get("/nowhere").await, 404);
+    assert_eq!(api.code(Method::POST, "/primary").await.0, 405);
+    assert_eq!(api.code(Method::PUT, "/patroni").await.0, 405);
+    assert_eq!(api.code(Method::GET, "/switchover").await.0, 405);
+    api.shutdown().await;
+}
+
+#[tokio::test]
+async fn cluster_history_and_config_come_from_the_published_snapshot() {
+    let api = Api::start(settings(), replica(0)).await;
+    for path in ["/cluster", "/history", "/config"] {
+        assert_eq!(api.get(path).await, 503, "{path} before the first read");
+    }
+    api.set(|p| *p = with_cluster(p.clone()));
+    let (status, body) = api.code(Method::GET, "/cluster").await;
+    assert_eq!(status, 200);
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["scope"], "batman");
+    let members = v["members"].as_array().unwrap();
+    assert_eq!(members.len(), 2);
+    assert_eq!(members[0]["name"], "pg1");
+    assert_eq!(members[0]["role"], "leader");
+    assert_eq!(members[0]["state"], "running");
+    assert_eq!(members[0]["host"], "10.0.0.1");
+    assert_eq!(members[0]["port"], 5432);
+    assert_eq!(members[0]["api_url"], "http://10.0.0.1:8008/patroni");
+    assert_eq!(members[0]["timeline"], 3);
+    assert!(members[0].get("lag").is_none());
+    assert_eq!(members[1]["role"], "replica");
+    assert_eq!(members[1]["state"], "streaming");
+    assert_eq!(members[1]["port"], 5433);
+    assert_eq!(members[1]["lag"], 900);
+    assert_eq!(v["scheduled_switchover"]["to"], "pg2");
+    let (_, body) = api.code(Method::GET, "/history").await;
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&body).unwrap()[0][0],
+        1
+    );
+    let (_, body) = api.code(Method::GET, "/config").await;
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&body).unwrap()["loop_wait"],
+        10
+    );
+    api.set(|p| p.cluster.as_mut().unwrap().config = None);
+    assert_eq!(api.get("/config").await, 502);
+    api.shutdown().await;
+}
+
+#[tokio::test]
+async fn metrics_carry_patroni_and_tenure_names() {
+    let mut p = with_cluster(primary(NOW + 12_500));
+    p.dcs_last_seen_unix_s = Some(1_700_000_000);
+    p.counters.cycle_duration_ms = 42;
+    p.counters.role_changes = 3;
+    p.counters.store_errors.insert("unavailable".into(), 2);
+    let api = Api::start(settings(), p).await;
+    let (status, text) = api.code(Method::GET, "/metrics").await;
+    assert_eq!(status, 200);
+    let l = "{scope=\"batman\",name=\"pg1\"}";
+    for line in [
+        format!("patroni_version{l} 100"),
+        format!("patroni_postgres_running{l} 1"),
+        format!("patroni_primary{l} 1"),
+        format!("patroni_replica{l} 0"),
+        format!("patroni_xlog_location{l} {}", 0x3000060),
+        format!("patroni_xlog_received_location{l} 0"),
+        format!("patroni_xlog_replayed_location{l} 0"),
+        format!("patroni_postgres_timeline{l} 3"),
+        format!("patroni_cluster_unlocked{l} 0"),
+        format!("patroni_is_paused{l} 0"),
+        format!("patroni_dcs_last_seen{l} 1700000000"),
+        format!("patroni_postgres_server_version{l} 160004"),
+        format!("tenure_lease_remaining_seconds{l} 12.5"),
+        format!("tenure_cycle_duration_seconds{l} 0.042"),
+        "tenure_store_errors_total{scope=\"batman\",name=\"pg1\",kind=\"unavailable\"} 2"
+            .to_string(),
+        format!("tenure_role_changes_total{l} 3"),
+        "# TYPE patroni_xlog_location counter".to_string(),
+    ] {
+        assert!(
+            text.lines().any(|x| x == line),
+            "missing {line:?} in\n{text}"
+        );
+    }
+    api.shutdown().await;
+}
+
+#[test]
+fn lag_accepts_bytes_and_units() {
+    assert_eq!(api::parse_lag("16MB"), Ok(16 * 1024 * 1024));
+    assert_eq!(api::parse_lag("1kB"), Ok(1024));
+    assert_eq!(api::parse_lag("1KB"), Ok(1024));
+    assert_eq!(api::parse_lag("100"), Ok(100));
+    assert_eq!(api::parse_lag("100B"), Ok(100));
+    assert_eq!(api::parse_lag(" 2 GB "), Ok(2 << 30));
+    assert_eq!(api::parse_lag("1.5MB"), Ok(1_572_864));
+    assert_eq!(api::parse_lag("1TB"), Ok(1 << 40));
+    for bad in [
+        "",
+        "MB",
+        "-1",
+        "16XB",
+        "1e3",
+        "99999999999999999999",
+        "20000000TB",
+        "1.2.3",
+    ] {
+        assert!(api::parse_lag(bad).is_err(), "{bad:?} accepted");
+    }
+}

@@ -1,0 +1,150 @@
+//! TLS: the API over HTTPS with a throwaway PKI (openssl CLI), with and without client certificates.
+use std::path::Path;
+use std::process::Command;
+
+use super::harness::{primary, settings, Api, FakeControl, ADMIN, NOW};
+
+/// A CA, a server certificate for 127.0.0.1 and a client certificate in `dir`; false without openssl.
+fn pki(dir: &Path) -> bool {
+    if Command::new("openssl").arg("version").output().is_err() {
+        eprintln!("openssl not found: skipping the TLS test");
+        return false;
+    }
+    let run = |args: &[&str]| {
+        let out = Command::new("openssl")
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "openssl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    let ec = [
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+    ];
+    let mut ca = vec!["req", "-x509"];
+    ca.extend(ec);
+    ca.extend([
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.pem",
+        "-days",
+        "1",
+        "-subj",
+        "/CN=tenure api test CA",
+        "-addext",
+        "basicConstraints=critical,CA:TRUE",
+        "-addext",
+        "keyUsage=critical,keyCertSign",
+    ]);
+    run(&ca);
+    for (name, ext) in [
+        (
+            "server",
+            "subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n",
+        ),
+        ("client", "extendedKeyUsage=clientAuth\n"),
+    ] {
+        std::fs::write(
+            dir.join(format!("{name}.ext")),
+            format!("basicConstraints=CA:FALSE\nkeyUsage=digitalSignature\n{ext}"),
+        )
+        .unwrap();
+        let (key, csr, pem, extfile) = (
+            format!("{name}.key"),
+            format!("{name}.csr"),
+            format!("{name}.pem"),
+            format!("{name}.ext"),
+        );
+        let subj = format!("/CN={name}");
+        let mut req = vec!["req"];
+        req.extend(ec);
+        req.extend(["-keyout", &key, "-out", &csr, "-subj", &subj]);
+        run(&req);
+        run(&[
+            "x509",
+            "-req",
+            "-in",
+            &csr,
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            &pem,
+            "-days",
+            "1",
+            "-extfile",
+            &extfile,
+        ]);
+    }
+    true
+}
+
+fn client(dir: &Path, with_cert: bool) -> reqwest::Client {
+    let ca = reqwest::Certificate::from_pem(&std::fs::read(dir.join("ca.pem")).unwrap()).unwrap();
+    let mut b = reqwest::Client::builder()
+        .use_rustls_tls()
+        .add_root_certificate(ca);
+    if with_cert {
+        let mut pem = std::fs::read(dir.join("client.pem")).unwrap();
+        pem.extend(std::fs::read(dir.join("client.key")).unwrap());
+        b = b.identity(reqwest::Identity::from_pem(&pem).unwrap());
+    }
+    b.build().unwrap()
+}
+
+#[tokio::test]
+async fn https_with_and_without_client_certificates() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    if !pki(d) {
+        return;
+    }
+    let mut s = settings();
+    s.certfile = Some(d.join("server.pem"));
+    s.keyfile = Some(d.join("server.key"));
+    let api = Api::start_with(s.clone(), primary(NOW + 10_000), "https", client(d, false)).await;
+    assert_eq!(api.get("/primary").await, 200);
+    let (status, _) = api.send(reqwest::Method::POST, "/reload", ADMIN, "").await;
+    assert_eq!(status, 202);
+    api.shutdown().await;
+
+    s.cafile = Some(d.join("ca.pem"));
+    s.verify_client = true;
+    let api = Api::start_with(s.clone(), primary(NOW + 10_000), "https", client(d, true)).await;
+    assert_eq!(api.get("/primary").await, 200);
+    let anonymous = client(d, false)
+        .get(format!("{}/primary", api.base))
+        .send()
+        .await;
+    assert!(
+        anonymous.is_err(),
+        "a client without a certificate is refused: {anonymous:?}"
+    );
+    api.shutdown().await;
+
+    s.keyfile = Some(d.join("client.key"));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let state = tenure::api::ApiState {
+        published: tokio::sync::watch::channel(primary(NOW)).1,
+        clock: std::sync::Arc::new(|| tenure::ha::Millis(NOW)),
+        control: std::sync::Arc::new(FakeControl::default()),
+    };
+    let err = tenure::api::serve(s, state, listener, std::future::pending())
+        .await
+        .err();
+    assert!(
+        matches!(err, Some(tenure::api::ApiError::Tls(_))),
+        "{err:?}"
+    );
+}
