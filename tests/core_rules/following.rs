@@ -1,0 +1,244 @@
+//! A node that does not hold the key: follow the leader, rejoin after a divergence check, rewind or re-clone.
+use tenure::ha::*;
+
+use crate::builders::*;
+
+/// pg2 leads on timeline 1 at LSN 500.
+fn led_by_pg2() -> Cluster {
+    cluster().leader("pg2").optime(500)
+}
+
+fn need_rewind() -> Divergence {
+    Divergence::NeedRewind { leader: n("pg2") }
+}
+
+#[test]
+fn reason_following() {
+    let o = obs(1_000).pg_replica_of(1, 500, "pg2").store(led_by_pg2());
+    let d = decide(&cfg("pg1"), &mem(), &o);
+    expect(&d, Reason::Following { leader: n("pg2") }, &[]);
+    assert_eq!(d.member.state, MemberState::Streaming);
+}
+
+#[test]
+fn reason_reconfiguring() {
+    let o = obs(1_000).pg_replica_of(1, 500, "pg3").store(led_by_pg2());
+    let d = decide(&cfg("pg1"), &mem(), &o);
+    expect(
+        &d,
+        Reason::Reconfiguring { leader: n("pg2") },
+        &[Action::Follow {
+            upstream: Some(n("pg2")),
+        }],
+    );
+}
+
+#[test]
+fn reason_checking_divergence() {
+    let o = obs(1_000).pg_stopped(1, 500).store(led_by_pg2());
+    let d = decide(&cfg("pg1"), &mem(), &o);
+    expect(
+        &d,
+        Reason::CheckingDivergence { leader: n("pg2") },
+        &[Action::CheckDivergence { leader: n("pg2") }],
+    );
+    assert_eq!(d.wake_at, Millis(2_000));
+}
+
+#[test]
+fn a_replica_not_streaming_on_another_timeline_checks_its_history() {
+    let c = led_by_pg2().edit_member("pg2", |m| m.timeline = Some(Timeline(2)));
+    let o = obs(1_000).pg_replica(1, 500).store(c);
+    let d = decide(&cfg("pg1"), &mem(), &o);
+    expect(
+        &d,
+        Reason::CheckingDivergence { leader: n("pg2") },
+        &[Action::CheckDivergence { leader: n("pg2") }],
+    );
+    assert!(d.status.diverged, "it must not look like a healthy replica");
+}
+
+#[test]
+fn reason_starting_replica() {
+    let o = obs(1_000)
+        .pg_stopped(1, 500)
+        .store(led_by_pg2())
+        .divergence(Divergence::NoNeed { leader: n("pg2") });
+    let d = decide(&cfg("pg1"), &mem(), &o);
+    expect(
+        &d,
+        Reason::StartingReplica {
+            leader: Some(n("pg2")),
+        },
+        &[Action::StartReplica {
+            upstream: Some(n("pg2")),
+        }],
+    );
+}
+
+#[test]
+fn a_divergence_answer_about_another_leader_is_not_trusted() {
+    let o = obs(1_000)
+        .pg_stopped(1, 500)
+        .store(led_by_pg2())
+        .divergence(Divergence::NoNeed { leader: n("pg3") });
+    let d = decide(&cfg("pg1"), &mem(), &o);
+    expect(
+        &d,
+        Reason::CheckingDivergence { leader: n("pg2") },
+        &[Action::CheckDivergence { leader: n("pg2") }],
+    );
+}
+
+#[test]
+fn a_new_leader_term_forgets_the_old_divergence_answer() {
+    let m = mem()
+        .leader_index(1)
+        .remembers(Divergence::NoNeed { leader: n("pg2") });
+    let o = obs(1_000)
+        .pg_stopped(1, 500)
+        .store(led_by_pg2().leader_index(2));
+    let d = decide(&cfg("pg1"), &m, &o);
+    expect(
+        &d,
+        Reason::CheckingDivergence { leader: n("pg2") },
+        &[Action::CheckDivergence { leader: n("pg2") }],
+    );
+}
+
+#[test]
+fn an_unknown_divergence_answer_is_asked_again() {
+    let o = obs(1_000)
+        .pg_stopped(1, 500)
+        .store(led_by_pg2())
+        .divergence(Divergence::Unknown {
+            leader: n("pg2"),
+            why: "leader in recovery".into(),
+        });
+    let d = decide(&cfg("pg1"), &mem(), &o);
+    expect(
+        &d,
+        Reason::CheckingDivergence { leader: n("pg2") },
+        &[Action::CheckDivergence { leader: n("pg2") }],
+    );
+}
+
+#[test]
+fn reason_rewinding() {
+    let o = obs(1_000)
+        .pg_stopped(1, 500)
+        .store(led_by_pg2())
+        .divergence(need_rewind());
+    let d = decide(&cfg("pg1"), &mem(), &o);
+    expect(
+        &d,
+        Reason::Rewinding { leader: n("pg2") },
+        &[Action::StartJob(Job::Rewind { from: n("pg2") })],
+    );
+}
+
+#[test]
+fn reason_reinitializing() {
+    let o = obs(1_000)
+        .pg_stopped(1, 500)
+        .store(led_by_pg2())
+        .divergence(need_rewind());
+    let d = decide(&cfg("pg1").no_rewind().reinit_on_diverged(), &mem(), &o);
+    expect(
+        &d,
+        Reason::Reinitializing { leader: n("pg2") },
+        &[Action::StartJob(Job::Reinit { from: n("pg2") })],
+    );
+}
+
+#[test]
+fn reason_diverged_no_rewind() {
+    let o = obs(1_000)
+        .pg_stopped(1, 500)
+        .store(led_by_pg2())
+        .divergence(need_rewind());
+    let d = decide(&cfg("pg1").no_rewind(), &mem(), &o);
+    expect(&d, Reason::DivergedNoRewind { leader: n("pg2") }, &[]);
+}
+
+#[test]
+fn reason_rewind_failed_staying() {
+    let m = mem().leader_index(1).remembers(need_rewind());
+    let o = obs(1_000)
+        .pg_stopped(1, 500)
+        .store(led_by_pg2())
+        .job_finished(
+            Job::Rewind { from: n("pg2") },
+            JobResult::Failed("could not find common ancestor".into()),
+        );
+    let d = decide(&cfg("pg1"), &m, &o);
+    expect(&d, Reason::RewindFailedStaying { leader: n("pg2") }, &[]);
+    assert_eq!(d.memory.rewind_failed_from, Some(n("pg2")));
+}
+
+#[test]
+fn a_failed_rewind_reclones_when_allowed() {
+    let m = mem().leader_index(1).remembers(need_rewind());
+    let o = obs(1_000)
+        .pg_stopped(1, 500)
+        .store(led_by_pg2())
+        .job_finished(
+            Job::Rewind { from: n("pg2") },
+            JobResult::Failed("x".into()),
+        );
+    let d = decide(&cfg("pg1").reinit_on_rewind_failure(), &m, &o);
+    expect(
+        &d,
+        Reason::Reinitializing { leader: n("pg2") },
+        &[Action::StartJob(Job::Reinit { from: n("pg2") })],
+    );
+}
+
+#[test]
+fn a_rewind_failure_is_forgotten_with_a_new_leader_term() {
+    let m = mem().leader_index(1).remembers(need_rewind());
+    let o = obs(1_000)
+        .pg_stopped(1, 500)
+        .store(led_by_pg2().leader_index(2));
+    let d = decide(
+        &cfg("pg1"),
+        &Memory {
+            rewind_failed_from: Some(n("pg2")),
+            ..m
+        },
+        &o,
+    );
+    assert_eq!(d.memory.rewind_failed_from, None);
+    expect(
+        &d,
+        Reason::CheckingDivergence { leader: n("pg2") },
+        &[Action::CheckDivergence { leader: n("pg2") }],
+    );
+}
+
+#[test]
+fn a_successful_rewind_lets_the_node_start_as_replica() {
+    let m = mem().leader_index(1).remembers(need_rewind());
+    let o = obs(1_000)
+        .pg_stopped(1, 500)
+        .store(led_by_pg2())
+        .job_finished(Job::Rewind { from: n("pg2") }, JobResult::Ok);
+    let d = decide(&cfg("pg1"), &m, &o);
+    expect(
+        &d,
+        Reason::StartingReplica {
+            leader: Some(n("pg2")),
+        },
+        &[Action::StartReplica {
+            upstream: Some(n("pg2")),
+        }],
+    );
+}
+
+#[test]
+fn reason_waiting_for_postgres() {
+    let o = obs(1_000).pg_starting().store(led_by_pg2());
+    let d = decide(&cfg("pg1"), &mem(), &o);
+    expect(&d, Reason::WaitingForPostgres, &[]);
+    assert_eq!(d.member.state, MemberState::Starting);
+}

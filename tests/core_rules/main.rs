@@ -1,0 +1,15 @@
+//! Core rules tier (GUIDE §5): one named test per decision rule and per `Reason`, driving `tenure::ha::decide`.
+//!
+//! Reason tests are named `reason_<variant>`; variants `decide` cannot produce are `reason_<variant>_display_only`.
+//! Tests marked `#[ignore = "core bug: ..."]` state the behaviour we believe correct and the core does not have yet.
+mod bootstrap;
+mod builders;
+mod following;
+mod health;
+mod leading;
+mod pause;
+mod race;
+mod shutdown;
+mod store_down;
+mod switchover;
+mod timing;
