@@ -2,6 +2,7 @@
 #![forbid(unsafe_code)]
 
 pub mod api;
+pub mod config;
 pub mod dcs;
 pub mod ha;
 pub mod pg;

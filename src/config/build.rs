@@ -1,0 +1,442 @@
+//! Raw sections become typed settings here, in one place; every problem is collected with its key and a fix.
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use crate::dcs::consul::{Consistency, ConsulSettings};
+use crate::dcs::etcd::{EtcdSettings, EtcdTls};
+use crate::ha::{CoreConfig, NodeName, Timing, WatchdogMode};
+
+use super::error::{ConfigError, Origin, Warning};
+use super::raw::{
+    Hosts, RawConfig, RawConsistency, RawConsul, RawEtcd, RawWatchdogModeName, Seconds,
+};
+use super::{defaults, timing, Config, FencerSettings, Store, WatchdogSettings};
+
+/// The conversion's state: where values came from, and what went wrong so far.
+pub(crate) struct Ctx<'a> {
+    pub file: &'a Path,
+    /// Key path -> the environment variable that set it.
+    pub env_keys: BTreeMap<String, String>,
+    pub errors: Vec<ConfigError>,
+    pub warnings: Vec<Warning>,
+}
+
+impl Ctx<'_> {
+    pub fn origin(&self, key: &str) -> Origin {
+        match self.env_keys.get(key) {
+            Some(var) => Origin::Env { var: var.clone() },
+            None => Origin::File {
+                file: self.file.to_path_buf(),
+                line: None,
+            },
+        }
+    }
+
+    pub fn invalid(
+        &mut self,
+        key: &str,
+        problem: impl Into<String>,
+        fix: Option<impl Into<String>>,
+    ) {
+        self.errors.push(ConfigError::Invalid {
+            origin: self.origin(key),
+            key: key.to_string(),
+            problem: problem.into(),
+            fix: fix.map(Into::into),
+        });
+    }
+
+    pub fn missing(&mut self, key: &str, fix: impl Into<String>) {
+        self.errors.push(ConfigError::Missing {
+            origin: self.origin(key),
+            key: key.to_string(),
+            fix: fix.into(),
+        });
+    }
+
+    pub fn warn(&mut self, key: &str, message: impl Into<String>) {
+        self.warnings.push(Warning {
+            origin: self.origin(key),
+            key: key.to_string(),
+            message: message.into(),
+        });
+    }
+
+    pub fn required<T>(&mut self, v: Option<T>, key: &str, fix: &str) -> Option<T> {
+        if v.is_none() {
+            self.missing(key, fix);
+        }
+        v
+    }
+
+    /// A duration in seconds as milliseconds; negative or non-finite values are errors.
+    pub fn ms(&mut self, v: Option<Seconds>, key: &str, default_ms: u64) -> u64 {
+        match v {
+            None => default_ms,
+            Some(Seconds(s)) if s.is_finite() && s >= 0.0 => (s * 1000.0).round() as u64,
+            Some(Seconds(s)) => {
+                self.invalid(
+                    key,
+                    format!("{s} is not a duration"),
+                    Some("give seconds >= 0"),
+                );
+                default_ms
+            }
+        }
+    }
+}
+
+/// Build the typed config; `None` when `ctx.errors` says why.
+pub(crate) fn build(
+    mut raw: RawConfig,
+    env: &BTreeMap<String, String>,
+    ctx: &mut Ctx,
+) -> Option<Config> {
+    let scope = ctx.required(
+        raw.scope.take(),
+        "scope",
+        "name the cluster, e.g. `scope: main`",
+    );
+    let name = ctx.required(
+        raw.name.take(),
+        "name",
+        "name this member, unique in the cluster, e.g. `name: pg1`",
+    );
+    let namespace = raw.namespace.take().unwrap_or_else(|| "/service/".into());
+    let namespace = namespace.trim_matches('/').to_string();
+    if namespace.is_empty() {
+        ctx.invalid(
+            "namespace",
+            "must name a key prefix",
+            Some("e.g. `namespace: /service/`"),
+        );
+    }
+
+    let bootstrap = raw.bootstrap.take().unwrap_or_default();
+    let mut dcs = bootstrap.dcs.unwrap_or_default();
+    let tenure = raw.tenure.take().unwrap_or_default();
+    let ttl_ms = ctx.ms(dcs.ttl, "bootstrap.dcs.ttl", defaults::TTL_MS);
+    let loop_wait_ms = ctx.ms(
+        dcs.loop_wait,
+        "bootstrap.dcs.loop_wait",
+        defaults::LOOP_WAIT_MS,
+    );
+    let retry_timeout_ms = ctx.ms(
+        dcs.retry_timeout,
+        "bootstrap.dcs.retry_timeout",
+        defaults::RETRY_TIMEOUT_MS,
+    );
+    let fence_budget_ms = ctx.ms(
+        tenure.fence_budget,
+        "tenure.fence_budget",
+        defaults::FENCE_BUDGET_MS,
+    );
+    let drift_max_ppm = tenure.drift_max_ppm.unwrap_or(defaults::DRIFT_MAX_PPM);
+    let primary_start_timeout_ms = ctx.ms(
+        dcs.primary_start_timeout,
+        "bootstrap.dcs.primary_start_timeout",
+        defaults::PRIMARY_START_TIMEOUT_MS,
+    );
+
+    let is_consul = match (&raw.consul, &raw.etcd3) {
+        (Some(_), None) => Some(true),
+        (None, Some(_)) => Some(false),
+        (Some(_), Some(_)) => {
+            ctx.invalid(
+                "consul/etcd3",
+                "both consul and etcd3 are configured",
+                Some("keep exactly one store section"),
+            );
+            None
+        }
+        (None, None) => {
+            let fix = if raw.etcd.is_some() {
+                "add a consul or etcd3 section (etcd's v2 API, the `etcd` section, is not supported: rename it to `etcd3`)"
+            } else {
+                "add a consul section (e.g. `consul: {host: 127.0.0.1:8500}`) or an etcd3 section"
+            };
+            ctx.invalid("consul/etcd3", "no store section", Some(fix));
+            None
+        }
+    };
+    let timing = Timing {
+        ttl_ms,
+        loop_wait_ms,
+        retry_timeout_ms,
+        session_ttl_ms: if is_consul == Some(true) {
+            ttl_ms / 2
+        } else {
+            ttl_ms
+        },
+        drift_max_ppm,
+        fence_budget_ms,
+    };
+    if let Some(consul) = is_consul {
+        timing::check(&timing, consul, ctx);
+    }
+
+    let restapi = super::restapi::build(raw.restapi.take(), ctx);
+    let dcs_pg = dcs.postgresql.take().unwrap_or_default();
+    let pg = super::pg::build(&mut raw, dcs_pg, name.as_deref(), &tenure, env, ctx);
+    let initdb = super::pg::initdb(bootstrap.initdb.unwrap_or_default(), ctx);
+    if let Some(m) = bootstrap.method.filter(|m| m != "initdb") {
+        ctx.invalid(
+            "bootstrap.method",
+            format!("custom bootstrap method {m:?} is not supported"),
+            Some("remove it; tenure bootstraps with initdb"),
+        );
+    }
+    let tags = super::pg::tags(raw.tags.take().unwrap_or_default(), ctx);
+    let watchdog = watchdog(&mut raw, &timing, ctx);
+    let fencer_raw = tenure.fencer.unwrap_or_default();
+    let fencer = FencerSettings {
+        enabled: fencer_raw.enabled.unwrap_or(true),
+        fast_stop_timeout_ms: ctx.ms(
+            fencer_raw.fast_stop_timeout,
+            "tenure.fencer.fast_stop_timeout",
+            fence_budget_ms / 2,
+        ),
+    };
+    if fencer.fast_stop_timeout_ms >= fence_budget_ms {
+        ctx.invalid(
+            "tenure.fencer.fast_stop_timeout",
+            "must be shorter than tenure.fence_budget: the immediate stop must also fit in the budget",
+            Some("lower it or raise tenure.fence_budget"),
+        );
+    }
+    if !fencer.enabled && watchdog.as_ref().map(|w| w.mode) != Some(WatchdogMode::Required) {
+        ctx.invalid(
+            "tenure.fencer.enabled",
+            "without the fencer a hung agent leaves a writable primary past its lease",
+            Some("keep the fencer, or set `watchdog.mode: required`"),
+        );
+    }
+
+    let store = match (is_consul, &scope, &name) {
+        (Some(true), Some(scope), Some(name)) => consul(
+            raw.consul.take().unwrap_or_default(),
+            scope,
+            &namespace,
+            name,
+            ttl_ms,
+            ctx,
+        )
+        .map(Store::Consul),
+        (Some(false), Some(scope), Some(name)) => etcd(
+            raw.etcd3.take().unwrap_or_default(),
+            scope,
+            &namespace,
+            name,
+            ttl_ms,
+            ctx,
+        )
+        .map(Store::Etcd),
+        _ => None,
+    };
+    let maximum_lag_on_failover_bytes = dcs
+        .maximum_lag_on_failover
+        .unwrap_or(defaults::MAXIMUM_LAG_ON_FAILOVER_BYTES);
+
+    if !ctx.errors.is_empty() {
+        return None;
+    }
+    let (scope, name, store, restapi, (pg, rewind), tags, watchdog) =
+        (scope?, name?, store?, restapi?, pg?, tags?, watchdog?);
+    let mut core = CoreConfig::new(NodeName::new(name.clone()), timing).ok()?;
+    core.maximum_lag_on_failover_bytes = maximum_lag_on_failover_bytes;
+    core.primary_start_timeout_ms = primary_start_timeout_ms;
+    core.nofailover = tags.nofailover;
+    core.failover_priority = tags.failover_priority;
+    core.noloadbalance = tags.noloadbalance;
+    core.use_pg_rewind = rewind.use_pg_rewind;
+    core.remove_data_directory_on_rewind_failure = rewind.on_rewind_failure;
+    core.remove_data_directory_on_diverged_timelines = rewind.on_diverged_timelines;
+    core.watchdog = watchdog.mode;
+    Some(Config {
+        file: ctx.file.to_path_buf(),
+        scope,
+        namespace,
+        store,
+        core,
+        restapi,
+        pg,
+        initdb: initdb?,
+        tags: tags.all,
+        clonefrom: tags.clonefrom,
+        watchdog,
+        fencer,
+    })
+}
+
+fn watchdog(raw: &mut RawConfig, timing: &Timing, ctx: &mut Ctx) -> Option<WatchdogSettings> {
+    let w = raw.watchdog.take().unwrap_or_default();
+    let mode = match w.mode.unwrap_or(RawWatchdogModeName::Automatic) {
+        RawWatchdogModeName::Off => WatchdogMode::Off,
+        RawWatchdogModeName::Automatic => WatchdogMode::Automatic,
+        RawWatchdogModeName::Required => WatchdogMode::Required,
+    };
+    let safety_margin_ms = match w.safety_margin {
+        Some(Seconds(-1.0)) => None,
+        other => Some(ctx.ms(other, "watchdog.safety_margin", defaults::SAFETY_MARGIN_MS)),
+    };
+    let settings = WatchdogSettings {
+        mode,
+        device: w.device.unwrap_or_else(|| PathBuf::from("/dev/watchdog")),
+        safety_margin_ms,
+    };
+    let timeout_ms = settings.timeout_ms(timing.ttl_ms);
+    if mode != WatchdogMode::Off && timeout_ms < timing.loop_wait_ms {
+        ctx.invalid(
+            "watchdog.safety_margin",
+            format!(
+                "leaves a watchdog timeout of {timeout_ms} ms (ttl less the margin), shorter than loop_wait \
+                 ({} ms): the watchdog would fire between two healthy cycles",
+                timing.loop_wait_ms
+            ),
+            Some("lower safety_margin or raise ttl"),
+        );
+    }
+    Some(settings)
+}
+
+/// `host:port` with a default port; URLs pass through.
+fn with_port(host: &str, default_port: u16) -> String {
+    if host.contains("://")
+        || host
+            .rsplit_once(':')
+            .is_some_and(|(_, p)| p.parse::<u16>().is_ok())
+    {
+        host.to_string()
+    } else {
+        format!("{host}:{default_port}")
+    }
+}
+
+fn consul(
+    raw: RawConsul,
+    scope: &str,
+    namespace: &str,
+    name: &str,
+    ttl_ms: u64,
+    ctx: &mut Ctx,
+) -> Option<ConsulSettings> {
+    if raw.checks.as_ref().is_some_and(|c| !c.is_empty()) {
+        ctx.invalid(
+            "consul.checks",
+            "session health checks would let Consul free the leader key before its lease runs out",
+            Some("use `checks: []` or remove the key"),
+        );
+    }
+    let url = match raw.url {
+        Some(u) => u,
+        None => {
+            let host = raw.host.unwrap_or_else(|| "127.0.0.1:8500".to_string());
+            let host = match raw.port {
+                Some(p) => format!(
+                    "{}:{p}",
+                    host.rsplit_once(':').map_or(host.as_str(), |(h, _)| h)
+                ),
+                None => with_port(&host, 8500),
+            };
+            format!("{}://{host}", raw.scheme.as_deref().unwrap_or("http"))
+        }
+    };
+    if !(url.starts_with("http://") || url.starts_with("https://")) {
+        ctx.invalid(
+            "consul.url",
+            format!("{url:?} is not an http(s) URL"),
+            Some("e.g. `url: https://127.0.0.1:8501`"),
+        );
+        return None;
+    }
+    if ttl_ms < 20_000 {
+        ctx.warn(
+            "bootstrap.dcs.ttl",
+            "below 20 s: tenure sends ttl/2 as the Consul session TTL and Consul rejects TTLs below 10 s \
+             (only test doubles accept it)",
+        );
+    }
+    let mut s = ConsulSettings::new(url.trim_end_matches('/'), scope, name, ttl_ms);
+    s.namespace = namespace.to_string();
+    s.token = raw.token.filter(|t| !t.is_empty());
+    s.cacert = raw.cacert;
+    s.cert = raw.cert;
+    s.key = raw.key;
+    s.consistency = match raw.consistency.unwrap_or(RawConsistency::Default) {
+        RawConsistency::Default => Consistency::Default,
+        RawConsistency::Consistent => Consistency::Consistent,
+        RawConsistency::Stale => Consistency::Stale,
+    };
+    Some(s)
+}
+
+fn etcd(
+    raw: RawEtcd,
+    scope: &str,
+    namespace: &str,
+    name: &str,
+    ttl_ms: u64,
+    ctx: &mut Ctx,
+) -> Option<EtcdSettings> {
+    let protocol = raw.protocol.unwrap_or_else(|| "http".to_string());
+    if protocol != "http" && protocol != "https" {
+        ctx.invalid(
+            "etcd3.protocol",
+            format!("{protocol:?}"),
+            Some("use http or https"),
+        );
+    }
+    let hosts: Vec<String> = match (raw.url, raw.hosts, raw.host) {
+        (Some(url), _, _) => vec![url],
+        (None, Some(Hosts::List(l)), _) => l,
+        (None, Some(Hosts::Comma(c)), _) => c
+            .split(',')
+            .map(|h| h.trim().to_string())
+            .filter(|h| !h.is_empty())
+            .collect(),
+        (None, None, Some(h)) => vec![h],
+        (None, None, None) => vec![],
+    };
+    if hosts.is_empty() {
+        ctx.missing(
+            "etcd3.hosts",
+            "list the etcd endpoints, e.g. `hosts: 10.0.0.1:2379,10.0.0.2:2379`",
+        );
+        return None;
+    }
+    let endpoints = hosts
+        .iter()
+        .map(|h| match with_port(h, 2379) {
+            u if u.contains("://") => u,
+            hp => format!("{protocol}://{hp}"),
+        })
+        .collect();
+    let (user, password) = match (raw.username, raw.password) {
+        (Some(u), Some(p)) => (Some(u), Some(p)),
+        (None, None) => (None, None),
+        _ => {
+            ctx.invalid(
+                "etcd3.username",
+                "username and password go together",
+                None::<&str>,
+            );
+            return None;
+        }
+    };
+    let tls =
+        (raw.cacert.is_some() || raw.cert.is_some() || raw.key.is_some()).then_some(EtcdTls {
+            ca_file: raw.cacert,
+            cert_file: raw.cert,
+            key_file: raw.key,
+        });
+    Some(EtcdSettings {
+        endpoints,
+        scope: scope.to_string(),
+        namespace: namespace.to_string(),
+        name: name.to_string(),
+        ttl_ms,
+        user,
+        password,
+        tls,
+    })
+}

@@ -1,0 +1,212 @@
+//! The agent's YAML config (Patroni's keys) -> typed [`Config`] -> the core's and the adapters' settings.
+//!
+//! Parse, don't validate: `raw` holds the file as written (`deny_unknown_fields`), `env` applies the
+//! `TENURE_*` overrides from an injected map, `build` turns both into typed values in one place, and every
+//! problem names the file (or variable), the key and a fix. Patroni keys tenure ignores are listed once, in
+//! `ignored`, and come back as [`Warning`]s; the library never prints.
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use crate::dcs::consul::ConsulSettings;
+use crate::dcs::etcd::EtcdSettings;
+use crate::ha::{CoreConfig, NodeName, Timing, WatchdogMode};
+use crate::pg::ctl::InitdbOptions;
+use crate::pg::PgSettings;
+
+mod build;
+mod env;
+mod error;
+pub mod ignored;
+mod pg;
+mod raw;
+mod restapi;
+mod timing;
+
+pub use env::ENV;
+pub use error::{ConfigError, ConfigErrors, Origin, Warning};
+pub use restapi::{BasicAuth, RestApiSettings, RestAuth, RestTls, VerifyClient};
+
+/// tenure's defaults where Patroni's would not do, and Patroni's where they would.
+///
+/// Timing: Patroni's ttl 30 / loop_wait 10 / retry_timeout 10 fail tenure's Consul rule: Consul gets a session
+/// TTL of ttl/2 = 15 s, and loop_wait + retry_timeout + fence_budget (10 + 10 + 2 = 22 s) must fit in it less
+/// clock drift (14.85 s). tenure's defaults, ttl 30, loop_wait 5, retry_timeout 5, fence_budget 2,
+/// drift_max_ppm 10000 (1 %), pass on both stores: Consul 5 + 5 + 2 = 12 s <= 14.85 s, etcd 12 s <= 29.7 s,
+/// and 5 + 2*5 = 15 s <= ttl 30 s. A file without timing keys is therefore valid for either store.
+///
+/// `use_pg_rewind` defaults to true (Patroni: false): tenure always writes `wal_log_hints = on`, so pg_rewind
+/// always works, and without it a former primary cannot rejoin. The watchdog mode defaults to `automatic` and
+/// `safety_margin` to 5 s, as in Patroni.
+pub mod defaults {
+    pub const TTL_MS: u64 = 30_000;
+    pub const LOOP_WAIT_MS: u64 = 5_000;
+    pub const RETRY_TIMEOUT_MS: u64 = 5_000;
+    pub const FENCE_BUDGET_MS: u64 = 2_000;
+    pub const DRIFT_MAX_PPM: u64 = 10_000;
+    pub const MAXIMUM_LAG_ON_FAILOVER_BYTES: u64 = 1 << 20;
+    pub const PRIMARY_START_TIMEOUT_MS: u64 = 300_000;
+    pub const PG_CTL_TIMEOUT_MS: u64 = 60_000;
+    pub const SAFETY_MARGIN_MS: u64 = 5_000;
+    pub const USE_PG_REWIND: bool = true;
+}
+
+/// Which store the cluster lives in, with its client settings.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Store {
+    Consul(ConsulSettings),
+    Etcd(EtcdSettings),
+}
+
+/// The watchdog device and how it is used.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WatchdogSettings {
+    pub mode: WatchdogMode,
+    pub device: PathBuf,
+    /// `None`: Patroni's `safety_margin: -1`, a timeout of ttl/2.
+    pub safety_margin_ms: Option<u64>,
+}
+
+impl WatchdogSettings {
+    /// Patroni's watchdog timeout: ttl less the safety margin (ttl/2 for `-1`).
+    pub fn timeout_ms(&self, ttl_ms: u64) -> u64 {
+        match self.safety_margin_ms {
+            Some(m) => ttl_ms.saturating_sub(m),
+            None => ttl_ms / 2,
+        }
+    }
+}
+
+/// The separate fencing process (GUIDE §4 R5) that stops PostgreSQL at the lease deadline even when the agent
+/// is dead or hung. `tenure.fencer` in the file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FencerSettings {
+    /// Off only together with `watchdog.mode: required`.
+    pub enabled: bool,
+    /// How long a fast stop may take before the fencer escalates to an immediate one; shorter than the
+    /// fence budget (default: half of it).
+    pub fast_stop_timeout_ms: u64,
+}
+
+/// A loaded, checked configuration. Built only by [`load`] or [`parse`].
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// The file it came from (for messages).
+    pub file: PathBuf,
+    pub scope: String,
+    /// Without slashes at either end (`service`).
+    pub namespace: String,
+    pub store: Store,
+    core: CoreConfig,
+    pub restapi: RestApiSettings,
+    pg: PgSettings,
+    pub initdb: InitdbOptions,
+    /// Every tag as written, for the member key (`nofailover` and friends included).
+    pub tags: BTreeMap<String, serde_json::Value>,
+    /// The `clonefrom` tag: prefer this member as a pg_basebackup source.
+    pub clonefrom: bool,
+    pub watchdog: WatchdogSettings,
+    pub fencer: FencerSettings,
+}
+
+/// A config and the warnings (ignored keys, unknown variables) found while reading it.
+#[derive(Clone, Debug)]
+pub struct Loaded {
+    pub config: Config,
+    pub warnings: Vec<Warning>,
+}
+
+impl Config {
+    pub fn name(&self) -> &NodeName {
+        &self.core.name
+    }
+    pub fn timing(&self) -> Timing {
+        self.core.timing
+    }
+    /// What `decide()` needs; timing already validated for this store.
+    pub fn core_config(&self) -> CoreConfig {
+        self.core.clone()
+    }
+    pub fn pg_settings(&self) -> PgSettings {
+        self.pg.clone()
+    }
+    pub fn consul_settings(&self) -> Option<ConsulSettings> {
+        match &self.store {
+            Store::Consul(s) => Some(s.clone()),
+            Store::Etcd(_) => None,
+        }
+    }
+    pub fn etcd_settings(&self) -> Option<EtcdSettings> {
+        match &self.store {
+            Store::Etcd(s) => Some(s.clone()),
+            Store::Consul(_) => None,
+        }
+    }
+    pub fn restapi_settings(&self) -> RestApiSettings {
+        self.restapi.clone()
+    }
+    /// The user PostgreSQL runs as when the agent runs as root (`tenure.run_as`).
+    pub fn run_as(&self) -> Option<&str> {
+        self.pg.run_as.as_deref()
+    }
+}
+
+/// Read and check `file`, with `env` (all variables; only `TENURE_*` are read) applied over it.
+pub fn load(file: &Path, env: &BTreeMap<String, String>) -> Result<Loaded, ConfigErrors> {
+    let text = std::fs::read_to_string(file).map_err(|source| {
+        ConfigErrors(vec![ConfigError::Read {
+            file: file.to_path_buf(),
+            source,
+        }])
+    })?;
+    parse(&text, file, env)
+}
+
+/// Check `text` as if read from `file` (named in messages), with `env` applied over it.
+pub fn parse(
+    text: &str,
+    file: &Path,
+    env: &BTreeMap<String, String>,
+) -> Result<Loaded, ConfigErrors> {
+    let one = |e| ConfigErrors(vec![e]);
+    let doc: serde_yaml::Value =
+        serde_yaml::from_str(text).map_err(|e| one(error::from_yaml(file, &e)))?;
+    let mut raw: raw::RawConfig = if doc.is_null() {
+        raw::RawConfig::default()
+    } else {
+        serde_yaml::from_str(text).map_err(|e| one(error::from_yaml(file, &e)))?
+    };
+    let mut warnings: Vec<Warning> = ignored::present(&doc)
+        .into_iter()
+        .map(|(key, why)| Warning {
+            origin: Origin::File {
+                file: file.to_path_buf(),
+                line: None,
+            },
+            key,
+            message: why.to_string(),
+        })
+        .collect();
+    let mut errors = Vec::new();
+    let env_keys = env::apply(&mut raw, env, &mut errors, &mut warnings);
+    let mut ctx = build::Ctx {
+        file,
+        env_keys,
+        errors,
+        warnings,
+    };
+    match build::build(raw, env, &mut ctx) {
+        Some(config) if ctx.errors.is_empty() => Ok(Loaded {
+            config,
+            warnings: ctx.warnings,
+        }),
+        _ if ctx.errors.is_empty() => Err(ConfigErrors(vec![ConfigError::Syntax {
+            origin: Origin::File {
+                file: file.to_path_buf(),
+                line: None,
+            },
+            message: "internal: the config was rejected without a reason (a bug; please report it)"
+                .into(),
+        }])),
+        _ => Err(ConfigErrors(ctx.errors)),
+    }
+}

@@ -1,0 +1,295 @@
+//! The `postgresql:`, `bootstrap.initdb` and `tags:` sections as the PostgreSQL adapter and the core take them.
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use crate::ha::NodeName;
+use crate::pg::ctl::InitdbOptions;
+use crate::pg::{Credentials, PgSettings};
+
+use super::build::Ctx;
+use super::defaults;
+use super::raw::{InitdbOption, RawConfig, RawDcsPostgresql, RawTenure, RawUser};
+
+/// What to do with a former primary whose history diverged.
+pub(crate) struct RewindPolicy {
+    pub use_pg_rewind: bool,
+    pub on_rewind_failure: bool,
+    pub on_diverged_timelines: bool,
+}
+
+/// The tags, interpreted and as written (for the member key).
+pub(crate) struct TagValues {
+    pub all: BTreeMap<String, serde_json::Value>,
+    pub nofailover: bool,
+    pub failover_priority: i64,
+    pub noloadbalance: bool,
+    pub clonefrom: bool,
+}
+
+/// initdb options tenure passes itself, or that would break its bootstrap.
+const INITDB_RESERVED: &[&str] = &[
+    "pgdata",
+    "D",
+    "username",
+    "U",
+    "pwfile",
+    "pwprompt",
+    "W",
+    "auth",
+    "A",
+    "auth-local",
+    "auth-host",
+    "nosync",
+    "N",
+    "sync-only",
+    "version",
+    "V",
+];
+
+fn user(raw: Option<RawUser>, key: &str, ctx: &mut Ctx) -> Option<Credentials> {
+    let raw = raw.unwrap_or_default();
+    let fix = "give both username and password (tenure authenticates every connection with scram-sha-256)";
+    let username = ctx.required(raw.username, &format!("{key}.username"), fix);
+    let password = ctx.required(raw.password, &format!("{key}.password"), fix);
+    Some(Credentials {
+        username: username?,
+        password: password?,
+    })
+}
+
+/// `host[,host...]:port` as Patroni's `postgresql.listen`.
+fn split_listen(s: &str) -> Option<(String, u16)> {
+    let (hosts, port) = s.rsplit_once(':')?;
+    let port = port.parse().ok()?;
+    (!hosts.is_empty()).then(|| (hosts.to_string(), port))
+}
+
+pub(crate) fn build(
+    raw: &mut RawConfig,
+    dcs: RawDcsPostgresql,
+    name: Option<&str>,
+    tenure: &RawTenure,
+    env: &BTreeMap<String, String>,
+    ctx: &mut Ctx,
+) -> Option<(PgSettings, RewindPolicy)> {
+    let p = raw.postgresql.take().unwrap_or_default();
+    let data_dir = ctx.required(
+        p.data_dir,
+        "postgresql.data_dir",
+        "e.g. `data_dir: /var/lib/postgresql/16/main`",
+    );
+    let listen = ctx.required(p.listen, "postgresql.listen", "e.g. `listen: 0.0.0.0:5432`");
+    let listen = listen.and_then(|l| {
+        let parsed = split_listen(&l);
+        if parsed.is_none() {
+            ctx.invalid(
+                "postgresql.listen",
+                format!("{l:?} has no port"),
+                Some("write host[,host]:port, e.g. `0.0.0.0:5432`"),
+            );
+        }
+        parsed
+    });
+    let connect_address = match (p.connect_address, &listen) {
+        (Some(c), _) => Some(c),
+        (None, Some((hosts, port))) => {
+            let first = hosts.split(',').next().unwrap_or("").trim();
+            if matches!(first, "*" | "0.0.0.0" | "::" | "") {
+                ctx.missing(
+                    "postgresql.connect_address",
+                    "postgresql.listen binds every address, so say which one other members use (e.g. `10.0.0.1:5432`)",
+                );
+                None
+            } else {
+                Some(format!("{first}:{port}"))
+            }
+        }
+        (None, None) => None,
+    };
+    let auth = p.authentication.unwrap_or_default();
+    let superuser = user(auth.superuser, "postgresql.authentication.superuser", ctx);
+    let replication = user(
+        auth.replication,
+        "postgresql.authentication.replication",
+        ctx,
+    );
+    let rewind = match auth.rewind {
+        None => superuser.clone(),
+        Some(r) => user(Some(r), "postgresql.authentication.rewind", ctx),
+    };
+    let mut parameters: BTreeMap<String, String> = BTreeMap::new();
+    for (k, v) in dcs
+        .parameters
+        .into_iter()
+        .flatten()
+        .chain(p.parameters.into_iter().flatten())
+    {
+        parameters.insert(k, v.0);
+    }
+    let pg_ctl_timeout_ms = ctx.ms(
+        p.pg_ctl_timeout,
+        "postgresql.pg_ctl_timeout",
+        defaults::PG_CTL_TIMEOUT_MS,
+    );
+    let policy = RewindPolicy {
+        use_pg_rewind: p
+            .use_pg_rewind
+            .or(dcs.use_pg_rewind)
+            .unwrap_or(defaults::USE_PG_REWIND),
+        on_rewind_failure: p.remove_data_directory_on_rewind_failure.unwrap_or(false),
+        on_diverged_timelines: p
+            .remove_data_directory_on_diverged_timelines
+            .unwrap_or(false),
+    };
+    let data_dir = data_dir?;
+    let parent = data_dir.parent().map(PathBuf::from).unwrap_or_default();
+    let pgpass_path = p.pgpass.unwrap_or_else(|| match env.get("HOME") {
+        Some(home) if !home.is_empty() => PathBuf::from(home).join("pgpass"),
+        _ => parent.join("pgpass"),
+    });
+    let log_file = tenure.pg_ctl_log.clone().unwrap_or_else(|| {
+        let mut s = data_dir.as_os_str().to_owned();
+        s.push(".log");
+        PathBuf::from(s)
+    });
+    let (listen_host, listen_port) = listen?;
+    let settings = PgSettings {
+        name: NodeName::new(name?),
+        bin_dir: p.bin_dir.unwrap_or_default(),
+        data_dir,
+        listen_host,
+        listen_port,
+        connect_address: connect_address?,
+        superuser: superuser?,
+        replication: replication?,
+        rewind: rewind?,
+        parameters,
+        pg_hba: p.pg_hba.or(dcs.pg_hba).unwrap_or_default(),
+        run_as: tenure.run_as.clone(),
+        pgpass_path,
+        log_file,
+        pg_ctl_timeout_s: pg_ctl_timeout_ms.div_ceil(1000),
+    };
+    Some((settings, policy))
+}
+
+/// `bootstrap.initdb` as Patroni writes it; checksums stay on unless `no-data-checksums` is listed.
+pub(crate) fn initdb(list: Vec<InitdbOption>, ctx: &mut Ctx) -> Option<InitdbOptions> {
+    let mut opts = InitdbOptions::default();
+    let mut ok = true;
+    for (i, o) in list.into_iter().enumerate() {
+        let key = format!("bootstrap.initdb[{i}]");
+        let (name, value) = match o {
+            InitdbOption::Flag(f) => (f, None),
+            InitdbOption::Valued(m) if m.len() == 1 => {
+                let (k, v) = m.into_iter().next()?;
+                (k, Some(v.0))
+            }
+            InitdbOption::Valued(_) => {
+                ctx.invalid(
+                    &key,
+                    "a map entry must have exactly one key",
+                    Some("write one option per list entry"),
+                );
+                ok = false;
+                continue;
+            }
+        };
+        let bare = name.trim_start_matches('-');
+        if INITDB_RESERVED.contains(&bare) {
+            ctx.invalid(
+                &key,
+                format!("tenure sets `{bare}` itself"),
+                Some("remove it"),
+            );
+            ok = false;
+        } else if bare == "data-checksums" || bare == "k" {
+            opts.data_checksums = true;
+        } else if bare == "no-data-checksums" {
+            opts.data_checksums = false;
+            opts.extra.push("--no-data-checksums".into());
+        } else {
+            opts.extra.push(match value {
+                Some(v) => format!("--{bare}={v}"),
+                None => format!("--{bare}"),
+            });
+        }
+    }
+    ok.then_some(opts)
+}
+
+fn truthy(v: &serde_yaml::Value) -> Option<bool> {
+    match v {
+        serde_yaml::Value::Bool(b) => Some(*b),
+        serde_yaml::Value::String(s) => match s.to_ascii_lowercase().as_str() {
+            "true" | "yes" | "on" => Some(true),
+            "false" | "no" | "off" => Some(false),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+pub(crate) fn tags(raw: BTreeMap<String, serde_yaml::Value>, ctx: &mut Ctx) -> Option<TagValues> {
+    let mut ok = true;
+    let mut flag = |key: &str, ctx: &mut Ctx| match raw.get(key) {
+        None => false,
+        Some(v) => truthy(v).unwrap_or_else(|| {
+            ctx.invalid(
+                &format!("tags.{key}"),
+                format!("expected true or false, got {v:?}"),
+                None::<&str>,
+            );
+            ok = false;
+            false
+        }),
+    };
+    let nofailover = flag("nofailover", ctx);
+    let noloadbalance = flag("noloadbalance", ctx);
+    let clonefrom = flag("clonefrom", ctx);
+    let failover_priority = match raw.get("failover_priority") {
+        None => 1,
+        Some(v) => match v.as_i64() {
+            Some(n) => {
+                if nofailover && n > 0 {
+                    ctx.warn(
+                        "tags.failover_priority",
+                        "conflicts with `nofailover: true`; nofailover wins",
+                    );
+                }
+                n
+            }
+            None => {
+                ctx.invalid(
+                    "tags.failover_priority",
+                    format!("expected an integer, got {v:?}"),
+                    None::<&str>,
+                );
+                return None;
+            }
+        },
+    };
+    let mut all = BTreeMap::new();
+    for (k, v) in raw {
+        match serde_json::to_value(&v) {
+            Ok(j) => {
+                all.insert(k, j);
+            }
+            Err(e) => {
+                ctx.invalid(
+                    &format!("tags.{k}"),
+                    e.to_string(),
+                    Some("use a string, number or boolean"),
+                );
+                ok = false;
+            }
+        }
+    }
+    ok.then_some(TagValues {
+        all,
+        nofailover,
+        failover_priority,
+        noloadbalance,
+        clonefrom,
+    })
+}

@@ -1,0 +1,377 @@
+//! The YAML file as written: serde structs with `deny_unknown_fields`, Patroni's key names, nothing interpreted.
+// Fields typed `Option<Ignored>` are Patroni keys tenure accepts and ignores; each has a row in
+// `ignored::IGNORED`, which is where the warning text lives.
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::PathBuf;
+
+use serde::de::{self, Deserializer, Visitor};
+use serde::Deserialize;
+
+/// A Patroni key tenure accepts and ignores (its value is not even looked at).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Ignored;
+
+impl<'de> Deserialize<'de> for Ignored {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        de::IgnoredAny::deserialize(d).map(|_| Ignored)
+    }
+}
+
+/// A duration in seconds as Patroni writes it (`30`, `2.5`); kept as written until converted to ms.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Seconds(pub f64);
+
+impl<'de> Deserialize<'de> for Seconds {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = Seconds;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a number of seconds, like 10 or 2.5")
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Seconds, E> {
+                Ok(Seconds(v as f64))
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Seconds, E> {
+                Ok(Seconds(v as f64))
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<Seconds, E> {
+                Ok(Seconds(v))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// A scalar written as a GUC value, a tag value or an initdb argument: string, number or boolean.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Scalar(pub String);
+
+impl<'de> Deserialize<'de> for Scalar {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = Scalar;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a string, number or boolean")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Scalar, E> {
+                Ok(Scalar(v.to_string()))
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Scalar, E> {
+                Ok(Scalar(v.to_string()))
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Scalar, E> {
+                Ok(Scalar(v.to_string()))
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<Scalar, E> {
+                Ok(Scalar(v.to_string()))
+            }
+            // PostgreSQL spells booleans on/off; Patroni converts YAML booleans the same way.
+            fn visit_bool<E: de::Error>(self, v: bool) -> Result<Scalar, E> {
+                Ok(Scalar(if v { "on" } else { "off" }.to_string()))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// `hosts` as Patroni allows it: a YAML list or one comma-separated string.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(untagged)]
+pub enum Hosts {
+    List(Vec<String>),
+    Comma(String),
+}
+
+/// One `bootstrap.initdb` entry: `data-checksums` or `{encoding: UTF8}`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum InitdbOption {
+    Flag(String),
+    Valued(BTreeMap<String, Scalar>),
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawConfig {
+    pub scope: Option<String>,
+    pub namespace: Option<String>,
+    pub name: Option<String>,
+    pub restapi: Option<RawRestApi>,
+    pub consul: Option<RawConsul>,
+    pub etcd3: Option<RawEtcd>,
+    pub bootstrap: Option<RawBootstrap>,
+    pub postgresql: Option<RawPostgresql>,
+    pub tags: Option<BTreeMap<String, serde_yaml::Value>>,
+    pub watchdog: Option<RawWatchdog>,
+    pub tenure: Option<RawTenure>,
+    pub log: Option<Ignored>,
+    pub ctl: Option<Ignored>,
+    pub citus: Option<Ignored>,
+    pub etcd: Option<Ignored>,
+    pub kubernetes: Option<Ignored>,
+    pub raft: Option<Ignored>,
+    pub zookeeper: Option<Ignored>,
+    pub exhibitor: Option<Ignored>,
+    pub thread_pool_size: Option<Ignored>,
+    pub thread_stack_size: Option<Ignored>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawUser {
+    pub username: Option<String>,
+    pub password: Option<String>,
+    pub sslmode: Option<Ignored>,
+    pub sslkey: Option<Ignored>,
+    pub sslpassword: Option<Ignored>,
+    pub sslcert: Option<Ignored>,
+    pub sslrootcert: Option<Ignored>,
+    pub sslcrl: Option<Ignored>,
+    pub sslcrldir: Option<Ignored>,
+    pub sslnegotiation: Option<Ignored>,
+    pub gssencmode: Option<Ignored>,
+    pub channel_binding: Option<Ignored>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawBasicAuth {
+    pub username: Option<String>,
+    pub password: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawRestApi {
+    pub listen: Option<String>,
+    pub connect_address: Option<String>,
+    pub authentication: Option<RawBasicAuth>,
+    pub token: Option<String>,
+    pub allow_unauthenticated: Option<bool>,
+    pub certfile: Option<PathBuf>,
+    pub keyfile: Option<PathBuf>,
+    pub cafile: Option<PathBuf>,
+    pub verify_client: Option<RawVerifyClient>,
+    pub allowlist: Option<Ignored>,
+    pub allowlist_include_members: Option<Ignored>,
+    pub ciphers: Option<Ignored>,
+    pub http_extra_headers: Option<Ignored>,
+    pub https_extra_headers: Option<Ignored>,
+    pub request_queue_size: Option<Ignored>,
+    pub server_tokens: Option<Ignored>,
+    pub thread_pool_size: Option<Ignored>,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum RawVerifyClient {
+    None,
+    Optional,
+    Required,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawConsul {
+    pub host: Option<String>,
+    pub url: Option<String>,
+    pub port: Option<u16>,
+    pub scheme: Option<String>,
+    pub token: Option<String>,
+    pub cacert: Option<PathBuf>,
+    pub cert: Option<PathBuf>,
+    pub key: Option<PathBuf>,
+    pub consistency: Option<RawConsistency>,
+    pub checks: Option<Vec<serde_yaml::Value>>,
+    pub verify: Option<Ignored>,
+    pub dc: Option<Ignored>,
+    pub register_service: Option<Ignored>,
+    pub service_tags: Option<Ignored>,
+    pub service_check_interval: Option<Ignored>,
+    pub service_check_tls_server_name: Option<Ignored>,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum RawConsistency {
+    Default,
+    Consistent,
+    Stale,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawEtcd {
+    pub host: Option<String>,
+    pub hosts: Option<Hosts>,
+    pub url: Option<String>,
+    pub protocol: Option<String>,
+    pub username: Option<String>,
+    pub password: Option<String>,
+    pub cacert: Option<PathBuf>,
+    pub cert: Option<PathBuf>,
+    pub key: Option<PathBuf>,
+    pub use_proxies: Option<Ignored>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawBootstrap {
+    pub dcs: Option<RawDcs>,
+    pub initdb: Option<Vec<InitdbOption>>,
+    /// Only `initdb` is supported; anything else is an error.
+    pub method: Option<String>,
+    pub users: Option<Ignored>,
+    pub post_bootstrap: Option<Ignored>,
+    pub post_init: Option<Ignored>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawDcs {
+    pub ttl: Option<Seconds>,
+    pub loop_wait: Option<Seconds>,
+    pub retry_timeout: Option<Seconds>,
+    pub maximum_lag_on_failover: Option<u64>,
+    #[serde(alias = "master_start_timeout")]
+    pub primary_start_timeout: Option<Seconds>,
+    pub postgresql: Option<RawDcsPostgresql>,
+    pub synchronous_mode: Option<Ignored>,
+    pub synchronous_mode_strict: Option<Ignored>,
+    pub synchronous_node_count: Option<Ignored>,
+    pub maximum_lag_on_syncnode: Option<Ignored>,
+    pub failsafe_mode: Option<Ignored>,
+    pub slots: Option<Ignored>,
+    pub ignore_slots: Option<Ignored>,
+    pub check_timeline: Option<Ignored>,
+    pub max_timelines_history: Option<Ignored>,
+    pub member_slots_ttl: Option<Ignored>,
+    pub primary_stop_timeout: Option<Ignored>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawDcsPostgresql {
+    pub use_pg_rewind: Option<bool>,
+    pub parameters: Option<BTreeMap<String, Scalar>>,
+    pub pg_hba: Option<Vec<String>>,
+    pub use_slots: Option<Ignored>,
+    pub recovery_conf: Option<Ignored>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawAuthentication {
+    pub superuser: Option<RawUser>,
+    pub replication: Option<RawUser>,
+    pub rewind: Option<RawUser>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawPostgresql {
+    pub data_dir: Option<PathBuf>,
+    pub bin_dir: Option<PathBuf>,
+    pub listen: Option<String>,
+    pub connect_address: Option<String>,
+    pub authentication: Option<RawAuthentication>,
+    pub parameters: Option<BTreeMap<String, Scalar>>,
+    pub use_pg_rewind: Option<bool>,
+    pub remove_data_directory_on_rewind_failure: Option<bool>,
+    pub remove_data_directory_on_diverged_timelines: Option<bool>,
+    pub pg_hba: Option<Vec<String>>,
+    pub pgpass: Option<PathBuf>,
+    pub pg_ctl_timeout: Option<Seconds>,
+    pub callbacks: Option<Ignored>,
+    pub create_replica_methods: Option<Ignored>,
+    pub basebackup: Option<Ignored>,
+    pub pre_promote: Option<Ignored>,
+    pub before_stop: Option<Ignored>,
+    pub proxy_address: Option<Ignored>,
+    pub use_unix_socket: Option<Ignored>,
+    pub use_unix_socket_repl: Option<Ignored>,
+    pub pg_ident: Option<Ignored>,
+    pub parameters_primary: Option<Ignored>,
+    pub parameters_replica: Option<Ignored>,
+    pub parameters_standby_leader: Option<Ignored>,
+    pub pg_hba_primary: Option<Ignored>,
+    pub pg_hba_replica: Option<Ignored>,
+    pub pg_hba_standby_leader: Option<Ignored>,
+    pub pg_ident_primary: Option<Ignored>,
+    pub pg_ident_replica: Option<Ignored>,
+    pub pg_ident_standby_leader: Option<Ignored>,
+    pub rewind: Option<Ignored>,
+    pub recovery_conf: Option<Ignored>,
+    pub krbsrvname: Option<Ignored>,
+}
+
+/// `watchdog.mode` (YAML 1.2: `off` is a string here, as Patroni users write it).
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum RawWatchdogModeName {
+    Off,
+    Automatic,
+    Required,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawWatchdog {
+    pub mode: Option<RawWatchdogModeName>,
+    pub device: Option<PathBuf>,
+    /// Seconds; `-1` as in Patroni: a watchdog timeout of ttl/2.
+    pub safety_margin: Option<Seconds>,
+    pub driver: Option<Ignored>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawTenure {
+    pub fence_budget: Option<Seconds>,
+    pub drift_max_ppm: Option<u64>,
+    pub fencer: Option<RawFencer>,
+    /// Run PostgreSQL's binaries as this user (the agent itself may then run as root).
+    pub run_as: Option<String>,
+    /// Where `pg_ctl start -l` writes the postmaster's early output.
+    pub pg_ctl_log: Option<PathBuf>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawFencer {
+    pub enabled: Option<bool>,
+    pub fast_stop_timeout: Option<Seconds>,
+}
+
+impl RawConfig {
+    pub fn restapi(&mut self) -> &mut RawRestApi {
+        self.restapi.get_or_insert_with(Default::default)
+    }
+    pub fn consul(&mut self) -> &mut RawConsul {
+        self.consul.get_or_insert_with(Default::default)
+    }
+    pub fn etcd3(&mut self) -> &mut RawEtcd {
+        self.etcd3.get_or_insert_with(Default::default)
+    }
+    pub fn postgresql(&mut self) -> &mut RawPostgresql {
+        self.postgresql.get_or_insert_with(Default::default)
+    }
+    pub fn user(&mut self, which: &str) -> &mut RawUser {
+        let auth = self
+            .postgresql()
+            .authentication
+            .get_or_insert_with(Default::default);
+        let slot = match which {
+            "superuser" => &mut auth.superuser,
+            "replication" => &mut auth.replication,
+            _ => &mut auth.rewind,
+        };
+        slot.get_or_insert_with(Default::default)
+    }
+    pub fn watchdog(&mut self) -> &mut RawWatchdog {
+        self.watchdog.get_or_insert_with(Default::default)
+    }
+}

@@ -1,0 +1,167 @@
+//! The REST API's settings (`restapi:`): where it listens, what it publishes, who may call unsafe endpoints.
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+
+use super::build::Ctx;
+use super::raw::{RawRestApi, RawVerifyClient};
+
+/// Everything the REST server needs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RestApiSettings {
+    /// Where the server binds (`*:8008` and `:8008` mean every IPv4 address).
+    pub listen: SocketAddr,
+    /// `host:port` other members and load balancers use; published as `api_url`.
+    pub connect_address: String,
+    pub auth: RestAuth,
+    /// `None`: plain HTTP.
+    pub tls: Option<RestTls>,
+}
+
+/// Who may call the unsafe (non-GET) endpoints. At least one way is configured unless
+/// `allow_unauthenticated` says otherwise.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RestAuth {
+    /// Patroni's `restapi.authentication` (HTTP basic auth, what patronictl sends).
+    pub basic: Option<BasicAuth>,
+    /// tenure's `restapi.token`: `Authorization: Bearer <token>`.
+    pub token: Option<String>,
+    /// Unsafe endpoints open to anyone who reaches the port.
+    pub allow_unauthenticated: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BasicAuth {
+    pub username: String,
+    pub password: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RestTls {
+    pub certfile: PathBuf,
+    /// `None`: the key is inside `certfile` (as Patroni allows).
+    pub keyfile: Option<PathBuf>,
+    /// CA bundle for client certificates.
+    pub cafile: Option<PathBuf>,
+    pub verify_client: VerifyClient,
+}
+
+/// Patroni's `verify_client`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum VerifyClient {
+    None,
+    /// Client certificates required for unsafe endpoints only.
+    Optional,
+    Required,
+}
+
+impl RestApiSettings {
+    /// The member key's `api_url`: `http(s)://<connect_address>/patroni`.
+    pub fn api_url(&self) -> String {
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
+        format!("{scheme}://{}/patroni", self.connect_address)
+    }
+}
+
+/// Parse `host:port` for a listener: an IP, `*`, empty or `localhost` before the port.
+fn parse_listen(s: &str) -> Option<SocketAddr> {
+    if let Ok(a) = s.parse() {
+        return Some(a);
+    }
+    let (host, port) = s.rsplit_once(':')?;
+    let port: u16 = port.parse().ok()?;
+    let ip = match host.trim_start_matches('[').trim_end_matches(']') {
+        "" | "*" => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+        "localhost" => IpAddr::V4(Ipv4Addr::LOCALHOST),
+        other => other.parse().ok()?,
+    };
+    Some(SocketAddr::new(ip, port))
+}
+
+pub(crate) fn build(raw: Option<RawRestApi>, ctx: &mut Ctx) -> Option<RestApiSettings> {
+    let raw = raw.unwrap_or_default();
+    let listen_s = ctx.required(raw.listen, "restapi.listen", "e.g. `listen: 0.0.0.0:8008`")?;
+    let Some(listen) = parse_listen(&listen_s) else {
+        ctx.invalid(
+            "restapi.listen",
+            format!("{listen_s:?} is not an IP address and port"),
+            Some("e.g. `listen: 0.0.0.0:8008`"),
+        );
+        return None;
+    };
+    let connect_address = match raw.connect_address {
+        Some(c) => c,
+        None if !listen.ip().is_unspecified() => listen.to_string(),
+        None => {
+            ctx.missing(
+                "restapi.connect_address",
+                "restapi.listen binds every address, so say which one other members use (e.g. `10.0.0.1:8008`)",
+            );
+            return None;
+        }
+    };
+    let basic = match raw.authentication {
+        None => None,
+        Some(a) => match (a.username, a.password) {
+            (Some(username), Some(password)) => Some(BasicAuth { username, password }),
+            _ => {
+                ctx.invalid(
+                    "restapi.authentication",
+                    "needs both username and password",
+                    None::<&str>,
+                );
+                return None;
+            }
+        },
+    };
+    let auth = RestAuth {
+        basic,
+        token: raw.token.filter(|t| !t.is_empty()),
+        allow_unauthenticated: raw.allow_unauthenticated.unwrap_or(false),
+    };
+    if auth.basic.is_none() && auth.token.is_none() && !auth.allow_unauthenticated {
+        ctx.missing(
+            "restapi.authentication",
+            "unsafe endpoints (switchover, pause) need credentials: set restapi.authentication \
+             {username, password} or restapi.token, or `allow_unauthenticated: true` to open them to anyone",
+        );
+        return None;
+    }
+    let verify_client = match raw.verify_client.unwrap_or(RawVerifyClient::None) {
+        RawVerifyClient::None => VerifyClient::None,
+        RawVerifyClient::Optional => VerifyClient::Optional,
+        RawVerifyClient::Required => VerifyClient::Required,
+    };
+    let tls = match raw.certfile {
+        Some(certfile) => Some(RestTls {
+            certfile,
+            keyfile: raw.keyfile,
+            cafile: raw.cafile,
+            verify_client,
+        }),
+        None => {
+            if raw.keyfile.is_some() || verify_client != VerifyClient::None {
+                ctx.missing(
+                    "restapi.certfile",
+                    "restapi.keyfile and restapi.verify_client only apply with TLS",
+                );
+                return None;
+            }
+            None
+        }
+    };
+    if let Some(t) = &tls {
+        if t.verify_client != VerifyClient::None && t.cafile.is_none() {
+            ctx.missing(
+                "restapi.cafile",
+                "verify_client needs the CA bundle that signs client certificates",
+            );
+            return None;
+        }
+    }
+    Some(RestApiSettings {
+        listen,
+        connect_address,
+        auth,
+        tls,
+    })
+}
