@@ -115,7 +115,9 @@ pub struct Decision {
     pub reason: Reason,
     /// When the next cycle should run at the latest.
     pub wake_at: Millis,
-    /// The latest instant any store call of this decision may still be running (GUIDE §4: never past the lease).
+    /// The decision expires here: the shell starts no action after this instant (an agent frozen mid-way must
+    /// not promote on a lease that ran out meanwhile), and no store call runs past it (GUIDE §4: never past
+    /// the lease, never longer than `retry_timeout`).
     pub store_deadline: Millis,
     /// Read the store with a quorum-confirmed read next cycle (the read that decides a promotion).
     pub consistent_read: bool,

@@ -188,6 +188,21 @@ fn next_action(w: &mut World, i: usize) {
     };
     w.nodes[i].agent.in_flight = Some(action.clone());
     let sent_at = w.local(i).0;
+    if sent_at > w.nodes[i].agent.store_deadline && action != Action::Exit {
+        // The decision expired (the agent was frozen or slow): it is not acted on any further.
+        let gen = w.nodes[i].agent.gen;
+        let at = w.t;
+        w.schedule(
+            at,
+            Ev::ActionDone {
+                node: i,
+                gen,
+                outcome: ActionOutcomeKind::Failed,
+                sent_at,
+            },
+        );
+        return;
+    }
     let gen = w.nodes[i].agent.gen;
     if action.is_store_call() {
         let deadline_t = w.true_at(i, w.nodes[i].agent.store_deadline).max(w.t + 1);

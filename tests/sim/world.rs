@@ -431,6 +431,9 @@ impl World {
             let name = self.nodes[i].name.clone();
             self.note(format!("{name}: fencer stopped PostgreSQL at its deadline"));
         }
+        // Past its deadline the fencing process keeps watching until it is re-armed or stood down.
+        let at = self.t + 50;
+        self.schedule(at, Ev::Fencer { node: i });
     }
 
     fn watchdog_check(&mut self, i: usize) {
