@@ -390,6 +390,7 @@ pub trait MemExt: Sized {
     fn switchover_stopped_at(self, at: u64) -> Self;
     fn fence_armed(self, at: Option<u64>) -> Self;
     fn primary_down_since(self, at: u64) -> Self;
+    fn resumed_at(self, at: u64) -> Self;
 }
 
 impl MemExt for Memory {
@@ -435,6 +436,10 @@ impl MemExt for Memory {
     }
     fn primary_down_since(mut self, at: u64) -> Self {
         self.primary_down_since = Some(Millis(at));
+        self
+    }
+    fn resumed_at(mut self, at: u64) -> Self {
+        self.resumed_at = Some(Millis(at));
         self
     }
 }

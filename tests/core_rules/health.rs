@@ -84,6 +84,17 @@ fn r4_a_primary_fencing_with_the_store_away_is_not_healthy() {
 }
 
 #[test]
+fn r4_a_paused_primary_is_healthy_only_while_its_agent_cycles() {
+    // In pause the published deadline is the fence's: one usable lease past the last cycle.
+    let c = cluster().leader("pg1").optime(500).paused();
+    let o = obs(20_000).pg_primary(1, 500).store(c);
+    let d = decide(&cfg("pg1"), &mem().paused(), &o);
+    assert_eq!(d.status.lease_deadline, Some(Millis(20_000 + LEASE_MS)));
+    assert!(primary_ok(&d.status, Millis(20_000 + LEASE_MS - 1)));
+    assert!(!primary_ok(&d.status, Millis(20_000 + LEASE_MS)));
+}
+
+#[test]
 fn replica_ok_for_a_streaming_replica() {
     let s = replica_status(&cfg("pg1"), 500, 500);
     assert_eq!(s.lag_bytes, Some(0));

@@ -316,3 +316,16 @@ fn the_old_leader_does_not_race_after_a_switchover_without_candidate() {
     let d = decide(&cfg("pg1"), &mem().probed_at(4_000), &o);
     assert!(!d.actions.contains(&Action::AcquireLeader), "{}", d.reason);
 }
+
+#[test]
+#[ignore = "core bug: a nofailover node named as failover candidate (no leader) acquires the key and promotes"]
+fn a_nofailover_node_named_as_failover_candidate_does_not_acquire() {
+    // Nobody validates a failover request without a leader; Patroni checks nofailover before the request.
+    let c = cluster().switchover(None, Some("pg2"));
+    let o = obs(5_000)
+        .pg_replica(1, LSN)
+        .store(c)
+        .peers(vec![peer_stopped("pg1", 1, LSN)]);
+    let d = decide(&cfg("pg2").nofailover(), &mem().probed_at(4_000), &o);
+    assert!(!d.actions.contains(&Action::AcquireLeader), "{}", d.reason);
+}

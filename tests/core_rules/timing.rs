@@ -174,6 +174,14 @@ fn every_store_call_ends_by_retry_timeout_and_by_the_lease_deadline() {
             mem().leased(1_000),
             obs(4_000).pg_primary(1, 500).shutting_down(),
         ),
+        (
+            mem(),
+            obs(5_000).pg_replica(1, 500).store(led()).outcome(
+                Action::AcquireLeader,
+                1_000,
+                Outcome::Done,
+            ),
+        ),
     ];
     for (m, o) in cases {
         let d = decide(&cfg("pg1"), &m, &o);
