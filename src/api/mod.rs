@@ -26,6 +26,7 @@ pub use health::parse_lag;
 pub use router::MAX_BODY_BYTES;
 pub use settings::RestApiSettings;
 pub use state::{ApiState, Clock, Published, RuntimeCounters};
+pub use status::VERSION;
 
 /// Why the API could not start.
 #[derive(Debug, thiserror::Error)]
