@@ -163,13 +163,7 @@ pub(crate) fn from_yaml(file: &Path, e: &serde_yaml::Error) -> ConfigError {
             message: msg.to_string(),
         };
     }
-    let problem = if rest.contains("untagged enum Hosts") {
-        "expected a list of host:port or one comma-separated string".to_string()
-    } else if rest.contains("untagged enum InitdbOption") {
-        "expected an option name (`data-checksums`) or a one-key map (`encoding: UTF8`)".to_string()
-    } else {
-        rest.to_string()
-    };
+    let problem = rest.to_string();
     ConfigError::Invalid {
         origin,
         key: path.to_string(),

@@ -24,7 +24,7 @@ mod timing;
 
 pub use env::ENV;
 pub use error::{ConfigError, ConfigErrors, Origin, Warning};
-pub use restapi::{BasicAuth, RestApiSettings, RestAuth, RestTls, VerifyClient};
+pub use restapi::{BasicAuth, RestApiConfig, RestAuth, RestTls, VerifyClient};
 
 /// tenure's defaults where Patroni's would not do, and Patroni's where they would.
 ///
@@ -97,7 +97,7 @@ pub struct Config {
     pub namespace: String,
     pub store: Store,
     core: CoreConfig,
-    pub restapi: RestApiSettings,
+    pub restapi: RestApiConfig,
     pg: PgSettings,
     pub initdb: InitdbOptions,
     /// Every tag as written, for the member key (`nofailover` and friends included).
@@ -141,8 +141,13 @@ impl Config {
             Store::Consul(_) => None,
         }
     }
-    pub fn restapi_settings(&self) -> RestApiSettings {
-        self.restapi.clone()
+    /// What `api::serve` takes (liveness horizon: ttl).
+    pub fn restapi_settings(&self) -> crate::api::RestApiSettings {
+        self.restapi.server_settings(self.core.timing.ttl_ms)
+    }
+    /// The member key's `api_url`.
+    pub fn api_url(&self) -> String {
+        self.restapi.api_url()
     }
     /// The user PostgreSQL runs as when the agent runs as root (`tenure.run_as`).
     pub fn run_as(&self) -> Option<&str> {

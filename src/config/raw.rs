@@ -78,19 +78,66 @@ impl<'de> Deserialize<'de> for Scalar {
 }
 
 /// `hosts` as Patroni allows it: a YAML list or one comma-separated string.
-#[derive(Debug, Clone, Deserialize, PartialEq)]
-#[serde(untagged)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Hosts {
     List(Vec<String>),
     Comma(String),
 }
 
-/// One `bootstrap.initdb` entry: `data-checksums` or `{encoding: UTF8}`.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(untagged)]
+impl<'de> Deserialize<'de> for Hosts {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Hosts;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a list of host:port or one comma-separated string")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Hosts, E> {
+                Ok(Hosts::Comma(v.to_string()))
+            }
+            fn visit_seq<A: de::SeqAccess<'de>>(self, mut seq: A) -> Result<Hosts, A::Error> {
+                let mut out = Vec::new();
+                while let Some(h) = seq.next_element::<String>()? {
+                    out.push(h);
+                }
+                Ok(Hosts::List(out))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// One `bootstrap.initdb` entry: `data-checksums` or `{encoding: UTF8}` (one key; more is refused later).
+#[derive(Debug, Clone)]
 pub enum InitdbOption {
     Flag(String),
     Valued(BTreeMap<String, Scalar>),
+}
+
+impl<'de> Deserialize<'de> for InitdbOption {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = InitdbOption;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("an option name (`data-checksums`) or a one-key map (`encoding: UTF8`)")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<InitdbOption, E> {
+                Ok(InitdbOption::Flag(v.to_string()))
+            }
+            fn visit_map<A: de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<InitdbOption, A::Error> {
+                let mut out = BTreeMap::new();
+                while let Some((k, v)) = map.next_entry::<String, Scalar>()? {
+                    out.insert(k, v);
+                }
+                Ok(InitdbOption::Valued(out))
+            }
+        }
+        d.deserialize_any(V)
+    }
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -1,13 +1,16 @@
-//! The REST API's settings (`restapi:`): where it listens, what it publishes, who may call unsafe endpoints.
+//! The `restapi:` section: where the REST API listens, what it publishes, who may call unsafe endpoints.
+use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
+
+use crate::api::RestApiSettings;
 
 use super::build::Ctx;
 use super::raw::{RawRestApi, RawVerifyClient};
 
-/// Everything the REST server needs.
+/// The `restapi:` section, typed. [`RestApiConfig::server_settings`] gives what `api::serve` takes.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RestApiSettings {
+pub struct RestApiConfig {
     /// Where the server binds (`*:8008` and `:8008` mean every IPv4 address).
     pub listen: SocketAddr,
     /// `host:port` other members and load balancers use; published as `api_url`.
@@ -19,7 +22,7 @@ pub struct RestApiSettings {
 
 /// Who may call the unsafe (non-GET) endpoints. At least one way is configured unless
 /// `allow_unauthenticated` says otherwise.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct RestAuth {
     /// Patroni's `restapi.authentication` (HTTP basic auth, what patronictl sends).
     pub basic: Option<BasicAuth>,
@@ -29,36 +32,61 @@ pub struct RestAuth {
     pub allow_unauthenticated: bool,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct BasicAuth {
     pub username: String,
     pub password: String,
 }
 
+/// Secrets never reach a log line.
+impl fmt::Debug for RestAuth {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RestAuth")
+            .field("username", &self.basic.as_ref().map(|b| &b.username))
+            .field("token", &self.token.as_ref().map(|_| "<hidden>"))
+            .field("allow_unauthenticated", &self.allow_unauthenticated)
+            .finish()
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RestTls {
     pub certfile: PathBuf,
-    /// `None`: the key is inside `certfile` (as Patroni allows).
-    pub keyfile: Option<PathBuf>,
+    pub keyfile: PathBuf,
     /// CA bundle for client certificates.
     pub cafile: Option<PathBuf>,
     pub verify_client: VerifyClient,
 }
 
-/// Patroni's `verify_client`.
+/// Patroni's `verify_client` (its `optional`, certificates for unsafe endpoints only, is refused).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum VerifyClient {
     None,
-    /// Client certificates required for unsafe endpoints only.
-    Optional,
+    /// A client certificate signed by `cafile` on every connection.
     Required,
 }
 
-impl RestApiSettings {
+impl RestApiConfig {
     /// The member key's `api_url`: `http(s)://<connect_address>/patroni`.
     pub fn api_url(&self) -> String {
         let scheme = if self.tls.is_some() { "https" } else { "http" };
         format!("{scheme}://{}/patroni", self.connect_address)
+    }
+
+    /// What the REST server takes; `ttl_ms` is the liveness horizon.
+    pub fn server_settings(&self, ttl_ms: u64) -> RestApiSettings {
+        let mut s = RestApiSettings::new(self.listen, ttl_ms);
+        s.username = self.auth.basic.as_ref().map(|b| b.username.clone());
+        s.password = self.auth.basic.as_ref().map(|b| b.password.clone());
+        s.token = self.auth.token.clone();
+        s.allow_unauthenticated = self.auth.allow_unauthenticated;
+        if let Some(tls) = &self.tls {
+            s.certfile = Some(tls.certfile.clone());
+            s.keyfile = Some(tls.keyfile.clone());
+            s.cafile = tls.cafile.clone();
+            s.verify_client = tls.verify_client == VerifyClient::Required;
+        }
+        s
     }
 }
 
@@ -77,7 +105,7 @@ fn parse_listen(s: &str) -> Option<SocketAddr> {
     Some(SocketAddr::new(ip, port))
 }
 
-pub(crate) fn build(raw: Option<RawRestApi>, ctx: &mut Ctx) -> Option<RestApiSettings> {
+pub(crate) fn build(raw: Option<RawRestApi>, ctx: &mut Ctx) -> Option<RestApiConfig> {
     let raw = raw.unwrap_or_default();
     let listen_s = ctx.required(raw.listen, "restapi.listen", "e.g. `listen: 0.0.0.0:8008`")?;
     let Some(listen) = parse_listen(&listen_s) else {
@@ -128,18 +156,29 @@ pub(crate) fn build(raw: Option<RawRestApi>, ctx: &mut Ctx) -> Option<RestApiSet
     }
     let verify_client = match raw.verify_client.unwrap_or(RawVerifyClient::None) {
         RawVerifyClient::None => VerifyClient::None,
-        RawVerifyClient::Optional => VerifyClient::Optional,
         RawVerifyClient::Required => VerifyClient::Required,
+        RawVerifyClient::Optional => {
+            ctx.invalid(
+                "restapi.verify_client",
+                "`optional` (certificates for unsafe endpoints only) is not supported",
+                Some("use `required` (every connection) or `none`"),
+            );
+            return None;
+        }
     };
-    let tls = match raw.certfile {
-        Some(certfile) => Some(RestTls {
+    let tls = match (raw.certfile, raw.keyfile) {
+        (Some(certfile), Some(keyfile)) => Some(RestTls {
             certfile,
-            keyfile: raw.keyfile,
+            keyfile,
             cafile: raw.cafile,
             verify_client,
         }),
-        None => {
-            if raw.keyfile.is_some() || verify_client != VerifyClient::None {
+        (Some(_), None) => {
+            ctx.missing("restapi.keyfile", "TLS needs the key as its own PEM file");
+            return None;
+        }
+        (None, keyfile) => {
+            if keyfile.is_some() || verify_client != VerifyClient::None {
                 ctx.missing(
                     "restapi.certfile",
                     "restapi.keyfile and restapi.verify_client only apply with TLS",
@@ -158,7 +197,7 @@ pub(crate) fn build(raw: Option<RawRestApi>, ctx: &mut Ctx) -> Option<RestApiSet
             return None;
         }
     }
-    Some(RestApiSettings {
+    Some(RestApiConfig {
         listen,
         connect_address,
         auth,
