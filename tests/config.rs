@@ -640,3 +640,73 @@ fn cli_usage_and_stub_exit_codes() {
         assert_eq!(code, 70, "{err}");
     }
 }
+
+#[test]
+fn fencer_and_watchdog_rules() {
+    let e = err(&base_with("tenure.fencer", "{enabled: false}"));
+    assert!(
+        e.contains("tenure.fencer.enabled") && e.contains("watchdog.mode: required"),
+        "{e}"
+    );
+    let text = base_with("tenure.fencer", "{enabled: false}");
+    let c = ok(&(text + "watchdog: {mode: required}\n")).config;
+    assert!(!c.fencer.enabled);
+    assert_eq!(c.core_config().watchdog, WatchdogMode::Required);
+    let e = err(&base_with("tenure.fencer.fast_stop_timeout", "2"));
+    assert!(
+        e.contains("tenure.fencer.fast_stop_timeout") && e.contains("fence_budget"),
+        "{e}"
+    );
+    let c = ok(&base_with("watchdog", "{mode: 'off', safety_margin: -1}")).config;
+    assert_eq!(
+        (c.watchdog.mode, c.watchdog.timeout_ms(30_000)),
+        (WatchdogMode::Off, 15_000)
+    );
+    let e = err(&base_with("watchdog.safety_margin", "28"));
+    assert!(
+        e.contains("watchdog.safety_margin") && e.contains("loop_wait"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_consul_ttl_below_20_s_is_a_warning() {
+    let loaded = ok(&base_with(
+        "bootstrap.dcs",
+        "{ttl: 16, loop_wait: 2, retry_timeout: 2}",
+    ));
+    assert_eq!(loaded.config.timing().session_ttl_ms, 8_000);
+    let w: Vec<String> = loaded.warnings.iter().map(|w| w.to_string()).collect();
+    assert!(
+        w.iter()
+            .any(|w| w.contains("bootstrap.dcs.ttl") && w.contains("10 s")),
+        "{w:?}"
+    );
+}
+
+#[test]
+fn store_addresses_as_patroni_writes_them() {
+    let c = ok(&base_with(
+        "consul",
+        "{host: 'c1', port: 8501, scheme: https, token: t}",
+    ))
+    .config;
+    let s = c.consul_settings().unwrap();
+    assert_eq!(
+        (s.url.as_str(), s.token.as_deref()),
+        ("https://c1:8501", Some("t"))
+    );
+    let etcd = base_without("consul");
+    let vars = env(&[
+        ("TENURE_ETCD3_HOSTS", "['e1:2379','e2']"),
+        ("TENURE_ETCD3_PROTOCOL", "https"),
+    ]);
+    let s = parse_with(&etcd, &vars)
+        .unwrap()
+        .config
+        .etcd_settings()
+        .unwrap();
+    assert_eq!(s.endpoints, ["https://e1:2379", "https://e2:2379"]);
+    let text = etcd + "etcd3: {hosts: [e1], username: u}\n";
+    assert!(err(&text).contains("etcd3.username"));
+}

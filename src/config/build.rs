@@ -390,8 +390,9 @@ fn etcd(
         (Some(url), _, _) => vec![url],
         (None, Some(Hosts::List(l)), _) => l,
         (None, Some(Hosts::Comma(c)), _) => c
+            .trim_matches(|c| c == '[' || c == ']')
             .split(',')
-            .map(|h| h.trim().to_string())
+            .map(|h| h.trim().trim_matches(|c| c == '\'' || c == '"').to_string())
             .filter(|h| !h.is_empty())
             .collect(),
         (None, None, Some(h)) => vec![h],

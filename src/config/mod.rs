@@ -1,9 +1,9 @@
 //! The agent's YAML config (Patroni's keys) -> typed [`Config`] -> the core's and the adapters' settings.
-//!
-//! Parse, don't validate: `raw` holds the file as written (`deny_unknown_fields`), `env` applies the
-//! `TENURE_*` overrides from an injected map, `build` turns both into typed values in one place, and every
-//! problem names the file (or variable), the key and a fix. Patroni keys tenure ignores are listed once, in
-//! `ignored`, and come back as [`Warning`]s; the library never prints.
+//
+// Parse, don't validate: `raw` holds the file as written (`deny_unknown_fields`), `env` applies the
+// `TENURE_*` overrides from an injected map, `build` turns both into typed values in one place, and every
+// problem names the file (or variable), the key and a fix. Patroni keys tenure ignores are listed once, in
+// `ignored`, and come back as `Warning`s; the library never prints.
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
