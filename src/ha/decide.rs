@@ -214,7 +214,7 @@ fn with_store(ctx: &Ctx, mem: &mut Memory, c: &Cluster) -> Plan {
     if index.is_some() && index != mem.leader_index {
         // A new leader term: what we learned about divergence and rewind failures was about the old one.
         mem.leader_index = index;
-        if !matches!(ctx.obs.divergence, Some(_)) {
+        if ctx.obs.divergence.is_none() {
             mem.divergence = None;
         }
         mem.rewind_failed_from = None;
@@ -256,6 +256,29 @@ fn with_store(ctx: &Ctx, mem: &mut Memory, c: &Cluster) -> Plan {
 
 /// While a background job runs, only the lease is kept.
 fn job_in_progress(ctx: &Ctx, mem: &Memory) -> Option<Plan> {
+    // A failed rewind is explained by the rejoin path that follows (re-clone, or stay stopped and say why).
+    let failed = match &ctx.obs.job {
+        JobStatus::Finished(job, super::observation::JobResult::Failed(why))
+            if !matches!(job, super::action::Job::Rewind { .. }) =>
+        {
+            Some((job, why))
+        }
+        _ => None,
+    };
+    if let Some((job, why)) = failed {
+        // Say why, once; a failed bootstrap also gives the key up so another member can try.
+        let reason = Reason::JobFailed {
+            job: job.clone(),
+            why: why.clone(),
+        };
+        let bootstrap = matches!(job, super::action::Job::Bootstrap) && mem.lease.is_some();
+        let actions = if bootstrap {
+            vec![Action::ReleaseLeader]
+        } else {
+            vec![]
+        };
+        return Some(Plan::act_now(reason, actions, ctx.now));
+    }
     let JobStatus::Running(job) = &ctx.obs.job else {
         return None;
     };
@@ -319,7 +342,10 @@ fn shutdown(ctx: &Ctx, mem: &mut Memory) -> Plan {
         ),
         _ => {
             let mut actions = Vec::new();
-            if mem.lease.is_some() && matches!(ctx.obs.store, StoreView::Available(_)) {
+            // Release whenever the key still carries our name, even if our lease lapsed while PostgreSQL
+            // was stopping: the replicas then race at once instead of waiting out the TTL.
+            let ours = |c: &Cluster| c.leader_name() == Some(&ctx.cfg.name);
+            if matches!(&ctx.obs.store, StoreView::Available(c) if mem.lease.is_some() || ours(c)) {
                 actions.push(Action::ReleaseLeader);
             }
             actions.extend([Action::DisarmFence, Action::Exit]);

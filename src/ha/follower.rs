@@ -47,6 +47,10 @@ pub(crate) fn absorb_job(m: &mut Memory, job: &Job, result: &JobResult) {
 /// Another member holds the key: follow it, rejoining through rewind or re-clone when our history diverged.
 pub(crate) fn cycle(ctx: &Ctx, mem: &mut Memory, c: &Cluster, leader: &NodeName) -> Plan {
     match ctx.local {
+        // The operator may be restoring a backup into the empty directory: hands off in pause.
+        Local::NoData if mem.paused => Plan::idle(Reason::Paused {
+            what: "empty data directory; not cloning".into(),
+        }),
         Local::NoData => clone(ctx, c, Some(leader)),
         Local::Starting => Plan::idle(Reason::WaitingForPostgres),
         Local::Primary(_) => Plan::idle(Reason::Paused {
@@ -198,13 +202,23 @@ pub(crate) fn no_leader(ctx: &Ctx, mem: &mut Memory, c: &Cluster) -> Plan {
     if c.initialize.is_none() || (mem.bootstrapping && matches!(ctx.local, Local::NoData)) {
         return bootstrap(ctx, mem, c);
     }
-    if matches!(ctx.local, Local::NoData) {
-        return clone(ctx, c, None);
-    }
     if mem.paused {
         return paused_no_leader(ctx, c);
     }
+    if matches!(ctx.local, Local::NoData) {
+        return clone(ctx, c, None);
+    }
+    if let Some(plan) = stepped_down(ctx, c) {
+        return plan;
+    }
     if let Some(cand) = c.switchover.as_ref().and_then(|s| s.candidate.clone()) {
+        if cand == ctx.cfg.name && !ctx.cfg.can_promote() {
+            let why = "the requested candidate has nofailover set".to_string();
+            return Plan::act(
+                Reason::SwitchoverRefused { why },
+                vec![Action::ClearSwitchover],
+            );
+        }
         if cand == ctx.cfg.name {
             if let Local::Replica(r) = ctx.local {
                 // Nor may it start a second writer: a reachable peer still running as primary blocks.
@@ -316,7 +330,19 @@ fn paused_no_leader(ctx: &Ctx, c: &Cluster) -> Plan {
             ctx.now,
         );
     }
+    if matches!(ctx.local, Local::NoData) {
+        return Plan::idle(Reason::Paused {
+            what: "empty data directory; not cloning".into(),
+        });
+    }
     let asked = c.switchover.as_ref().and_then(|s| s.candidate.as_ref()) == Some(&ctx.cfg.name);
+    if asked && !ctx.cfg.can_promote() {
+        let why = "the requested candidate has nofailover set".to_string();
+        return Plan::act(
+            Reason::SwitchoverRefused { why },
+            vec![Action::ClearSwitchover],
+        );
+    }
     if !asked || !matches!(ctx.local, Local::Replica(_)) {
         return Plan::idle(Reason::Paused {
             what: "no leader; not racing".into(),
@@ -379,4 +405,26 @@ fn bootstrap(ctx: &Ctx, mem: &mut Memory, c: &Cluster) -> Plan {
         vec![Action::RaceInitialize],
         ctx.now,
     )
+}
+
+/// The leader that stepped down for a switchover without a named candidate does not race to take the key
+/// back while another member could take it: it holds the shutdown checkpoint and would tie or win.
+fn stepped_down(ctx: &Ctx, c: &Cluster) -> Option<Plan> {
+    let sw = c.switchover.as_ref()?;
+    if sw.candidate.is_some() || sw.leader.as_ref() != Some(&ctx.cfg.name) {
+        return None;
+    }
+    let Some(peers) = ctx.peers else {
+        return Some(Plan::act_now(
+            Reason::ProbingPeers,
+            vec![Action::ProbePeers],
+            ctx.now,
+        ));
+    };
+    let other_can_lead = peers.iter().any(|p| {
+        p.answer
+            .as_ref()
+            .is_some_and(|a| a.role == Some(PgRole::Replica) && a.tags.can_promote())
+    });
+    other_can_lead.then(|| Plan::idle(Reason::SwitchoverWaitingForCandidate { candidate: None }))
 }

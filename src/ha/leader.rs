@@ -13,7 +13,16 @@ pub(crate) fn stop_unleased_primary(ctx: &Ctx, mem: &Memory, c: &Cluster) -> Opt
         return None;
     }
     match c.leader_name() {
-        Some(l) if *l == ctx.cfg.name => None,
+        // A restarted agent (it never armed a fence) re-adopts a key that carries its name; a lease that
+        // lapsed under this agent is lost, whatever a possibly stale read says.
+        Some(l) if *l == ctx.cfg.name && mem.fence_armed.is_none() => None,
+        Some(l) if *l == ctx.cfg.name => Some(Plan::act_now(
+            Reason::DemotingLockLost,
+            vec![Action::Stop {
+                mode: StopMode::Immediate,
+            }],
+            ctx.now,
+        )),
         Some(l) => Some(Plan::act_now(
             Reason::DemotingOtherLeader { leader: l.clone() },
             vec![Action::Stop {
@@ -56,6 +65,13 @@ pub(crate) fn cycle(ctx: &Ctx, mem: &mut Memory, c: &Cluster) -> Plan {
             )
         }
         Local::Primary(r) => primary(ctx, mem, c, r.lsn, renew_due),
+        Local::Replica(_) if mem.paused && !asked_to_take_over(ctx, c) => Plan::act_now(
+            Reason::Paused {
+                what: "PostgreSQL is not running as primary: releasing the leader key".into(),
+            },
+            vec![Action::ReleaseLeader],
+            ctx.now,
+        ),
         Local::Replica(r) => promote(ctx, c, r.timeline),
         Local::Stopped(cd) => stopped(ctx, mem, c, (cd.was_primary, cd.lsn), renew_due),
         Local::Starting => keep(ctx, Reason::WaitingForPostgres, renew_due),
@@ -261,4 +277,9 @@ fn behind_cluster_timeline(ctx: &Ctx, c: &Cluster) -> Option<Plan> {
         return Some(Plan::act_now(reason, vec![Action::ProbePeers], ctx.now));
     }
     Some(Plan::act_now(reason, vec![Action::ReleaseLeader], ctx.now))
+}
+
+/// An operator's failover or switchover request names this node.
+fn asked_to_take_over(ctx: &Ctx, c: &Cluster) -> bool {
+    c.switchover.as_ref().and_then(|s| s.candidate.as_ref()) == Some(&ctx.cfg.name)
 }

@@ -29,6 +29,8 @@ pub struct Observation {
 }
 
 /// The coordination store as seen this cycle.
+// One value per cycle, moved once: boxing the snapshot would buy nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, PartialEq)]
 pub enum StoreView {
     Available(Cluster),

