@@ -39,7 +39,12 @@ fn src_ha_imports_no_io_clock_env_randomness_or_runtime() {
         for (n, line) in text.lines().enumerate() {
             let code = line.split("//").next().unwrap_or("");
             for bad in FORBIDDEN {
-                assert!(!code.contains(bad), "{}:{}: `{bad}` in the pure core: {line}", path.display(), n + 1);
+                assert!(
+                    !code.contains(bad),
+                    "{}:{}: `{bad}` in the pure core: {line}",
+                    path.display(),
+                    n + 1
+                );
             }
         }
         checked += 1;

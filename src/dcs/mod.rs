@@ -35,7 +35,11 @@ pub enum DcsError {
 pub trait Dcs: Send + Sync {
     /// Read the whole `service/<scope>/` tree in one call. `consistent` asks for a quorum-confirmed read
     /// (Consul `?consistent`; etcd reads are linearizable anyway).
-    async fn get_cluster(&self, consistent: bool, deadline: Instant) -> Result<ClusterSnapshot, DcsError>;
+    async fn get_cluster(
+        &self,
+        consistent: bool,
+        deadline: Instant,
+    ) -> Result<ClusterSnapshot, DcsError>;
     /// Create our session/lease if we have none; return its id.
     async fn ensure_session(&self, deadline: Instant) -> Result<SessionId, DcsError>;
     /// Renew our session/lease. `SessionInvalid` when it has expired (the caller then ensures a new one).
@@ -48,13 +52,21 @@ pub trait Dcs: Send + Sync {
     /// Give the leader key up at once, without a lock-delay. Ok if we did not hold it.
     async fn release_leader(&self, deadline: Instant) -> Result<(), DcsError>;
     /// Write `members/<name>` bound to our session, so it vanishes with it.
-    async fn publish_member(&self, record: &MemberRecord, deadline: Instant) -> Result<(), DcsError>;
+    async fn publish_member(
+        &self,
+        record: &MemberRecord,
+        deadline: Instant,
+    ) -> Result<(), DcsError>;
     /// Create-only write of `initialize`; `Conflict` if it exists.
     async fn race_initialize(&self, value: &str, deadline: Instant) -> Result<(), DcsError>;
     /// Overwrite `initialize` (the system identifier after bootstrap).
     async fn write_initialize(&self, value: &str, deadline: Instant) -> Result<(), DcsError>;
     /// Write the `failover` key.
-    async fn write_switchover(&self, request: &SwitchoverRecord, deadline: Instant) -> Result<(), DcsError>;
+    async fn write_switchover(
+        &self,
+        request: &SwitchoverRecord,
+        deadline: Instant,
+    ) -> Result<(), DcsError>;
     /// Clear the `failover` key.
     async fn clear_switchover(&self, deadline: Instant) -> Result<(), DcsError>;
     /// Compare-and-set the `config` key: `expected_index` None means create-only. `Conflict` when lost.
@@ -67,7 +79,11 @@ pub trait Dcs: Send + Sync {
     /// Write `status` (`{"optime": <bytes>}`) as the leader.
     async fn write_status(&self, optime: u64, deadline: Instant) -> Result<(), DcsError>;
     /// Write `history` as the leader.
-    async fn write_history(&self, history: &serde_json::Value, deadline: Instant) -> Result<(), DcsError>;
+    async fn write_history(
+        &self,
+        history: &serde_json::Value,
+        deadline: Instant,
+    ) -> Result<(), DcsError>;
     /// Block until the leader key changes from `index` or `wait_ms` passes; returns the new index.
     async fn watch_leader(&self, index: u64, wait_ms: u64) -> Result<u64, DcsError>;
     /// Destroy our session/lease (and so every key bound to it). Used on shutdown and in tests.
