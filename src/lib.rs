@@ -1,8 +1,11 @@
 //! tenure: a PostgreSQL high-availability agent; the library behind the `tenure` binary.
 #![forbid(unsafe_code)]
 
+pub mod agent;
 pub mod api;
+pub mod clock;
 pub mod config;
 pub mod dcs;
+pub mod demo;
 pub mod ha;
 pub mod pg;

@@ -8,7 +8,6 @@ use clap::{Args, Parser, Subcommand};
 /// Bad usage or bad config.
 const EXIT_USAGE: u8 = 64;
 /// Store or PostgreSQL unreachable at start-up.
-#[allow(dead_code)]
 const EXIT_UNAVAILABLE: u8 = 69;
 /// Internal error (and, for now, "not implemented yet").
 const EXIT_INTERNAL: u8 = 70;
@@ -40,8 +39,18 @@ enum Command {
     Failover(ClientArgs),
     /// Show the timeline history.
     History(ClientArgs),
-    /// Start a local demo cluster.
-    Demo,
+    /// The fencing process an agent starts (internal): stops PostgreSQL when the lease deadline passes.
+    #[command(hide = true)]
+    Fencer(FencerArgs),
+    /// Start a local demo cluster: etcd and three nodes on loopback, shown until Ctrl-C.
+    Demo(DemoArgs),
+}
+
+#[derive(Args)]
+struct DemoArgs {
+    /// Crash the primary (agent and PostgreSQL), show the failover and the old node rejoining, then exit.
+    #[arg(long)]
+    failover: bool,
 }
 
 #[derive(Args)]
@@ -53,6 +62,16 @@ struct AgentArgs {
     /// Check this config file, print "config OK" or the errors, and exit (0 or 64).
     #[arg(long, value_name = "FILE")]
     validate_config: Option<PathBuf>,
+}
+
+#[derive(Args)]
+struct FencerArgs {
+    /// The fence file the agent writes (`armed <deadline_ms>` or `disarmed`).
+    #[arg(long, value_name = "FILE")]
+    file: PathBuf,
+    /// The PostgreSQL data directory whose postmaster is stopped.
+    #[arg(long, value_name = "DIR")]
+    data_dir: PathBuf,
 }
 
 #[derive(Args)]
@@ -81,6 +100,7 @@ fn main() -> ExitCode {
             config: Some(file), ..
         }) => agent(&file, &env),
         Command::Agent(_) => usage("tenure agent needs --config FILE or --validate-config FILE"),
+        Command::Fencer(args) => tenure::agent::fence::fencer_main(&args.file, &args.data_dir),
         // TODO(operator CLI): list/pause/resume/switchover/failover/history, through the store and REST API.
         Command::List(_)
         | Command::Pause(_)
@@ -88,8 +108,28 @@ fn main() -> ExitCode {
         | Command::Switchover(_)
         | Command::Failover(_)
         | Command::History(_) => not_implemented(),
-        // TODO(demo): a local three-node cluster.
-        Command::Demo => not_implemented(),
+        Command::Demo(args) => demo(args.failover),
+    }
+}
+
+fn demo(failover: bool) -> ExitCode {
+    let bin = match std::env::current_exe() {
+        Ok(bin) => bin,
+        Err(e) => {
+            eprintln!("tenure demo: cannot find the tenure executable: {e}");
+            return ExitCode::from(EXIT_INTERNAL);
+        }
+    };
+    match tenure::demo::run(&bin, tenure::demo::DemoOptions { failover }) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e @ tenure::demo::DemoError::Missing(_)) => {
+            eprintln!("tenure demo: {e}");
+            ExitCode::from(EXIT_UNAVAILABLE)
+        }
+        Err(e) => {
+            eprintln!("tenure demo: {e}");
+            ExitCode::from(EXIT_INTERNAL)
+        }
     }
 }
 
@@ -143,9 +183,37 @@ fn agent(file: &Path, env: &BTreeMap<String, String>) -> ExitCode {
              (or set tenure.run_as to the user PostgreSQL runs as)",
         );
     }
-    // TODO(agent runtime): replace these lines with the runtime's entry point, e.g.
-    // `return exit_code(tenure::agent::run(config))`.
-    let _ = config;
-    eprintln!("tenure: agent runtime not implemented yet");
-    ExitCode::from(EXIT_INTERNAL)
+    init_logging();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("tenure: cannot start the async runtime: {e}");
+            return ExitCode::from(EXIT_INTERNAL);
+        }
+    };
+    match runtime.block_on(tenure::agent::run(config)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e @ tenure::agent::AgentError::Store(_)) => {
+            eprintln!("tenure: {e}");
+            ExitCode::from(EXIT_UNAVAILABLE)
+        }
+        Err(e) => {
+            eprintln!("tenure: {e}");
+            ExitCode::from(EXIT_INTERNAL)
+        }
+    }
+}
+
+/// One key=value line per event on stderr; `RUST_LOG` filters (default `info`).
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
 }

@@ -225,6 +225,21 @@ pub fn timeline_from_history(history: &serde_json::Value) -> Option<Timeline> {
     u32::try_from(tl).ok()?.checked_add(1).map(Timeline)
 }
 
+/// Who announced the newest timeline: the `new_leader` (fifth field) of the last `history` line.
+pub fn timeline_owner_from_history(history: &serde_json::Value) -> Option<NodeName> {
+    let last = history.as_array()?.last()?;
+    last.get(4)?
+        .as_str()
+        .filter(|s| !s.is_empty())
+        .map(NodeName::new)
+}
+
+/// Fill the core's `timeline` and `timeline_owner` from the snapshot's `history` (both backends).
+pub fn fill_timeline(snap: &mut ClusterSnapshot) {
+    snap.cluster.timeline = snap.history.as_ref().and_then(timeline_from_history);
+    snap.cluster.timeline_owner = snap.history.as_ref().and_then(timeline_owner_from_history);
+}
+
 /// The core's switchover request. `Ok(None)` for the cleared form `{}` that Patroni writes;
 /// `Err` when `scheduled_at` is not an RFC 3339 time.
 pub fn switchover_from_record(record: &SwitchoverRecord) -> Result<Option<Switchover>, String> {

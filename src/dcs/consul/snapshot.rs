@@ -74,7 +74,10 @@ pub fn snapshot_from_entries(
                 .ok()
                 .and_then(|t| serde_json::from_str(&t).ok())
             {
-                Some(history) => snap.history = Some(history),
+                Some(history) => {
+                    snap.history = Some(history);
+                    crate::dcs::keys::fill_timeline(&mut snap);
+                }
                 None => warn!(key = %entry.key, "ignoring unreadable history"),
             },
             _ => {

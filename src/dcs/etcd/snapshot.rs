@@ -4,8 +4,8 @@
 //! `pause` wrong would make the core act), while an unreadable member, `failover`, `status` or `history` is
 //! skipped with a warning, since its absence only makes the core more cautious.
 use crate::dcs::keys::{
-    dynamic_config_from_json, member_from_record, optime_from_status, switchover_from_record,
-    timeline_from_history,
+    dynamic_config_from_json, fill_timeline, member_from_record, optime_from_status,
+    switchover_from_record,
 };
 use crate::dcs::{ClusterSnapshot, DcsError, MemberRecord, SwitchoverRecord};
 use crate::ha::observation::LeaderKey;
@@ -78,7 +78,7 @@ pub(super) fn build<'a>(
             }
             "history" => {
                 snap.history = parse(key, value);
-                snap.cluster.timeline = snap.history.as_ref().and_then(timeline_from_history);
+                fill_timeline(&mut snap);
             }
             _ => {
                 // Only direct children of members/ are members (Patroni: `k.count('/') == 1`).

@@ -1,0 +1,314 @@
+//! The executor: the one place an `Action` becomes I/O. It translates; it never decides.
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use crate::dcs::{ClusterSnapshot, Dcs, DcsError, MemberRecord, SwitchoverRecord};
+use crate::ha::{
+    Action, Divergence, Job, JobResult, JobStatus, Lsn, NodeName, Outcome, PeerProbe, Timeline,
+};
+use crate::pg::recovery::StandbyConfig;
+use crate::pg::{self, Endpoint, PgSettings};
+
+use super::fence::Fence;
+
+/// Everything the executor acts on, and what it brings back for the next observation.
+pub struct Executor {
+    pub dcs: Arc<dyn Dcs>,
+    pub pg: PgSettings,
+    pub fence: Fence,
+    pub initdb: pg::ctl::InitdbOptions,
+    /// The last good store snapshot, and every member record ever seen (a dead leader's key vanishes,
+    /// but it must still be probed and rewound from).
+    pub snapshot: Option<ClusterSnapshot>,
+    pub seen: BTreeMap<String, MemberRecord>,
+    pub peers: Option<Vec<PeerProbe>>,
+    pub divergence: Option<Divergence>,
+    job: Option<(Job, JoinHandle<Result<(), String>>)>,
+    finished: Option<(Job, JobResult)>,
+}
+
+impl Executor {
+    pub fn new(dcs: Arc<dyn Dcs>, pg: PgSettings, initdb: pg::ctl::InitdbOptions) -> Executor {
+        let fence = Fence::new(&pg.data_dir);
+        Executor {
+            dcs,
+            pg,
+            fence,
+            initdb,
+            snapshot: None,
+            seen: BTreeMap::new(),
+            peers: None,
+            divergence: None,
+            job: None,
+            finished: None,
+        }
+    }
+
+    /// The job slot as the core sees it; a finished job is reported once.
+    pub fn job_status(&mut self) -> JobStatus {
+        if let Some((job, handle)) = &self.job {
+            if !handle.is_finished() {
+                return JobStatus::Running(job.clone());
+            }
+            let (job, handle) = self.job.take().expect("checked above");
+            let result = match futures_now(handle) {
+                Some(Ok(())) => JobResult::Ok,
+                Some(Err(e)) => JobResult::Failed(e),
+                None => JobResult::Failed("the job panicked".into()),
+            };
+            self.finished = Some((job, result));
+        }
+        match self.finished.take() {
+            Some((job, result)) => JobStatus::Finished(job, result),
+            None => JobStatus::Idle,
+        }
+    }
+
+    pub fn job_running(&self) -> bool {
+        self.job.as_ref().is_some_and(|(_, h)| !h.is_finished())
+    }
+
+    /// Run one action, bounded by `deadline` for store calls.
+    pub async fn run(&mut self, action: &Action, deadline: Instant) -> Outcome {
+        match action {
+            Action::RaceInitialize => store(
+                self.dcs
+                    .race_initialize(self.pg.name.as_str(), deadline)
+                    .await,
+            ),
+            Action::WriteInitialize(s) => store(self.dcs.write_initialize(s, deadline).await),
+            Action::AcquireLeader => store(self.dcs.acquire_leader(deadline).await),
+            Action::RenewLeader => store(self.dcs.renew_leader(deadline).await),
+            Action::ReleaseLeader => store(self.dcs.release_leader(deadline).await),
+            Action::ClearSwitchover => store(self.dcs.clear_switchover(deadline).await),
+            Action::WriteOptime(lsn) => store(self.dcs.write_status(lsn.0, deadline).await),
+            Action::WriteHistory(tl) => {
+                let history = self.history_with(*tl);
+                store(self.dcs.write_history(&history, deadline).await)
+            }
+            Action::StartReplica { upstream } => {
+                let cfg = self.standby_config(upstream.as_ref());
+                local(async {
+                    pg::recovery::configure_standby(&self.pg, &cfg)?;
+                    pg::ctl::start(&self.pg).await
+                })
+                .await
+            }
+            Action::StartPrimary => {
+                local(async {
+                    pg::recovery::configure_primary(&self.pg)?;
+                    pg::ctl::start(&self.pg).await
+                })
+                .await
+            }
+            Action::Follow { upstream } => {
+                let cfg = self.standby_config(upstream.as_ref());
+                local(pg::recovery::reconfigure_upstream(&self.pg, &cfg)).await
+            }
+            Action::Promote => local(pg::ctl::promote(&self.pg)).await,
+            Action::Stop { mode } => {
+                local(async { pg::ctl::stop(&self.pg, *mode).await.map(|_| ()) }).await
+            }
+            Action::Checkpoint => local(pg::ctl::checkpoint(&self.pg)).await,
+            Action::CheckDivergence { leader } => {
+                let Some(ep) = self.endpoint(leader) else {
+                    let why = "no conn_url known".to_string();
+                    self.divergence = Some(Divergence::Unknown {
+                        leader: leader.clone(),
+                        why,
+                    });
+                    return Outcome::Done;
+                };
+                // A crashed server's pg_control does not say where its WAL ends: finish crash recovery
+                // first (single-user mode, as Patroni does), then compare.
+                if pg::controldata::read(&self.pg)
+                    .await
+                    .is_ok_and(|cd| cd.local_position().is_none())
+                {
+                    if let Err(e) = pg::ctl::ensure_clean_shutdown(&self.pg).await {
+                        tracing::warn!(error = %e, "crash recovery before the divergence check failed");
+                    }
+                }
+                let d = pg::rewind::check_divergence(&self.pg, &ep).await;
+                if let Divergence::Unknown { why, .. } = &d {
+                    tracing::info!(%leader, %why, "divergence unknown");
+                }
+                self.divergence = Some(d);
+                Outcome::Done
+            }
+            Action::ProbePeers => {
+                let members: Vec<(String, MemberRecord)> = self
+                    .seen
+                    .iter()
+                    .map(|(n, r)| (n.clone(), r.clone()))
+                    .collect();
+                let creds = (
+                    self.pg.superuser.username.clone(),
+                    self.pg.superuser.password.clone(),
+                );
+                self.peers = Some(super::peers::probe_all(&members, &self.pg.name, creds).await);
+                Outcome::Done
+            }
+            Action::StartJob(job) => self.start_job(job.clone()),
+            Action::ArmFence { deadline } => fence(self.fence.arm(*deadline)),
+            Action::DisarmFence => fence(self.fence.disarm()),
+            Action::Exit => Outcome::Done,
+        }
+    }
+
+    fn standby_config(&self, upstream: Option<&NodeName>) -> StandbyConfig {
+        // Slots are not managed yet: stream without one (wal_keep_size keeps enough WAL for a rejoin).
+        StandbyConfig {
+            upstream: upstream.and_then(|u| self.endpoint(u)),
+            slot: None,
+        }
+    }
+
+    fn endpoint(&self, name: &NodeName) -> Option<Endpoint> {
+        let rec = self.seen.get(name.as_str())?;
+        Endpoint::from_conn_url(name.clone(), &rec.conn_url).ok()
+    }
+
+    /// The `history` value with a line for the switch to `tl` (Patroni's `[tl-1, lsn, reason, time, leader]`).
+    fn history_with(&self, tl: Timeline) -> serde_json::Value {
+        let mut lines = self
+            .snapshot
+            .as_ref()
+            .and_then(|s| s.history.clone())
+            .and_then(|h| h.as_array().cloned())
+            .unwrap_or_default();
+        let lsn = self
+            .seen
+            .get(self.pg.name.as_str())
+            .and_then(|r| r.xlog_location)
+            .unwrap_or(0);
+        lines.push(serde_json::json!([
+            tl.0.saturating_sub(1),
+            lsn,
+            "no recovery target specified",
+            crate::clock::wall_s(),
+            self.pg.name.as_str()
+        ]));
+        serde_json::Value::Array(lines)
+    }
+
+    fn start_job(&mut self, job: Job) -> Outcome {
+        if self.job_running() {
+            return Outcome::Failed("another job is running".into());
+        }
+        let pg = self.pg.clone();
+        let initdb = self.initdb.clone();
+        let source = match &job {
+            Job::Bootstrap => None,
+            Job::Clone { from } | Job::Rewind { from } | Job::Reinit { from } => {
+                match self.endpoint(from) {
+                    Some(ep) => Some(ep),
+                    None => return Outcome::Failed(format!("no conn_url known for {from}")),
+                }
+            }
+        };
+        let kind = job.clone();
+        let handle = tokio::spawn(async move {
+            let follow = |ep: &Endpoint| StandbyConfig {
+                upstream: Some(ep.clone()),
+                slot: None,
+            };
+            let result = match (&kind, source) {
+                (Job::Bootstrap, _) => pg::ctl::bootstrap(&pg, &initdb).await,
+                (Job::Clone { .. }, Some(ep)) => pg::ctl::basebackup(&pg, &ep, &follow(&ep)).await,
+                (Job::Rewind { .. }, Some(ep)) => pg::rewind::run_rewind(&pg, &ep, &follow(&ep))
+                    .await
+                    .map(|_| ()),
+                (Job::Reinit { .. }, Some(ep)) => pg::ctl::reinit(&pg, &ep, &follow(&ep)).await,
+                _ => Ok(()),
+            };
+            result.map_err(|e| e.to_string())
+        });
+        self.job = Some((job, handle));
+        Outcome::Done
+    }
+
+    /// Remember a fresh snapshot and its member records.
+    pub fn remember(&mut self, snap: &ClusterSnapshot) {
+        for (name, rec) in &snap.members {
+            self.seen.insert(name.clone(), rec.clone());
+        }
+        self.snapshot = Some(snap.clone());
+    }
+
+    /// Write a switchover request (the CLI and REST control path use the same translation).
+    pub async fn write_switchover(
+        &self,
+        rec: &SwitchoverRecord,
+        deadline: Instant,
+    ) -> Result<(), DcsError> {
+        self.dcs.write_switchover(rec, deadline).await
+    }
+}
+
+/// A finished task's result without awaiting (the caller checked `is_finished`).
+fn futures_now(handle: JoinHandle<Result<(), String>>) -> Option<Result<(), String>> {
+    use std::future::Future;
+    use std::task::{Context, Poll, Waker};
+    let mut handle = handle;
+    let mut cx = Context::from_waker(Waker::noop());
+    match std::pin::Pin::new(&mut handle).poll(&mut cx) {
+        Poll::Ready(Ok(r)) => Some(r),
+        _ => None,
+    }
+}
+
+/// Store outcomes: a refusal is `Rejected`; a timeout or an unreachable store is `Unknown` (it may have
+/// been applied, and R3 never extends a lease on it); unreadable data is `Failed`.
+fn store(r: Result<(), DcsError>) -> Outcome {
+    match r {
+        Ok(()) => Outcome::Done,
+        Err(DcsError::Conflict(_) | DcsError::SessionInvalid(_)) => Outcome::Rejected,
+        Err(DcsError::Unavailable(_)) => Outcome::Unknown,
+        Err(e @ DcsError::BadData { .. }) => Outcome::Failed(e.to_string()),
+    }
+}
+
+async fn local(f: impl std::future::Future<Output = Result<(), pg::PgError>>) -> Outcome {
+    match f.await {
+        Ok(()) => Outcome::Done,
+        Err(e) => Outcome::Failed(e.to_string()),
+    }
+}
+
+fn fence(r: Result<(), super::fence::FenceError>) -> Outcome {
+    match r {
+        Ok(()) => Outcome::Done,
+        Err(e) => Outcome::Failed(e.to_string()),
+    }
+}
+
+/// Our member record, as Patroni writes it.
+pub fn member_record(
+    pg: &PgSettings,
+    api_url: &str,
+    tags: &BTreeMap<String, serde_json::Value>,
+    m: &crate::ha::MemberStatus,
+    streaming: bool,
+) -> MemberRecord {
+    let lsn = m.lsn.map(|Lsn(l)| l);
+    let replica = m.role == crate::ha::MemberRole::Replica;
+    MemberRecord {
+        conn_url: pg.conn_url(),
+        api_url: api_url.to_string(),
+        state: m.state.as_str().to_string(),
+        role: m.role.as_str().to_string(),
+        version: crate::api::VERSION.to_string(),
+        // patronictl computes lag from xlog_location even for replicas.
+        xlog_location: lsn,
+        timeline: m.timeline.map(|t| t.0),
+        replay_lsn: lsn.filter(|_| replica),
+        receive_lsn: lsn.filter(|_| replica),
+        replication_state: (replica && streaming).then(|| "streaming".to_string()),
+        tags: tags.clone(),
+        ..MemberRecord::default()
+    }
+}

@@ -1,0 +1,42 @@
+//! The shell: observe -> `decide` -> execute -> publish -> sleep (or wake on a leader change or a signal).
+//!
+//! It never branches on domain state: every choice is the core's. It owns the tasks (the REST server,
+//! background jobs, peer probes) and the only clock reads (`crate::clock`).
+pub mod control;
+pub mod execute;
+pub mod fence;
+pub mod peers;
+mod runtime;
+
+use std::sync::Arc;
+
+use crate::config::{Config, Store};
+use crate::dcs::consul::ConsulDcs;
+use crate::dcs::etcd::EtcdDcs;
+use crate::dcs::Dcs;
+
+pub use runtime::run_loop;
+
+/// Why the agent could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    #[error("cannot set up the store client: {0}")]
+    Store(String),
+    #[error("cannot start the REST API: {0}")]
+    Api(#[from] crate::api::ApiError),
+    #[error("cannot install signal handlers: {0}")]
+    Signals(std::io::Error),
+}
+
+/// Run the agent until it is told to stop (SIGTERM/SIGINT) and has stopped in order.
+pub async fn run(config: Config) -> Result<(), AgentError> {
+    let dcs: Arc<dyn Dcs> = match &config.store {
+        Store::Consul(s) => {
+            Arc::new(ConsulDcs::new(s.clone()).map_err(|e| AgentError::Store(e.to_string()))?)
+        }
+        Store::Etcd(s) => {
+            Arc::new(EtcdDcs::new(s.clone()).map_err(|e| AgentError::Store(e.to_string()))?)
+        }
+    };
+    run_loop(config, dcs).await
+}

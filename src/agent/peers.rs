@@ -1,0 +1,130 @@
+//! Probing the other members for the race: their REST `/patroni`, or their PostgreSQL when the agent is gone.
+use std::time::Duration;
+
+use crate::dcs::MemberRecord;
+use crate::ha::{Lsn, NodeName, PeerProbe, PeerStatus, PgRole, Tags, Timeline};
+
+/// Patroni probes with 2 s and no retries.
+const PROBE_TIMEOUT_MS: u64 = 2_000;
+
+/// Probe every member but us, in parallel (the agent runtime owns these short-lived tasks).
+pub async fn probe_all(
+    members: &[(String, MemberRecord)],
+    me: &NodeName,
+    pg_creds: (String, String),
+) -> Vec<PeerProbe> {
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_millis(PROBE_TIMEOUT_MS))
+        .build()
+        .unwrap_or_default();
+    let mut set = tokio::task::JoinSet::new();
+    for (name, rec) in members.iter().filter(|(n, _)| n != me.as_str()) {
+        let (client, creds, name, rec) =
+            (client.clone(), pg_creds.clone(), name.clone(), rec.clone());
+        set.spawn(async move { probe_one(&client, &name, &rec, &creds).await });
+    }
+    let mut out: Vec<PeerProbe> = set.join_all().await;
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    out
+}
+
+async fn probe_one(
+    client: &reqwest::Client,
+    name: &str,
+    rec: &MemberRecord,
+    creds: &(String, String),
+) -> PeerProbe {
+    let answer = match rest(client, &rec.api_url).await {
+        Some(a) => Some(a),
+        None => postgres(rec, creds).await,
+    };
+    PeerProbe {
+        name: NodeName::new(name),
+        answer,
+    }
+}
+
+/// `GET <api_url>`: the `/patroni` JSON.
+async fn rest(client: &reqwest::Client, url: &str) -> Option<PeerStatus> {
+    if url.is_empty() {
+        return None;
+    }
+    let v: serde_json::Value = client.get(url).send().await.ok()?.json().await.ok()?;
+    let role = match v.get("role").and_then(|r| r.as_str()) {
+        Some("primary" | "master")
+            if v.get("state").and_then(|s| s.as_str()) == Some("running") =>
+        {
+            Some(PgRole::Primary)
+        }
+        Some("replica") if v.get("state").and_then(|s| s.as_str()) != Some("stopped") => {
+            Some(PgRole::Replica)
+        }
+        _ => None,
+    };
+    let xlog = v.get("xlog");
+    let pos = |k: &str| xlog.and_then(|x| x.get(k)).and_then(|p| p.as_u64());
+    let lsn = pos("location")
+        .or_else(|| pos("received_location").max(pos("replayed_location")))
+        .unwrap_or(0);
+    let tags = v.get("tags").map(tags_from_json).unwrap_or_default();
+    Some(PeerStatus {
+        role,
+        timeline: v
+            .get("timeline")
+            .and_then(|t| t.as_u64())
+            .map(|t| Timeline(t as u32)),
+        lsn: Lsn(lsn),
+        tags,
+    })
+}
+
+/// The agent did not answer: ask its PostgreSQL whether it still runs as primary (a dead agent's
+/// PostgreSQL can still be writable, and must still block the race).
+async fn postgres(rec: &MemberRecord, creds: &(String, String)) -> Option<PeerStatus> {
+    let ep = crate::pg::Endpoint::from_conn_url(NodeName::new("peer"), &rec.conn_url).ok()?;
+    let conninfo = format!(
+        "host={} port={} user={} password={} dbname=postgres connect_timeout=2",
+        ep.host, ep.port, creds.0, creds.1
+    );
+    let connect = tokio_postgres::connect(&conninfo, tokio_postgres::NoTls);
+    let (client, conn) = tokio::time::timeout(Duration::from_millis(PROBE_TIMEOUT_MS), connect)
+        .await
+        .ok()?
+        .ok()?;
+    let driver = tokio::spawn(conn);
+    let query = client.query_one("SELECT pg_is_in_recovery()", &[]);
+    let row = tokio::time::timeout(Duration::from_millis(PROBE_TIMEOUT_MS), query)
+        .await
+        .ok()?
+        .ok();
+    driver.abort();
+    let in_recovery: bool = row?.get(0);
+    Some(PeerStatus {
+        role: Some(if in_recovery {
+            PgRole::Replica
+        } else {
+            PgRole::Primary
+        }),
+        timeline: rec.timeline.map(Timeline),
+        lsn: Lsn(rec.xlog_location.unwrap_or(0)),
+        tags: Tags {
+            nofailover: true,
+            ..Tags::default()
+        },
+    })
+}
+
+/// Tags as the core reads them from a member's JSON.
+pub fn tags_from_json(v: &serde_json::Value) -> Tags {
+    let b = |k: &str| v.get(k).and_then(|x| x.as_bool()).unwrap_or(false);
+    Tags {
+        nofailover: b("nofailover"),
+        failover_priority: v
+            .get("failover_priority")
+            .and_then(|x| x.as_i64())
+            .unwrap_or(1),
+        noloadbalance: b("noloadbalance"),
+        clonefrom: b("clonefrom"),
+        other: Default::default(),
+    }
+}

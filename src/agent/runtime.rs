@@ -1,0 +1,257 @@
+//! The agent's loop, and what it publishes to the REST API and the store each cycle.
+use std::sync::Arc;
+
+use tokio::signal::unix::{signal, SignalKind};
+use tokio::sync::watch;
+use tokio::time::{Duration, Instant};
+use tracing::{info, warn};
+
+use crate::api::{ApiState, Published};
+use crate::clock;
+use crate::config::Config;
+use crate::dcs::{keys, Dcs};
+use crate::ha::{
+    decide, ActionOutcome, Decision, Memory, Millis, Observation, Outcome, PgState, StoreView,
+};
+
+use super::control::StoreControl;
+use super::execute::{member_record, Executor};
+use super::AgentError;
+
+/// A store `Instant` `ms` from now.
+fn after_ms(ms: u64) -> Instant {
+    Instant::now() + Duration::from_millis(ms)
+}
+
+/// Convert a core deadline (monotonic ms) to a tokio instant.
+fn instant_at(at: Millis) -> Instant {
+    after_ms(at.since(clock::monotonic()))
+}
+
+/// Observe, decide, execute, publish, sleep; until `decide` says `Exit`.
+pub async fn run_loop(config: Config, dcs: Arc<dyn Dcs>) -> Result<(), AgentError> {
+    let core = config.core_config();
+    let pg = config.pg_settings();
+    let retry_ms = core.timing.retry_timeout_ms;
+    let api_url = config.api_url();
+    let scope = config.scope.clone();
+    let name = core.name.to_string();
+    let (tx, rx) = watch::channel(Published::starting(&scope, &name, clock::monotonic()));
+    let control = Arc::new(StoreControl {
+        dcs: dcs.clone(),
+        published: rx.clone(),
+        timeout_ms: retry_ms,
+    });
+    let state = ApiState {
+        published: rx,
+        clock: Arc::new(clock::monotonic),
+        control,
+    };
+    let (stop_api, api_stopped) = tokio::sync::oneshot::channel::<()>();
+    let settings = config.restapi_settings();
+    let listener = crate::api::bind(&settings).await?;
+    let (addr, api_task) = crate::api::serve(settings, state, listener, async {
+        let _ = api_stopped.await;
+    })
+    .await?;
+    info!(%addr, "REST API listening");
+
+    let mut term = signal(SignalKind::terminate()).map_err(AgentError::Signals)?;
+    let mut int = signal(SignalKind::interrupt()).map_err(AgentError::Signals)?;
+    let mut hup = signal(SignalKind::hangup()).map_err(AgentError::Signals)?;
+    let mut exec = Executor::new(dcs.clone(), pg.clone(), config.initdb.clone());
+    let mut mem = Memory::default();
+    let mut outcomes: Vec<ActionOutcome> = Vec::new();
+    let mut shutting_down = false;
+    let mut consistent = false;
+    let mut counters = crate::api::RuntimeCounters::default();
+    let mut dcs_last_seen = None;
+    loop {
+        let cycle_start = clock::monotonic();
+        let store_read_at = clock::monotonic();
+        let store = match dcs.get_cluster(consistent, after_ms(retry_ms)).await {
+            Ok(mut snap) => {
+                keys::fill_timeline(&mut snap);
+                exec.remember(&snap);
+                dcs_last_seen = Some(clock::wall_s());
+                StoreView::Available(snap.cluster.clone())
+            }
+            Err(e) => {
+                *counters
+                    .store_errors
+                    .entry(error_kind(&e).into())
+                    .or_default() += 1;
+                warn!(error = %e, "store read failed");
+                StoreView::Unavailable
+            }
+        };
+        let pg_state = observe_pg(&pg).await;
+        let streaming = matches!(&pg_state, PgState::Running(r) if r.streaming);
+        let obs = Observation {
+            now: clock::monotonic(),
+            wall_ms: clock::wall_ms(),
+            pg: pg_state,
+            store,
+            store_read_at,
+            peers: exec.peers.take(),
+            outcomes: std::mem::take(&mut outcomes),
+            job: exec.job_status(),
+            divergence: exec.divergence.take(),
+            shutting_down,
+        };
+        let d = decide(&core, &mem, &obs);
+        info!(reason = %d.reason, actions = ?d.actions, "cycle");
+        if d.status.role != tx.borrow().status.role {
+            counters.role_changes += 1;
+        }
+        mem = d.memory.clone();
+        consistent = d.consistent_read;
+        let record = member_record(&pg, &api_url, &config.tags, &d.member, streaming);
+        publish_api(&tx, &d, &record, &exec, &counters, dcs_last_seen);
+        if matches!(obs.store, StoreView::Available(_)) {
+            publish_member(dcs.as_ref(), &record, d.store_deadline).await;
+        }
+        let exit = execute(&mut exec, &d, &mut outcomes).await;
+        counters.cycle_duration_ms = clock::monotonic().since(cycle_start);
+        if exit {
+            info!("agent stopped");
+            break;
+        }
+        let wake = wake_instant(&d, &exec);
+        let watch_index = leader_index(&exec, &obs.store);
+        tokio::select! {
+            _ = tokio::time::sleep_until(wake) => {}
+            _ = watch_leader(dcs.as_ref(), watch_index, wake) => {}
+            _ = term.recv() => { shutting_down = true; info!("SIGTERM: shutting down"); }
+            _ = int.recv() => { shutting_down = true; info!("SIGINT: shutting down"); }
+            _ = hup.recv() => { warn!("SIGHUP: configuration reload is not supported yet; restart the agent"); }
+        }
+    }
+    let _ = stop_api.send(());
+    let _ = api_task.await;
+    Ok(())
+}
+
+/// Execute the decision's actions in order, stopping at the first that does not succeed. No action
+/// starts after the decision's deadline. Returns whether the agent should exit.
+async fn execute(exec: &mut Executor, d: &Decision, outcomes: &mut Vec<ActionOutcome>) -> bool {
+    for action in &d.actions {
+        let sent_at = clock::monotonic();
+        if sent_at > d.store_deadline && *action != crate::ha::Action::Exit {
+            outcomes.push(ActionOutcome {
+                action: action.clone(),
+                sent_at,
+                result: expired(),
+            });
+            return false;
+        }
+        if *action == crate::ha::Action::Exit {
+            return true;
+        }
+        let result = exec.run(action, instant_at(d.store_deadline)).await;
+        if result != Outcome::Done {
+            warn!(?action, ?result, "action did not succeed");
+        }
+        let stop = result != Outcome::Done;
+        outcomes.push(ActionOutcome {
+            action: action.clone(),
+            sent_at,
+            result,
+        });
+        if stop {
+            break;
+        }
+    }
+    false
+}
+
+fn expired() -> Outcome {
+    Outcome::Failed("the decision expired before this action could start".into())
+}
+
+/// When to run the next cycle: the core's `wake_at`, sooner while a background job runs.
+fn wake_instant(d: &Decision, exec: &Executor) -> Instant {
+    let wake = instant_at(d.wake_at);
+    if exec.job_running() {
+        wake.min(after_ms(500))
+    } else {
+        wake
+    }
+}
+
+fn leader_index(exec: &Executor, store: &StoreView) -> Option<u64> {
+    match store {
+        StoreView::Available(c) => c
+            .leader
+            .as_ref()
+            .map(|l| l.index)
+            .or(exec.snapshot.as_ref().map(|s| s.index)),
+        StoreView::Unavailable => None,
+    }
+}
+
+/// Wake early when the leader key changes (a replica learns of a free key at once).
+async fn watch_leader(dcs: &dyn Dcs, index: Option<u64>, until: Instant) {
+    let Some(index) = index else {
+        return std::future::pending().await;
+    };
+    let wait_ms = until.saturating_duration_since(Instant::now()).as_millis() as u64;
+    if wait_ms == 0 {
+        return std::future::pending().await;
+    }
+    match dcs.watch_leader(index, wait_ms).await {
+        Ok(new) if new != index => {}
+        // No change, or an error: sleep the rest of the cycle rather than spin.
+        _ => std::future::pending().await,
+    }
+}
+
+/// Local PostgreSQL, bounded: a probe that hangs reads as "starting".
+async fn observe_pg(pg: &crate::pg::PgSettings) -> PgState {
+    match tokio::time::timeout(Duration::from_secs(5), crate::pg::probe::observe(pg)).await {
+        Ok(Ok(state)) => state,
+        Ok(Err(e)) => {
+            warn!(error = %e, "PostgreSQL probe failed");
+            PgState::Starting
+        }
+        Err(_) => PgState::Starting,
+    }
+}
+
+/// Our member key, bound to our session (renewed here for replicas, so the key lives while we do).
+async fn publish_member(dcs: &dyn Dcs, record: &crate::dcs::MemberRecord, deadline: Millis) {
+    let deadline = instant_at(deadline);
+    let _ = dcs.renew_session(deadline).await;
+    if dcs.ensure_session(deadline).await.is_ok() {
+        if let Err(e) = dcs.publish_member(record, deadline).await {
+            warn!(error = %e, "could not publish our member key");
+        }
+    }
+}
+
+fn publish_api(
+    tx: &watch::Sender<Published>,
+    d: &Decision,
+    record: &crate::dcs::MemberRecord,
+    exec: &Executor,
+    counters: &crate::api::RuntimeCounters,
+    dcs_last_seen: Option<u64>,
+) {
+    tx.send_modify(|p| {
+        p.status = d.status.clone();
+        p.member = record.clone();
+        p.cluster = exec.snapshot.clone();
+        p.tags = record.tags.clone();
+        p.counters = counters.clone();
+        p.dcs_last_seen_unix_s = dcs_last_seen;
+    });
+}
+
+fn error_kind(e: &crate::dcs::DcsError) -> &'static str {
+    match e {
+        crate::dcs::DcsError::Unavailable(_) => "unavailable",
+        crate::dcs::DcsError::SessionInvalid(_) => "session_invalid",
+        crate::dcs::DcsError::Conflict(_) => "conflict",
+        crate::dcs::DcsError::BadData { .. } => "bad_data",
+    }
+}
