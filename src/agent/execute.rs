@@ -155,7 +155,10 @@ impl Executor {
             Action::StartJob(job) => self.start_job(job.clone()),
             Action::ArmFence { deadline } => fence(self.fence.arm(*deadline)),
             Action::DisarmFence => fence(self.fence.disarm()),
-            Action::Exit => Outcome::Done,
+            Action::Exit => {
+                self.fence.stop_process();
+                Outcome::Done
+            }
         }
     }
 

@@ -61,6 +61,17 @@ impl Fence {
         write_atomically(&self.file, "disarmed\n")
     }
 
+    /// The agent is exiting with the fence stood down: end the fencing process too (a new agent starts
+    /// another when it next arms).
+    pub fn stop_process(&mut self) {
+        if let Some(pid) = read_pid(&pid_file(&self.file)) {
+            if matches!(read_state(&self.file), Some(State::Disarmed) | None) && alive(pid) {
+                let _ = kill(Pid::from_raw(pid), Signal::SIGTERM);
+            }
+        }
+        let _ = std::fs::remove_file(pid_file(&self.file));
+    }
+
     /// Make sure a fencing process runs: one left by a previous agent counts (re-adoption).
     fn ensure_running(&mut self) -> Result<(), FenceError> {
         if let Some(child) = &mut self.child {

@@ -15,15 +15,31 @@ pub async fn probe_all(
 ) -> Vec<PeerProbe> {
     let client = reqwest::Client::builder()
         .timeout(Duration::from_millis(PROBE_TIMEOUT_MS))
+        .connect_timeout(Duration::from_millis(PROBE_TIMEOUT_MS))
         .build()
         .unwrap_or_default();
+    let started = crate::clock::monotonic();
     let mut set = tokio::task::JoinSet::new();
     for (name, rec) in members.iter().filter(|(n, _)| n != me.as_str()) {
         let (client, creds, name, rec) =
             (client.clone(), pg_creds.clone(), name.clone(), rec.clone());
-        set.spawn(async move { probe_one(&client, &name, &rec, &creds).await });
+        set.spawn(async move {
+            // Bounded as a whole: a frozen peer (accepting connections, never answering) must not hold the race.
+            let limit = Duration::from_millis(2 * PROBE_TIMEOUT_MS + 500);
+            match tokio::time::timeout(limit, probe_one(&client, &name, &rec, &creds)).await {
+                Ok(p) => p,
+                Err(_) => PeerProbe {
+                    name: NodeName::new(name.as_str()),
+                    answer: None,
+                },
+            }
+        });
     }
     let mut out: Vec<PeerProbe> = set.join_all().await;
+    tracing::debug!(
+        took_ms = crate::clock::monotonic().since(started),
+        "peer probes"
+    );
     out.sort_by(|a, b| a.name.cmp(&b.name));
     out
 }

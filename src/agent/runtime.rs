@@ -146,6 +146,7 @@ async fn execute(exec: &mut Executor, d: &Decision, outcomes: &mut Vec<ActionOut
             return false;
         }
         if *action == crate::ha::Action::Exit {
+            exec.run(action, instant_at(d.store_deadline)).await;
             return true;
         }
         let result = exec.run(action, instant_at(d.store_deadline)).await;

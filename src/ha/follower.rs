@@ -285,8 +285,11 @@ fn race(ctx: &Ctx, mem: &Memory, c: &Cluster) -> Plan {
         return Plan::idle(Reason::ResumeGrace { remaining_ms })
             .wake(ctx.now.plus_ms(remaining_ms));
     }
-    let r = match ctx.local {
-        Local::Replica(r) => r,
+    // A cleanly stopped former primary races with its own position: if it wins it restarts in place,
+    // so a whole-cluster restart brings the same primary back on the same timeline.
+    let (timeline, lsn) = match ctx.local {
+        Local::Replica(r) => (r.timeline, r.lsn),
+        Local::Stopped(cd) if cd.was_primary && cd.clean => (cd.timeline, cd.lsn),
         Local::Stopped(_) => {
             return Plan::act_now(
                 Reason::StartingReplica { leader: None },
@@ -296,18 +299,18 @@ fn race(ctx: &Ctx, mem: &Memory, c: &Cluster) -> Plan {
         }
         _ => return Plan::idle(Reason::NoLeaderWaiting),
     };
-    if let Err(reason) = election::lag_ok(ctx.cfg, c, r.lsn) {
+    if let Err(reason) = election::lag_ok(ctx.cfg, c, lsn) {
         return Plan::idle(reason);
     }
     let Some(peers) = ctx.peers else {
         return Plan::act_now(Reason::ProbingPeers, vec![Action::ProbePeers], ctx.now);
     };
     if !ctx.cfg.mutant(MutantName::RaceIgnoresTimeline) {
-        if let Err(reason) = election::timeline_ok(ctx.cfg, c, r.timeline, peers) {
+        if let Err(reason) = election::timeline_ok(ctx.cfg, c, timeline, peers) {
             return Plan::idle(reason);
         }
     }
-    match election::healthiest(ctx.cfg, (r.timeline, r.lsn), peers) {
+    match election::healthiest(ctx.cfg, (timeline, lsn), peers) {
         Ok(()) if ctx.cfg.mutant(MutantName::PromoteBeforeAck) => Plan::act_now(
             Reason::Acquiring,
             vec![Action::Promote, Action::AcquireLeader],

@@ -198,7 +198,9 @@ pub async fn running_status(
         .query_one(
             "SELECT pg_last_wal_receive_lsn()::text, pg_last_wal_replay_lsn()::text, \
              (SELECT timeline_id FROM pg_control_checkpoint()), \
-             w.status, w.received_tli, w.sender_host, w.sender_port, w.slot_name \
+             w.status, w.received_tli, w.sender_host, w.sender_port, w.slot_name, \
+             (SELECT max(('x' || substr(f, 1, 8))::bit(32)::int) FROM pg_ls_dir('pg_wal') AS f \
+              WHERE f ~ '^[0-9A-F]{8}\\.history$') \
              FROM (SELECT 1) AS one LEFT JOIN pg_stat_wal_receiver AS w ON true",
             &[],
         )
@@ -211,8 +213,14 @@ pub async fn running_status(
         sender_port: row.get::<_, Option<i32>>(6).map(|p| p as u16),
         slot_name: row.get(7),
     });
-    // The receiver's timeline is the newest the standby knows; without a receiver, the last restartpoint's.
-    let received = wal_receiver.as_ref().map_or(0, |w| w.received_tli.0);
+    // The receiver's timeline is the newest the standby knows; without a receiver (its upstream gone), the
+    // newest timeline history file the standby fetched, which the last restartpoint's timeline can lag for
+    // as long as the cluster is idle (a stale answer here made replicas refuse to race).
+    let fetched_tli = row.get::<_, Option<i32>>(8).unwrap_or(0) as u32;
+    let received = wal_receiver
+        .as_ref()
+        .map_or(0, |w| w.received_tli.0)
+        .max(fetched_tli);
     Ok(RunningStatus {
         system_id,
         role: PgRole::Replica,

@@ -221,7 +221,6 @@ fn reason_job_failed_display_only() {
 }
 
 #[test]
-#[ignore = "core bug: a finished, failed job (clone/rewind/bootstrap) is never reported; its error is dropped"]
 fn a_failed_job_is_the_cycle_reason() {
     let job = Job::Clone { from: n("pg2") };
     let o = obs(5_000)

@@ -1,7 +1,7 @@
 //! Core rules tier (GUIDE §5): one named test per decision rule and per `Reason`, driving `tenure::ha::decide`.
 //!
 //! Reason tests are named `reason_<variant>`; variants `decide` cannot produce are `reason_<variant>_display_only`.
-//! Tests marked `#[ignore = "core bug: ..."]` state the behaviour we believe correct and the core does not have yet.
+//! Core bugs found by this tier were fixed in src/ha; their tests now run with the rest.
 mod bootstrap;
 mod builders;
 mod following;

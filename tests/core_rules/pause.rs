@@ -196,7 +196,6 @@ fn paused_the_failover_candidate_promotes_after_the_acknowledged_acquire() {
 }
 
 #[test]
-#[ignore = "core bug: in pause a key holder whose PostgreSQL runs as replica is promoted without any request"]
 fn paused_a_key_holder_running_as_replica_is_not_promoted() {
     // Pause means hands off: an operator who demoted the primary by hand during maintenance must not see it
     // promoted again. Patroni removes the leader key instead ("removed leader lock because postgres is not
@@ -224,7 +223,6 @@ fn paused_a_primary_is_stopped_when_another_member_holds_the_key() {
 }
 
 #[test]
-#[ignore = "core bug: in pause a node with an empty data directory starts pg_basebackup"]
 fn paused_an_empty_node_is_not_cloned() {
     // Patroni: "running with empty data directory" in pause. The operator may be restoring a backup there.
     let c = cluster().leader("pg2").paused();
@@ -272,7 +270,6 @@ fn resume_grace_counts_down_then_the_race_opens() {
 }
 
 #[test]
-#[ignore = "core bug: in pause a nofailover node named as failover candidate acquires the key and promotes"]
 fn paused_a_nofailover_failover_candidate_does_not_acquire() {
     let c = cluster().paused().switchover(None, Some("pg2"));
     let o = obs(10_000)

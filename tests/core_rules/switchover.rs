@@ -300,7 +300,6 @@ fn a_dead_candidate_lets_the_others_race() {
 }
 
 #[test]
-#[ignore = "core bug: after a candidate-less switchover the old leader races like any replica and can retake the key"]
 fn the_old_leader_does_not_race_after_a_switchover_without_candidate() {
     // pg1 stopped for the switchover, released the key and restarted read-only; pg2 received the shutdown
     // checkpoint (equal LSN). Patroni excludes the leader named in the request while another member is
@@ -318,7 +317,6 @@ fn the_old_leader_does_not_race_after_a_switchover_without_candidate() {
 }
 
 #[test]
-#[ignore = "core bug: a nofailover node named as failover candidate (no leader) acquires the key and promotes"]
 fn a_nofailover_node_named_as_failover_candidate_does_not_acquire() {
     // Nobody validates a failover request without a leader; Patroni checks nofailover before the request.
     let c = cluster().switchover(None, Some("pg2"));
