@@ -1,3 +1,4 @@
 //! Test harness shared by the integration suites: stores and processes the tests run against.
+pub mod cluster;
 pub mod consul_server;
 pub mod etcd;

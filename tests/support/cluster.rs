@@ -1,0 +1,718 @@
+//! A three-node tenure cluster for end-to-end tests: real `tenure agent` processes (run as `postgres`
+//! through `runuser`), real PostgreSQL 15, and a real etcd or the in-process Consul test double.
+//!
+//! The node configs come from the same template as `tenure demo` (`tenure::demo::local`), with short
+//! timings (ttl 10, loop_wait 1, retry_timeout 2, fence_budget 1). Every cluster is fresh, in its own temp
+//! dir, on free loopback ports; clusters run one at a time (a process-wide lock, since each runs three
+//! PostgreSQL servers on a two-core machine). A [`Checker`] samples `pg_is_in_recovery()` on every node
+//! every 100 ms for the cluster's whole life and records any sample with two writable primaries.
+//!
+//! On drop: agents get SIGTERM (SIGCONT first if frozen), then SIGKILL; any postmaster left is stopped by
+//! the PID in its `postmaster.pid`; processes re-parented to this test process (it is their subreaper)
+//! are killed by PID; the store is stopped and the directory removed. When the test is failing, the tail
+//! of every agent and PostgreSQL log is printed first.
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use tenure::demo::local::{self, Agent, NodeSpec, RunAs, StoreAddr, Timings};
+use tokio_postgres::{Client, NoTls, SimpleQueryMessage};
+
+use super::consul_server::{ConsulTestOptions, ConsulTestServer};
+use super::etcd::EtcdServer;
+
+/// The `tenure` binary under test.
+const TENURE_BIN: &str = env!("CARGO_BIN_EXE_tenure");
+/// Nodes per cluster.
+pub const NODES: usize = 3;
+/// Budget for a connection or a query from the harness.
+const SQL_TIMEOUT: Duration = Duration::from_millis(500);
+
+/// Which store the agents use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StoreKind {
+    /// A real etcd (`/usr/bin/etcd`).
+    Etcd,
+    /// The in-process Consul test double, its minimum session TTL lowered to 1 s.
+    Consul,
+}
+
+enum Store {
+    Etcd(EtcdServer),
+    Consul(ConsulTestServer),
+}
+
+/// One cluster at a time in this process.
+fn serial() -> MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Poll `f` every 100 ms until it returns `Some`, or give up after `timeout`.
+pub fn wait_for<T>(mut f: impl FnMut() -> Option<T>, timeout: Duration) -> Option<T> {
+    let until = Instant::now() + timeout;
+    loop {
+        if let Some(v) = f() {
+            return Some(v);
+        }
+        if Instant::now() >= until {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// A running cluster. Fields drop in order: the lock is released last.
+pub struct Cluster {
+    pub kind: StoreKind,
+    pub nodes: Vec<NodeSpec>,
+    agents: Vec<Option<Agent>>,
+    checker: Option<Checker>,
+    store: Option<Store>,
+    rt: Option<tokio::runtime::Runtime>,
+    root: Option<tempfile::TempDir>,
+    /// When the cluster was started: the origin of every sample's and write's time.
+    pub epoch: Instant,
+    _serial: MutexGuard<'static, ()>,
+}
+
+impl Cluster {
+    /// Start the store and three agents, and wait for one primary with two streaming replicas.
+    pub fn start(kind: StoreKind) -> Cluster {
+        let serial = serial();
+        let reaper = local::reaper();
+        let run_as = RunAs::detect().expect("run as root or as the postgres user");
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("tokio runtime");
+        let store = match kind {
+            StoreKind::Etcd => Store::Etcd(reaper.spawn_with(|| {
+                let etcd = EtcdServer::start();
+                let pid = etcd.pid().as_raw();
+                (etcd, vec![pid])
+            })),
+            StoreKind::Consul => {
+                Store::Consul(rt.block_on(ConsulTestServer::start(ConsulTestOptions {
+                    session_ttl_min_ms: 1_000,
+                    ..ConsulTestOptions::default()
+                })))
+            }
+        };
+        let addr = match &store {
+            Store::Etcd(e) => StoreAddr::Etcd(e.host_port().to_string()),
+            Store::Consul(c) => StoreAddr::Consul(c.addr().to_string()),
+        };
+        let root = tempfile::Builder::new()
+            .prefix("tenure-e2e-")
+            .tempdir()
+            .expect("temp dir");
+        if let Some((uid, gid)) = run_as.owner() {
+            nix::unistd::chown(root.path(), Some(uid), Some(gid)).expect("chown temp dir");
+        }
+        let nodes: Vec<NodeSpec> = (0..NODES)
+            .map(|i| NodeSpec {
+                scope: "e2e".into(),
+                name: format!("n{}", i + 1),
+                dir: root.path().join(format!("n{}", i + 1)),
+                pg_port: local::free_port().expect("free port"),
+                api_port: local::free_port().expect("free port"),
+                store: addr.clone(),
+                timings: Timings::FAST,
+            })
+            .collect();
+        for n in &nodes {
+            n.prepare(run_as.owner())
+                .unwrap_or_else(|e| panic!("config for {}: {e}", n.name));
+        }
+        let epoch = Instant::now();
+        let checker = Checker::start(&rt, nodes.iter().map(|n| n.pg_port).collect(), epoch);
+        let mut c = Cluster {
+            kind,
+            nodes,
+            agents: (0..NODES).map(|_| None).collect(),
+            checker: Some(checker),
+            store: Some(store),
+            rt: Some(rt),
+            root: Some(root),
+            epoch,
+            _serial: serial,
+        };
+        for i in 0..NODES {
+            c.start_agent(i);
+        }
+        let p = c.wait_healthy(Duration::from_secs(90));
+        eprintln!(
+            "[e2e {kind:?}] cluster up in {:.1} s: primary {}",
+            c.epoch.elapsed().as_secs_f64(),
+            c.nodes[p].name
+        );
+        c
+    }
+
+    fn rt(&self) -> &tokio::runtime::Runtime {
+        self.rt.as_ref().expect("runtime")
+    }
+
+    /// Seconds since the cluster started, for log lines.
+    pub fn now_s(&self) -> f64 {
+        self.epoch.elapsed().as_secs_f64()
+    }
+
+    /// Wait until exactly one node is primary and every other node streams from it; the primary's index.
+    pub fn wait_healthy(&mut self, timeout: Duration) -> usize {
+        self.wait_until("one primary and two streaming replicas", timeout, |c| {
+            let p = c.primary()?;
+            let streaming = c
+                .sql(
+                    p,
+                    "SELECT count(*) FROM pg_stat_replication WHERE state = 'streaming'",
+                )
+                .ok()?;
+            (streaming.first()?.first()? == &(NODES - 1).to_string()).then_some(p)
+        })
+    }
+
+    /// Poll `f` every 100 ms until it returns `Some`; panic after `timeout`, or as soon as an agent exits
+    /// on its own (with its log).
+    pub fn wait_until<T>(
+        &mut self,
+        what: &str,
+        timeout: Duration,
+        mut f: impl FnMut(&mut Cluster) -> Option<T>,
+    ) -> T {
+        let until = Instant::now() + timeout;
+        loop {
+            if let Some(v) = f(self) {
+                return v;
+            }
+            self.check_agents();
+            assert!(
+                Instant::now() < until,
+                "timed out after {timeout:?} waiting for {what}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Panic if an agent we did not stop has exited.
+    pub fn check_agents(&mut self) {
+        for i in 0..NODES {
+            if let Some(status) = self.agents[i].as_mut().and_then(|a| a.exit_status()) {
+                self.agents[i] = None;
+                panic!(
+                    "agent {} exited on its own ({status}); its log:\n{}",
+                    self.nodes[i].name,
+                    local::tail(&self.nodes[i].agent_log(), 40)
+                );
+            }
+        }
+    }
+
+    /// Start node `i`'s agent (it must not be running).
+    pub fn start_agent(&mut self, i: usize) {
+        assert!(self.agents[i].is_none(), "agent {i} is already running");
+        let run_as = RunAs::detect().expect("run as");
+        let agent = Agent::start(std::path::Path::new(TENURE_BIN), &self.nodes[i], run_as)
+            .unwrap_or_else(|e| panic!("{e}"));
+        self.agents[i] = Some(agent);
+    }
+
+    /// Stop node `i`'s agent if it runs (SIGTERM, SIGKILL after 10 s), then start it again.
+    pub fn restart_agent(&mut self, i: usize) {
+        if let Some(mut a) = self.agents[i].take() {
+            let _ = a.stop(Duration::from_secs(10));
+        }
+        self.start_agent(i);
+    }
+
+    /// Send `sig` to node `i`'s agent. After SIGKILL the agent is reaped and counted as stopped.
+    pub fn kill_agent(&mut self, i: usize, sig: Signal) {
+        let agent = self.agents[i].as_mut().expect("agent running");
+        agent.signal(sig);
+        if sig == Signal::SIGKILL {
+            let _ = agent.wait(Duration::from_secs(5));
+            self.agents[i] = None;
+        }
+    }
+
+    /// Send SIGTERM to node `i`'s agent and forget it: it stops on its own; `Drop` reaps it.
+    pub fn sigterm_agent(&mut self, i: usize) -> Agent {
+        let mut agent = self.agents[i].take().expect("agent running");
+        agent.signal(Signal::SIGTERM);
+        agent
+    }
+
+    pub fn sigstop_agent(&mut self, i: usize) {
+        self.agents[i]
+            .as_mut()
+            .expect("agent running")
+            .signal(Signal::SIGSTOP);
+    }
+
+    pub fn sigcont_agent(&mut self, i: usize) {
+        self.agents[i]
+            .as_mut()
+            .expect("agent running")
+            .signal(Signal::SIGCONT);
+    }
+
+    /// The agent's PID (not runuser's).
+    pub fn agent_pid(&self, i: usize) -> Option<Pid> {
+        self.agents[i].as_ref().map(Agent::pid)
+    }
+
+    /// Node `i`'s postmaster PID, from `postmaster.pid`.
+    pub fn postmaster_pid(&self, i: usize) -> Option<Pid> {
+        local::postmaster_pid(&self.nodes[i].data_dir()).filter(|p| local::alive(*p))
+    }
+
+    /// Send `sig` to node `i`'s postmaster; its PID, if there was one.
+    pub fn kill_postmaster(&mut self, i: usize, sig: Signal) -> Option<Pid> {
+        let pid = self.postmaster_pid(i)?;
+        let _ = kill(pid, sig);
+        Some(pid)
+    }
+
+    /// A host crash: SIGKILL to node `i`'s agent, its fencing process, the postmaster and every backend.
+    pub fn crash_host(&mut self, i: usize) {
+        let data = self.nodes[i].data_dir();
+        let mut pids = Vec::new();
+        if let Some(a) = &self.agents[i] {
+            pids.extend(local::process_tree(a.pid()));
+        }
+        for pid in local::postmaster_pid(&data)
+            .into_iter()
+            .chain(local::fencer_pid(&data))
+            .filter(|p| local::alive(*p))
+        {
+            pids.extend(local::process_tree(pid));
+        }
+        for pid in pids {
+            let _ = kill(pid, Signal::SIGKILL);
+        }
+        if let Some(mut a) = self.agents[i].take() {
+            let _ = a.wait(Duration::from_secs(5));
+        }
+    }
+
+    /// `GET path` on node `i`'s REST API: `(status, body)`, `(0, "")` when nothing answers.
+    pub fn rest_get(&self, i: usize, path: &str) -> (u16, String) {
+        local::http_get(self.nodes[i].api_addr(), path).unwrap_or((0, String::new()))
+    }
+
+    /// `GET /patroni` as JSON (Null when nothing answers).
+    pub fn patroni(&self, i: usize) -> serde_json::Value {
+        let (status, body) = self.rest_get(i, "/patroni");
+        if status == 0 {
+            return serde_json::Value::Null;
+        }
+        serde_json::from_str(&body).unwrap_or(serde_json::Value::Null)
+    }
+
+    /// Run `query` (simple protocol) on node `i` as the superuser: rows of text values ("" for NULL).
+    pub fn sql(&self, i: usize, query: &str) -> Result<Vec<Vec<String>>, String> {
+        let port = self.nodes[i].pg_port;
+        self.rt().block_on(async move {
+            let client = connect(port).await?;
+            let msgs = tokio::time::timeout(Duration::from_secs(10), client.simple_query(query))
+                .await
+                .map_err(|_| format!("query timed out: {query}"))?
+                .map_err(|e| format!("{query}: {e}"))?;
+            Ok(msgs
+                .into_iter()
+                .filter_map(|m| match m {
+                    SimpleQueryMessage::Row(row) => Some(
+                        (0..row.len())
+                            .map(|k| row.get(k).unwrap_or("").to_string())
+                            .collect(),
+                    ),
+                    _ => None,
+                })
+                .collect())
+        })
+    }
+
+    /// The one value of a one-row, one-column query.
+    pub fn sql_one(&self, i: usize, query: &str) -> Result<String, String> {
+        let rows = self.sql(i, query)?;
+        rows.first()
+            .and_then(|r| r.first())
+            .cloned()
+            .ok_or_else(|| format!("{query}: no rows"))
+    }
+
+    /// `pg_is_in_recovery()` on every node: `Some(false)` is a writable primary, None no answer.
+    pub fn recovery_states(&self) -> Vec<Option<bool>> {
+        (0..NODES)
+            .map(|i| {
+                self.sql_one(i, "SELECT pg_is_in_recovery()")
+                    .ok()
+                    .map(|v| v == "t")
+            })
+            .collect()
+    }
+
+    /// The node that is the one writable primary, if exactly one is.
+    pub fn primary(&self) -> Option<usize> {
+        let writable: Vec<usize> = self
+            .recovery_states()
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| **s == Some(false))
+            .map(|(i, _)| i)
+            .collect();
+        (writable.len() == 1).then(|| writable[0])
+    }
+
+    /// Whether node `i` is a replica streaming from node `from`.
+    pub fn streams_from(&self, i: usize, from: usize) -> bool {
+        let port = self.nodes[from].pg_port;
+        self.sql_one(
+            i,
+            "SELECT status || ':' || sender_port FROM pg_stat_wal_receiver",
+        )
+        .is_ok_and(|v| v == format!("streaming:{port}"))
+    }
+
+    /// The timeline node `i` runs on (a replica: the one it receives).
+    pub fn timeline(&self, i: usize) -> Option<u64> {
+        let q = "SELECT CASE WHEN pg_is_in_recovery() \
+                 THEN (SELECT received_tli FROM pg_stat_wal_receiver) \
+                 ELSE (SELECT timeline_id FROM pg_control_checkpoint()) END";
+        self.sql_one(i, q).ok()?.parse().ok()
+    }
+
+    /// Start a client inserting increasing ids into `e2e_writes` on node `i`, reconnecting on errors.
+    pub fn start_writer(&self, i: usize) -> Writer {
+        Writer::start(self.rt(), self.nodes[i].pg_port, self.epoch)
+    }
+
+    /// The checker's samples so far.
+    pub fn samples(&self) -> Vec<Sample> {
+        self.checker
+            .as_ref()
+            .map(Checker::samples)
+            .unwrap_or_default()
+    }
+
+    /// When node `i` was first seen writable at or after `since` (time since the epoch).
+    pub fn first_writable(&self, i: usize, since: Duration) -> Option<Duration> {
+        self.samples()
+            .iter()
+            .find(|s| s.at >= since && s.writable[i] == Some(true))
+            .map(|s| s.at)
+    }
+
+    /// Stop the checker and assert that no sample ever showed two writable primaries.
+    pub fn assert_never_two_primaries(&mut self) {
+        let Some(checker) = self.checker.take() else {
+            return;
+        };
+        let samples = checker.stop();
+        let nodes: Vec<String> = self.nodes.iter().map(|n| n.name.clone()).collect();
+        eprintln!(
+            "[e2e {:?}] checker: {} samples over {:.1} s",
+            self.kind,
+            samples.len(),
+            self.now_s()
+        );
+        if let Some(bad) = samples
+            .iter()
+            .position(|s| s.writable.iter().filter(|w| **w == Some(true)).count() > 1)
+        {
+            let from = bad.saturating_sub(10);
+            let around: Vec<String> = samples[from..(bad + 10).min(samples.len())]
+                .iter()
+                .map(|s| s.render(&nodes))
+                .collect();
+            panic!(
+                "two writable primaries at {:.2} s; samples around it (P = writable, r = in recovery, - = no answer):\n{}",
+                samples[bad].at.as_secs_f64(),
+                around.join("\n")
+            );
+        }
+    }
+
+    fn print_diagnostics(&self) {
+        eprintln!("===== e2e failure diagnostics ({:?}) =====", self.kind);
+        let nodes: Vec<String> = self.nodes.iter().map(|n| n.name.clone()).collect();
+        if let Some(c) = &self.checker {
+            let samples = c.samples();
+            eprintln!(
+                "--- last checker samples (P = writable, r = in recovery, - = no answer) ---"
+            );
+            for s in &samples[samples.len().saturating_sub(30)..] {
+                eprintln!("{}", s.render(&nodes));
+            }
+        }
+        for n in &self.nodes {
+            eprintln!(
+                "--- {} agent log ({}) ---\n{}",
+                n.name,
+                n.agent_log().display(),
+                local::tail(&n.agent_log(), 40)
+            );
+            eprintln!(
+                "--- {} postgres log ---\n{}",
+                n.name,
+                local::tail(&n.pg_log(), 15)
+            );
+        }
+        if let Some(Store::Etcd(e)) = &self.store {
+            eprintln!("--- etcd log ---\n{}", e.log_tail());
+        }
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.print_diagnostics();
+        }
+        if let Some(c) = self.checker.take() {
+            let _ = c.stop();
+        }
+        for a in self.agents.iter_mut().flatten() {
+            a.signal(Signal::SIGCONT);
+            a.signal(Signal::SIGTERM);
+        }
+        for a in self.agents.iter_mut().flatten() {
+            let _ = a.stop(Duration::from_secs(5));
+        }
+        self.agents.clear();
+        for n in &self.nodes {
+            local::stop_postmaster(&n.data_dir(), Duration::from_secs(3));
+        }
+        // Fencing processes and anything else whose agent is gone were re-parented to us.
+        local::reaper().kill_orphans();
+        match self.store.take() {
+            Some(Store::Etcd(e)) => {
+                let pid = e.pid().as_raw();
+                drop(e);
+                local::reaper().release(pid);
+            }
+            Some(Store::Consul(c)) => drop(c),
+            None => {}
+        }
+        if let Some(rt) = self.rt.take() {
+            rt.shutdown_timeout(Duration::from_secs(2));
+        }
+        if let Some(root) = self.root.take() {
+            let path: PathBuf = root.path().to_path_buf();
+            if root.close().is_err() {
+                let _ = std::fs::remove_dir_all(path);
+            }
+        }
+    }
+}
+
+/// A fresh superuser connection to 127.0.0.1:`port` within [`SQL_TIMEOUT`].
+async fn connect(port: u16) -> Result<Client, String> {
+    let mut cfg = tokio_postgres::Config::new();
+    cfg.host("127.0.0.1")
+        .port(port)
+        .user(local::SUPERUSER.0)
+        .password(local::SUPERUSER.1)
+        .dbname("postgres")
+        .application_name("tenure-e2e")
+        .connect_timeout(SQL_TIMEOUT);
+    let (client, conn) = tokio::time::timeout(SQL_TIMEOUT, cfg.connect(NoTls))
+        .await
+        .map_err(|_| format!("connect to port {port} timed out"))?
+        .map_err(|e| format!("connect to port {port}: {e}"))?;
+    tokio::spawn(conn);
+    Ok(client)
+}
+
+/// One round of the checker: per node, `Some(true)` = answered "not in recovery" (writable primary).
+#[derive(Clone, Debug)]
+pub struct Sample {
+    /// When the round's last answer arrived, since the cluster's epoch.
+    pub at: Duration,
+    pub writable: Vec<Option<bool>>,
+}
+
+impl Sample {
+    fn render(&self, names: &[String]) -> String {
+        let cols: Vec<String> = self
+            .writable
+            .iter()
+            .zip(names)
+            .map(|(w, n)| {
+                let c = match w {
+                    Some(true) => "P",
+                    Some(false) => "r",
+                    None => "-",
+                };
+                format!("{n}={c}")
+            })
+            .collect();
+        format!("{:>8.2}s  {}", self.at.as_secs_f64(), cols.join(" "))
+    }
+}
+
+/// Samples `SELECT pg_is_in_recovery()` on every node every 100 ms, each on a kept connection
+/// (reconnected with a short timeout after any error).
+pub struct Checker {
+    stop: Arc<AtomicBool>,
+    samples: Arc<Mutex<Vec<Sample>>>,
+    task: tokio::task::JoinHandle<()>,
+    rt: tokio::runtime::Handle,
+}
+
+impl Checker {
+    fn start(rt: &tokio::runtime::Runtime, ports: Vec<u16>, epoch: Instant) -> Checker {
+        let stop = Arc::new(AtomicBool::new(false));
+        let samples: Arc<Mutex<Vec<Sample>>> = Arc::default();
+        let (s, out) = (stop.clone(), samples.clone());
+        let task = rt.spawn(async move {
+            let mut clients: Vec<Option<Arc<Client>>> = ports.iter().map(|_| None).collect();
+            while !s.load(Ordering::SeqCst) {
+                let tick = tokio::time::Instant::now();
+                let probes: Vec<_> = ports
+                    .iter()
+                    .zip(clients.iter_mut())
+                    .map(|(port, c)| tokio::spawn(probe(c.take(), *port)))
+                    .collect();
+                let mut writable = Vec::with_capacity(ports.len());
+                for (k, p) in probes.into_iter().enumerate() {
+                    let (client, w) = p.await.unwrap_or((None, None));
+                    clients[k] = client;
+                    writable.push(w);
+                }
+                let at = epoch.elapsed();
+                out.lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .push(Sample { at, writable });
+                tokio::time::sleep_until(tick + Duration::from_millis(100)).await;
+            }
+        });
+        Checker {
+            stop,
+            samples,
+            task,
+            rt: rt.handle().clone(),
+        }
+    }
+
+    pub fn samples(&self) -> Vec<Sample> {
+        self.samples
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    fn stop(self) -> Vec<Sample> {
+        self.stop.store(true, Ordering::SeqCst);
+        let task = self.task;
+        let _ = self
+            .rt
+            .block_on(async { tokio::time::timeout(Duration::from_secs(3), task).await });
+        let samples = self.samples.lock().unwrap_or_else(|e| e.into_inner());
+        samples.clone()
+    }
+}
+
+/// One probe: `(connection to keep, Some(!in_recovery))`, or `(None, None)` when the node did not answer.
+async fn probe(client: Option<Arc<Client>>, port: u16) -> (Option<Arc<Client>>, Option<bool>) {
+    let client = match client {
+        Some(c) if !c.is_closed() => c,
+        _ => match connect(port).await {
+            Ok(c) => Arc::new(c),
+            Err(_) => return (None, None),
+        },
+    };
+    match tokio::time::timeout(
+        Duration::from_millis(300),
+        client.query_one("SELECT pg_is_in_recovery()", &[]),
+    )
+    .await
+    {
+        Ok(Ok(row)) => {
+            let in_recovery: bool = row.get(0);
+            (Some(client), Some(!in_recovery))
+        }
+        _ => (None, None),
+    }
+}
+
+/// What a [`Writer`] saw.
+#[derive(Debug, Default)]
+pub struct WriteLog {
+    /// Committed and acknowledged: id and when the acknowledgement arrived (since the epoch).
+    pub acked: Vec<(i64, Duration)>,
+    /// Inserts that failed or whose outcome is unknown.
+    pub failed: u64,
+}
+
+/// A client inserting ids 1, 2, 3, ... into `e2e_writes (id bigint primary key)`, one per ~5 ms,
+/// reconnecting after any error; every id is tried once.
+pub struct Writer {
+    stop: Arc<AtomicBool>,
+    task: tokio::task::JoinHandle<WriteLog>,
+    rt: tokio::runtime::Handle,
+}
+
+impl Writer {
+    fn start(rt: &tokio::runtime::Runtime, port: u16, epoch: Instant) -> Writer {
+        let stop = Arc::new(AtomicBool::new(false));
+        let s = stop.clone();
+        let task = rt.spawn(async move {
+            let mut log = WriteLog::default();
+            let mut client: Option<Client> = None;
+            let mut id: i64 = 0;
+            while !s.load(Ordering::SeqCst) {
+                let c = match client.take() {
+                    Some(c) if !c.is_closed() => c,
+                    _ => match connect(port).await {
+                        Ok(c) => c,
+                        Err(_) => {
+                            tokio::time::sleep(Duration::from_millis(50)).await;
+                            continue;
+                        }
+                    },
+                };
+                id += 1;
+                let params: [&(dyn tokio_postgres::types::ToSql + Sync); 1] = [&id];
+                let insert = c.execute("INSERT INTO e2e_writes (id) VALUES ($1)", &params);
+                match tokio::time::timeout(Duration::from_secs(1), insert).await {
+                    Ok(Ok(1)) => {
+                        log.acked.push((id, epoch.elapsed()));
+                        client = Some(c);
+                    }
+                    _ => {
+                        log.failed += 1;
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                    }
+                }
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            log
+        });
+        Writer {
+            stop,
+            task,
+            rt: rt.handle().clone(),
+        }
+    }
+
+    /// Stop writing; what was acknowledged.
+    pub fn stop(self) -> WriteLog {
+        self.stop.store(true, Ordering::SeqCst);
+        self.rt.block_on(self.task).expect("writer task panicked")
+    }
+}
+
+/// The ids in `e2e_writes` on node `i`.
+pub fn stored_ids(c: &Cluster, i: usize) -> Result<BTreeSet<i64>, String> {
+    Ok(c.sql(i, "SELECT id FROM e2e_writes")?
+        .into_iter()
+        .filter_map(|r| r.first().and_then(|v| v.parse().ok()))
+        .collect())
+}
