@@ -252,7 +252,7 @@ impl fmt::Display for Reason {
             AcquiringAfterBootstrap => write!(f, "taking the leader key for the bootstrapped cluster"),
             Leading => write!(f, "no action: I am the leader with the lock"),
             Promoting => write!(f, "promoted self to leader by acquiring the lock"),
-            RestartingCrashedPrimary => write!(f, "starting the crashed primary in place"),
+            RestartingCrashedPrimary => write!(f, "starting the primary in place"),
             CrashedPrimaryGaveUp => {
                 write!(f, "primary did not start within primary_start_timeout: releasing the leader key")
             }

@@ -96,9 +96,12 @@ pub(crate) struct Ctx<'a> {
 /// The decision core's entry point: total and pure.
 pub fn decide(cfg: &CoreConfig, mem: &Memory, obs: &Observation) -> Decision {
     let mut mem = absorb(cfg, mem, obs);
+    // Probes take a few seconds when a peer does not answer: fresh means asked within two loops plus two
+    // store-call budgets, which an agent frozen between asking and deciding exceeds.
+    let probe_window_ms = 2 * (cfg.timing.loop_wait_ms + cfg.timing.retry_timeout_ms);
     let fresh = mem
         .probes_sent_at
-        .is_some_and(|at| obs.now.since(at) <= 2 * cfg.timing.loop_wait_ms);
+        .is_some_and(|at| obs.now.since(at) <= probe_window_ms);
     let peers = obs.peers.as_deref().filter(|_| fresh);
     let ctx = Ctx {
         cfg,

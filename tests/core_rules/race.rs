@@ -265,18 +265,26 @@ fn stale_probes_are_requested_again() {
         .pg_replica(1, 500)
         .store(leaderless())
         .peers(vec![peer_replica("pg2", 1, 100)]);
-    let d = decide(&cfg("pg1"), &mem().probed_at(NOW - 2 * LOOP_MS - 1), &o);
+    let d = decide(
+        &cfg("pg1"),
+        &mem().probed_at(NOW - 2 * (LOOP_MS + RETRY_MS) - 1),
+        &o,
+    );
     expect(&d, Reason::ProbingPeers, &[Action::ProbePeers]);
     assert_eq!(d.memory.probes_sent_at, Some(Millis(NOW)));
 }
 
 #[test]
-fn probes_two_loops_old_are_still_trusted() {
+fn probes_as_old_as_the_window_are_still_trusted() {
     let o = obs(NOW)
         .pg_replica(1, 500)
         .store(leaderless())
         .peers(vec![peer_replica("pg2", 1, 100)]);
-    let d = decide(&cfg("pg1"), &mem().probed_at(NOW - 2 * LOOP_MS), &o);
+    let d = decide(
+        &cfg("pg1"),
+        &mem().probed_at(NOW - 2 * (LOOP_MS + RETRY_MS)),
+        &o,
+    );
     expect(&d, Reason::Acquiring, &[Action::AcquireLeader]);
     assert_eq!(d.memory.probes_sent_at, None);
 }
