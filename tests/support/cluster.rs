@@ -26,7 +26,11 @@ use super::consul_server::{ConsulTestOptions, ConsulTestServer};
 use super::etcd::EtcdServer;
 
 /// The `tenure` binary under test.
-const TENURE_BIN: &str = env!("CARGO_BIN_EXE_tenure");
+// Integration tests get the binary's path from cargo; the examples that share this harness do not use it.
+const TENURE_BIN: &str = match option_env!("CARGO_BIN_EXE_tenure") {
+    Some(p) => p,
+    None => "tenure",
+};
 /// Nodes per cluster.
 pub const NODES: usize = 3;
 /// Budget for a connection or a query from the harness.
@@ -167,14 +171,12 @@ impl Cluster {
     /// Wait until exactly one node is primary and every other node streams from it; the primary's index.
     pub fn wait_healthy(&mut self, timeout: Duration) -> usize {
         self.wait_until("one primary and two streaming replicas", timeout, |c| {
+            // Ask the replicas: the primary's pg_stat_replication also lists pg_basebackup's WAL stream.
             let p = c.primary()?;
-            let streaming = c
-                .sql(
-                    p,
-                    "SELECT count(*) FROM pg_stat_replication WHERE state = 'streaming'",
-                )
-                .ok()?;
-            (streaming.first()?.first()? == &(NODES - 1).to_string()).then_some(p)
+            (0..NODES)
+                .filter(|r| *r != p)
+                .all(|r| c.streams_from(r, p))
+                .then_some(p)
         })
     }
 
