@@ -64,7 +64,8 @@ measure() { # $1 = crash | stop ; prints "<gap_ms> <missing>"
   if [ "$kind" = crash ]; then kill -9 "$apid"; kill -9 "$(head -1 "$W/data$P/postmaster.pid")"; else kill -TERM "$apid"; fi
   wait $wpid || true
   local N; N=$(primary)
-  local gap; gap=$(awk -v t0="$t0" '$1 < t0 {last=$1} $1 >= t0 && !after {after=$1} END {print after - last}' "$W/acks.$kind.$run")
+  # The longest pause between consecutive acknowledgements from just before the fault on.
+  local gap; gap=$(awk -v t0="$t0" '$1 >= t0 - 1000 { if (prev && $1 - prev > max) max = $1 - prev; prev = $1 } END {print max + 0}' "$W/acks.$kind.$run")
   local acked; acked=$(wc -l <"$W/acks.$kind.$run")
   local present; present=$(sql "$N" "select count(*) from bench where id >= $first and id < $((first + 1000000))")
   echo "$gap $((acked - present))"
