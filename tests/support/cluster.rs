@@ -135,7 +135,12 @@ impl Cluster {
                 .unwrap_or_else(|e| panic!("config for {}: {e}", n.name));
         }
         let epoch = Instant::now();
-        let checker = Checker::start(&rt, nodes.iter().map(|n| n.pg_port).collect(), epoch);
+        let checker = Checker::start(
+            &rt,
+            nodes.iter().map(|n| n.pg_port).collect(),
+            nodes.iter().map(|n| n.api_port).collect(),
+            epoch,
+        );
         let mut c = Cluster {
             kind,
             nodes,
@@ -411,30 +416,41 @@ impl Cluster {
             .map(|s| s.at)
     }
 
-    /// Stop the checker and assert that no sample ever showed two writable primaries.
+    /// Stop the checker and assert that no sample ever showed two writable primaries, nor two nodes
+    /// answering 200 on `GET /primary`.
     pub fn assert_never_two_primaries(&mut self) {
         let Some(checker) = self.checker.take() else {
             return;
         };
-        let samples = checker.stop();
+        let (samples, health) = checker.stop();
         let nodes: Vec<String> = self.nodes.iter().map(|n| n.name.clone()).collect();
         eprintln!(
-            "[e2e {:?}] checker: {} samples over {:.1} s",
+            "[e2e {:?}] checker: {} SQL and {} REST samples over {:.1} s",
             self.kind,
             samples.len(),
+            health.len(),
             self.now_s()
         );
-        if let Some(bad) = samples
-            .iter()
-            .position(|s| s.writable.iter().filter(|w| **w == Some(true)).count() > 1)
-        {
+        for (what, samples) in [
+            (
+                "two writable primaries (pg_is_in_recovery() false)",
+                &samples,
+            ),
+            ("two nodes answering 200 on GET /primary", &health),
+        ] {
+            let Some(bad) = samples
+                .iter()
+                .position(|s| s.writable.iter().filter(|w| **w == Some(true)).count() > 1)
+            else {
+                continue;
+            };
             let from = bad.saturating_sub(10);
             let around: Vec<String> = samples[from..(bad + 10).min(samples.len())]
                 .iter()
                 .map(|s| s.render(&nodes))
                 .collect();
             panic!(
-                "two writable primaries at {:.2} s; samples around it (P = writable, r = in recovery, - = no answer):\n{}",
+                "{what} at {:.2} s; samples around it (P = primary, r = not, - = no answer):\n{}",
                 samples[bad].at.as_secs_f64(),
                 around.join("\n")
             );
@@ -445,12 +461,17 @@ impl Cluster {
         eprintln!("===== e2e failure diagnostics ({:?}) =====", self.kind);
         let nodes: Vec<String> = self.nodes.iter().map(|n| n.name.clone()).collect();
         if let Some(c) = &self.checker {
-            let samples = c.samples();
-            eprintln!(
-                "--- last checker samples (P = writable, r = in recovery, - = no answer) ---"
-            );
-            for s in &samples[samples.len().saturating_sub(30)..] {
-                eprintln!("{}", s.render(&nodes));
+            for (what, samples) in [
+                (
+                    "pg_is_in_recovery(): P = writable, r = in recovery",
+                    c.samples(),
+                ),
+                ("GET /primary: P = 200, r = other", c.health_samples()),
+            ] {
+                eprintln!("--- last checker samples ({what}, - = no answer) ---");
+                for s in &samples[samples.len().saturating_sub(30)..] {
+                    eprintln!("{}", s.render(&nodes));
+                }
             }
         }
         for n in &self.nodes {
@@ -532,7 +553,8 @@ async fn connect(port: u16) -> Result<Client, String> {
     Ok(client)
 }
 
-/// One round of the checker: per node, `Some(true)` = answered "not in recovery" (writable primary).
+/// One round of the checker: per node, `Some(true)` = answered "not in recovery" (writable primary), or
+/// for the REST samples, answered 200 on `GET /primary`; None = no answer.
 #[derive(Clone, Debug)]
 pub struct Sample {
     /// When the round's last answer arrived, since the cluster's epoch.
@@ -560,20 +582,27 @@ impl Sample {
 }
 
 /// Samples `SELECT pg_is_in_recovery()` on every node every 100 ms, each on a kept connection
-/// (reconnected with a short timeout after any error).
+/// (reconnected with a short timeout after any error), and, in a task of its own, `GET /primary`.
 pub struct Checker {
     stop: Arc<AtomicBool>,
     samples: Arc<Mutex<Vec<Sample>>>,
-    task: tokio::task::JoinHandle<()>,
+    health: Arc<Mutex<Vec<Sample>>>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
     rt: tokio::runtime::Handle,
 }
 
 impl Checker {
-    fn start(rt: &tokio::runtime::Runtime, ports: Vec<u16>, epoch: Instant) -> Checker {
+    fn start(
+        rt: &tokio::runtime::Runtime,
+        ports: Vec<u16>,
+        api_ports: Vec<u16>,
+        epoch: Instant,
+    ) -> Checker {
         let stop = Arc::new(AtomicBool::new(false));
         let samples: Arc<Mutex<Vec<Sample>>> = Arc::default();
+        let health: Arc<Mutex<Vec<Sample>>> = Arc::default();
         let (s, out) = (stop.clone(), samples.clone());
-        let task = rt.spawn(async move {
+        let sql = rt.spawn(async move {
             let mut clients: Vec<Option<Arc<Client>>> = ports.iter().map(|_| None).collect();
             while !s.load(Ordering::SeqCst) {
                 let tick = tokio::time::Instant::now();
@@ -595,10 +624,31 @@ impl Checker {
                 tokio::time::sleep_until(tick + Duration::from_millis(100)).await;
             }
         });
+        // The REST side of the same promise (R4): `GET /primary` answers 200 on at most one node at a time.
+        let (s, out) = (stop.clone(), health.clone());
+        let rest = rt.spawn(async move {
+            while !s.load(Ordering::SeqCst) {
+                let tick = tokio::time::Instant::now();
+                let probes: Vec<_> = api_ports
+                    .iter()
+                    .map(|port| tokio::spawn(primary_endpoint(*port)))
+                    .collect();
+                let mut writable = Vec::with_capacity(api_ports.len());
+                for p in probes {
+                    writable.push(p.await.unwrap_or(None));
+                }
+                let at = epoch.elapsed();
+                out.lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .push(Sample { at, writable });
+                tokio::time::sleep_until(tick + Duration::from_millis(100)).await;
+            }
+        });
         Checker {
             stop,
             samples,
-            task,
+            health,
+            tasks: vec![sql, rest],
             rt: rt.handle().clone(),
         }
     }
@@ -610,15 +660,46 @@ impl Checker {
             .clone()
     }
 
-    fn stop(self) -> Vec<Sample> {
-        self.stop.store(true, Ordering::SeqCst);
-        let task = self.task;
-        let _ = self
-            .rt
-            .block_on(async { tokio::time::timeout(Duration::from_secs(3), task).await });
-        let samples = self.samples.lock().unwrap_or_else(|e| e.into_inner());
-        samples.clone()
+    pub fn health_samples(&self) -> Vec<Sample> {
+        self.health
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
+
+    /// Stop sampling: the `pg_is_in_recovery()` samples and the `GET /primary` samples.
+    fn stop(self) -> (Vec<Sample>, Vec<Sample>) {
+        self.stop.store(true, Ordering::SeqCst);
+        for task in self.tasks {
+            let _ = self
+                .rt
+                .block_on(async { tokio::time::timeout(Duration::from_secs(3), task).await });
+        }
+        let lock = |m: &Mutex<Vec<Sample>>| m.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        (lock(&self.samples), lock(&self.health))
+    }
+}
+
+/// `GET /primary` on 127.0.0.1:`port` within 300 ms: `Some(status == 200)`, None when nothing answered.
+async fn primary_endpoint(port: u16) -> Option<bool> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let get = async {
+        let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .ok()?;
+        s.write_all(b"GET /primary HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
+            .await
+            .ok()?;
+        let mut buf = Vec::new();
+        s.read_to_end(&mut buf).await.ok()?;
+        let text = String::from_utf8_lossy(&buf);
+        let status: u16 = text.split_whitespace().nth(1)?.parse().ok()?;
+        Some(status == 200)
+    };
+    tokio::time::timeout(Duration::from_millis(300), get)
+        .await
+        .ok()
+        .flatten()
 }
 
 /// One probe: `(connection to keep, Some(!in_recovery))`, or `(None, None)` when the node did not answer.
