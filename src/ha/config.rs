@@ -1,20 +1,8 @@
 //! The core's configuration and the timing rules every combination of settings must satisfy (GUIDE §4).
 use super::types::NodeName;
 
-#[cfg(feature = "mutants")]
+// The mutant names exist in every build (so call sites need no `cfg`); only a `mutants` build can select one.
 pub(crate) use super::mutants::Mutant as MutantName;
-/// In a normal build no mutant exists; this stand-in keeps call sites free of `cfg`.
-#[cfg(not(feature = "mutants"))]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum MutantName {
-    PromoteBeforeAck,
-    LeaseFromReply,
-    NoFenceWhenStoreDown,
-    HealthIgnoresLease,
-    SkipDivergenceCheck,
-    NeverRace,
-    RaceIgnoresTimeline,
-}
 
 /// How the watchdog device is used.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

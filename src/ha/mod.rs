@@ -8,7 +8,6 @@ pub mod health;
 mod leader;
 pub mod lease;
 pub mod memory;
-#[cfg(feature = "mutants")]
 pub mod mutants;
 pub mod observation;
 mod status;

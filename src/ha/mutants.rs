@@ -1,4 +1,4 @@
-//! Test-only deliberately broken rules (feature `mutants`): each must make a simulator checker fail.
+//! Test-only deliberately broken rules, selectable only in a `mutants` build: each must trip a simulator checker.
 
 /// One broken rule.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
