@@ -9,14 +9,27 @@ use clap::{Args, Parser, Subcommand};
 const EXIT_USAGE: u8 = 64;
 /// Store or PostgreSQL unreachable at start-up.
 const EXIT_UNAVAILABLE: u8 = 69;
-/// Internal error (and, for now, "not implemented yet").
+/// Internal error.
 const EXIT_INTERNAL: u8 = 70;
+
+const EXIT_CODES: &str = "\
+Exit codes:
+  0   success
+  1   refused: the REST API answered 4xx/5xx (its status and message are printed), the cluster's state
+      does not allow the request, or the confirmation was declined
+  64  bad usage, or a config file that is missing or invalid
+  69  the store, or every member's REST API, could not be reached (the address is printed)
+  70  internal error
+
+The operator commands read the agent's config file (--config FILE, or TENURE_CONFIG) to find the store
+and the REST API credentials.";
 
 #[derive(Parser)]
 #[command(
     name = "tenure",
     version,
-    about = "A PostgreSQL high-availability agent in the tradition of Patroni"
+    about = "A PostgreSQL high-availability agent in the tradition of Patroni",
+    after_help = EXIT_CODES
 )]
 struct Cli {
     #[command(subcommand)]
@@ -27,18 +40,22 @@ struct Cli {
 enum Command {
     /// Run the agent for one PostgreSQL node, or check its config file.
     Agent(AgentArgs),
-    /// Show the cluster's members, roles, timelines and lag.
-    List(ClientArgs),
-    /// Put the cluster in maintenance mode: no automatic failover.
-    Pause(ClientArgs),
-    /// Leave maintenance mode.
-    Resume(ClientArgs),
-    /// Planned change of primary.
-    Switchover(ClientArgs),
-    /// Manual failover to a named candidate.
-    Failover(ClientArgs),
-    /// Show the timeline history.
-    History(ClientArgs),
+    /// Show the cluster's members, roles, timelines and lag (read from the store).
+    List(ListArgs),
+    /// Put the cluster in maintenance mode: no automatic failover (PATCH /config on the leader's API).
+    Pause(PauseArgs),
+    /// Leave maintenance mode (PATCH /config on the leader's API).
+    Resume(PauseArgs),
+    /// Planned change of primary (POST /switchover on the leader's API).
+    Switchover(SwitchoverArgs),
+    /// Manual failover to a named candidate (POST /failover).
+    Failover(FailoverArgs),
+    /// Show the timeline history (read from the store).
+    History(HistoryArgs),
+    /// Print the dynamic configuration (the store's `config` key) as YAML.
+    ShowConfig(ClientArgs),
+    /// Change the dynamic configuration: --set KEY=VALUE, dotted keys, YAML values (PATCH /config).
+    EditConfig(EditConfigArgs),
     /// The fencing process an agent starts (internal): stops PostgreSQL when the lease deadline passes.
     #[command(hide = true)]
     Fencer(FencerArgs),
@@ -75,10 +92,95 @@ struct FencerArgs {
 }
 
 #[derive(Args)]
+#[command(after_help = EXIT_CODES)]
 struct ClientArgs {
-    /// The agent config file (to find the store and the REST API).
+    /// The agent config file (to find the store and the REST API); default: $TENURE_CONFIG.
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum FormatArg {
+    Table,
+    Json,
+}
+
+impl From<FormatArg> for tenure::cli::Format {
+    fn from(f: FormatArg) -> Self {
+        match f {
+            FormatArg::Table => tenure::cli::Format::Table,
+            FormatArg::Json => tenure::cli::Format::Json,
+        }
+    }
+}
+
+#[derive(Args)]
+#[command(after_help = EXIT_CODES)]
+struct ListArgs {
+    #[command(flatten)]
+    client: ClientArgs,
+    /// Output format.
+    #[arg(long, short = 'f', value_enum, default_value = "table")]
+    format: FormatArg,
+}
+
+#[derive(Args)]
+#[command(after_help = EXIT_CODES)]
+struct HistoryArgs {
+    #[command(flatten)]
+    client: ClientArgs,
+    /// Output format.
+    #[arg(long, short = 'f', value_enum, default_value = "table")]
+    format: FormatArg,
+}
+
+#[derive(Args)]
+#[command(after_help = EXIT_CODES)]
+struct PauseArgs {
+    #[command(flatten)]
+    client: ClientArgs,
+    /// Wait (up to 30 s) until every member reports the new state.
+    #[arg(long)]
+    wait: bool,
+}
+
+#[derive(Args)]
+#[command(after_help = EXIT_CODES)]
+struct SwitchoverArgs {
+    #[command(flatten)]
+    client: ClientArgs,
+    /// The member to promote (default: the healthiest replica, chosen by the leader).
+    #[arg(long, value_name = "NAME")]
+    candidate: Option<String>,
+    /// When: ISO 8601 with a time zone (2030-01-01T12:00+00:00), or `now`.
+    #[arg(long, value_name = "TIME")]
+    scheduled: Option<String>,
+    /// Do not ask for confirmation (required when stdin is not a terminal).
+    #[arg(long)]
+    force: bool,
+}
+
+#[derive(Args)]
+#[command(after_help = EXIT_CODES)]
+struct FailoverArgs {
+    #[command(flatten)]
+    client: ClientArgs,
+    /// The member to promote.
+    #[arg(long, value_name = "NAME")]
+    candidate: String,
+    /// Do not ask for confirmation (required when stdin is not a terminal).
+    #[arg(long)]
+    force: bool,
+}
+
+#[derive(Args)]
+#[command(after_help = EXIT_CODES)]
+struct EditConfigArgs {
+    #[command(flatten)]
+    client: ClientArgs,
+    /// KEY=VALUE, e.g. loop_wait=10 or postgresql.parameters.work_mem=8MB; `null` deletes the key.
+    #[arg(long, short = 's', value_name = "KEY=VALUE")]
+    set: Vec<String>,
 }
 
 fn main() -> ExitCode {
@@ -101,13 +203,49 @@ fn main() -> ExitCode {
         }) => agent(&file, &env),
         Command::Agent(_) => usage("tenure agent needs --config FILE or --validate-config FILE"),
         Command::Fencer(args) => tenure::agent::fence::fencer_main(&args.file, &args.data_dir),
-        // TODO(operator CLI): list/pause/resume/switchover/failover/history, through the store and REST API.
-        Command::List(_)
-        | Command::Pause(_)
-        | Command::Resume(_)
-        | Command::Switchover(_)
-        | Command::Failover(_)
-        | Command::History(_) => not_implemented(),
+        Command::List(a) => operator(
+            a.client,
+            tenure::cli::Command::List {
+                format: a.format.into(),
+            },
+            &env,
+        ),
+        Command::Pause(a) => operator(a.client, tenure::cli::Command::Pause { wait: a.wait }, &env),
+        Command::Resume(a) => operator(
+            a.client,
+            tenure::cli::Command::Resume { wait: a.wait },
+            &env,
+        ),
+        Command::Switchover(a) => operator(
+            a.client,
+            tenure::cli::Command::Switchover {
+                candidate: a.candidate,
+                scheduled: a.scheduled,
+                force: a.force,
+            },
+            &env,
+        ),
+        Command::Failover(a) => operator(
+            a.client,
+            tenure::cli::Command::Failover {
+                candidate: a.candidate,
+                force: a.force,
+            },
+            &env,
+        ),
+        Command::History(a) => operator(
+            a.client,
+            tenure::cli::Command::History {
+                format: a.format.into(),
+            },
+            &env,
+        ),
+        Command::ShowConfig(a) => operator(a, tenure::cli::Command::ShowConfig, &env),
+        Command::EditConfig(a) => operator(
+            a.client,
+            tenure::cli::Command::EditConfig { set: a.set },
+            &env,
+        ),
         Command::Demo(args) => demo(args.failover),
     }
 }
@@ -138,9 +276,19 @@ fn usage(msg: &str) -> ExitCode {
     ExitCode::from(EXIT_USAGE)
 }
 
-fn not_implemented() -> ExitCode {
-    eprintln!("tenure: not implemented yet");
-    ExitCode::from(EXIT_INTERNAL)
+/// An operator command (`src/cli/`): its errors are printed and become the exit code.
+fn operator(
+    client: ClientArgs,
+    command: tenure::cli::Command,
+    env: &BTreeMap<String, String>,
+) -> ExitCode {
+    match tenure::cli::run(client.config.as_deref(), command, env) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("tenure: {e}");
+            ExitCode::from(e.code)
+        }
+    }
 }
 
 /// Load the config, printing warnings to stderr; on errors print them and give the exit code.

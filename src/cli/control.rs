@@ -1,0 +1,281 @@
+//! The commands that change the cluster, each one request to a member's REST API (the leader first):
+//! `pause`/`resume` and `edit-config` (`PATCH /config`), `switchover`, `failover`.
+use std::time::Duration;
+
+use reqwest::Method;
+use serde_json::{json, Map, Value};
+use tokio::time::Instant;
+
+use super::prompt::confirm;
+use super::rest::{targets, Target};
+use super::show::yaml;
+use super::{CliError, Ctx};
+use crate::dcs::keys::parse_rfc3339_ms;
+
+/// `PATCH /config` answers once the store is written.
+const CONFIG_TIMEOUT: Duration = Duration::from_secs(15);
+/// The API answers a switchover once it happened or after `2 * max(10, loop_wait)` s, as Patroni's does.
+const SWITCHOVER_TIMEOUT: Duration = Duration::from_secs(90);
+/// `--wait` gives the members this long to report the new pause state.
+const WAIT_LIMIT: Duration = Duration::from_secs(30);
+const WAIT_POLL: Duration = Duration::from_secs(1);
+
+/// `pause` (`on`) or `resume`: `PATCH /config` with `{"pause": true}` or `{"pause": null}`.
+pub async fn pause(ctx: &Ctx, on: bool, wait: bool) -> Result<(), CliError> {
+    let snapshot = ctx.store.read().await?;
+    match (on, snapshot.cluster.config.pause) {
+        (true, true) => return Err(CliError::refused("Cluster is already paused")),
+        (false, false) => return Err(CliError::refused("Cluster is not paused")),
+        _ => {}
+    }
+    let leader = snapshot
+        .cluster
+        .leader_name()
+        .map(|n| n.as_str().to_string());
+    let to = targets(&snapshot, leader.as_deref());
+    let body = if on {
+        json!({"pause": true})
+    } else {
+        json!({"pause": null})
+    };
+    let action = if on { "pause" } else { "resume" };
+    ctx.rest
+        .first_reachable(&to, Method::PATCH, "/config", Some(&body), CONFIG_TIMEOUT)
+        .await?
+        .accepted(action)?;
+    println!(
+        "Success: cluster management is {}",
+        if on { "paused" } else { "resumed" }
+    );
+    if wait {
+        wait_for_pause(ctx, &to, on).await?;
+    }
+    Ok(())
+}
+
+/// Poll every member's `GET /patroni` until each reports the pause state `on` (or the limit passes).
+async fn wait_for_pause(ctx: &Ctx, to: &[Target], on: bool) -> Result<(), CliError> {
+    let state = if on { "pause" } else { "resume" };
+    println!("Waiting for every member to {state}...");
+    let until = Instant::now() + WAIT_LIMIT;
+    loop {
+        let mut behind = Vec::new();
+        for t in to {
+            let reported = ctx.rest.get_json(t, "/patroni").await;
+            let paused = reported
+                .as_ref()
+                .map(|v| v.get("pause").and_then(Value::as_bool).unwrap_or(false));
+            if paused != Some(on) {
+                behind.push(t.name.clone());
+            }
+        }
+        if behind.is_empty() {
+            println!("Success: every member reports that it has {state}d");
+            return Ok(());
+        }
+        if Instant::now() + WAIT_POLL > until {
+            return Err(CliError::refused(format!(
+                "after {} s these members do not yet report that they {state}d: {}",
+                WAIT_LIMIT.as_secs(),
+                behind.join(", ")
+            )));
+        }
+        tokio::time::sleep(WAIT_POLL).await;
+    }
+}
+
+/// `POST /switchover` to the leader: `{"leader", "candidate"?, "scheduled_at"?}`.
+pub async fn switchover(
+    ctx: &Ctx,
+    candidate: Option<String>,
+    scheduled: Option<String>,
+    force: bool,
+) -> Result<(), CliError> {
+    let snapshot = ctx.store.read().await?;
+    let scope = &ctx.config.scope;
+    let Some(leader) = snapshot
+        .cluster
+        .leader_name()
+        .map(|n| n.as_str().to_string())
+    else {
+        return Err(CliError::refused(format!(
+            "cluster {scope} has no leader: a switchover needs one (use failover --candidate NAME)"
+        )));
+    };
+    if let Some(c) = &candidate {
+        if *c == leader {
+            return Err(CliError::refused(format!(
+                "{c} is already the leader of cluster {scope}"
+            )));
+        }
+        if !snapshot.members.contains_key(c) {
+            return Err(CliError::refused(format!(
+                "{c} is not a member of cluster {scope}"
+            )));
+        }
+    }
+    let scheduled = scheduled.filter(|s| !s.trim().is_empty() && s.trim() != "now");
+    if let Some(s) = &scheduled {
+        parse_rfc3339_ms(s).map_err(|e| {
+            CliError::usage(format!("--scheduled: {e}; e.g. 2030-01-01T12:00+00:00"))
+        })?;
+    }
+    confirm(
+        &format!("Are you sure you want to switchover cluster {scope}, demoting current leader {leader}?"),
+        force,
+    )?;
+    let mut body = json!({"leader": leader});
+    if let Some(c) = &candidate {
+        body["candidate"] = json!(c);
+    }
+    if let Some(s) = &scheduled {
+        body["scheduled_at"] = json!(s);
+    }
+    let to = targets(&snapshot, Some(&leader));
+    let message = ctx
+        .rest
+        .first_reachable(
+            &to,
+            Method::POST,
+            "/switchover",
+            Some(&body),
+            SWITCHOVER_TIMEOUT,
+        )
+        .await?
+        .accepted("switchover")?;
+    println!("{}", message.trim());
+    Ok(())
+}
+
+/// `POST /failover` with `{"candidate"}`, to the leader if there is one, else to the candidate first.
+pub async fn failover(ctx: &Ctx, candidate: String, force: bool) -> Result<(), CliError> {
+    let snapshot = ctx.store.read().await?;
+    let scope = &ctx.config.scope;
+    if !snapshot.members.contains_key(&candidate) {
+        return Err(CliError::refused(format!(
+            "{candidate} is not a member of cluster {scope}"
+        )));
+    }
+    let leader = snapshot
+        .cluster
+        .leader_name()
+        .map(|n| n.as_str().to_string());
+    if leader.as_deref() == Some(candidate.as_str()) {
+        return Err(CliError::refused(format!(
+            "{candidate} is already the leader of cluster {scope}"
+        )));
+    }
+    let question = match &leader {
+        Some(l) => format!(
+            "Are you sure you want to failover cluster {scope}, demoting current leader {l}?"
+        ),
+        None => format!("Are you sure you want to failover cluster {scope} to {candidate}?"),
+    };
+    confirm(&question, force)?;
+    let first = leader.as_deref().unwrap_or(&candidate);
+    let to = targets(&snapshot, Some(first));
+    let message = ctx
+        .rest
+        .first_reachable(
+            &to,
+            Method::POST,
+            "/failover",
+            Some(&json!({"candidate": candidate})),
+            SWITCHOVER_TIMEOUT,
+        )
+        .await?
+        .accepted("failover")?;
+    println!("{}", message.trim());
+    Ok(())
+}
+
+/// `PATCH /config` with every `--set dotted.key=value` merged into one object.
+pub async fn edit_config(ctx: &Ctx, sets: &[String]) -> Result<(), CliError> {
+    let patch = config_patch(sets)?;
+    let snapshot = ctx.store.read().await?;
+    let leader = snapshot
+        .cluster
+        .leader_name()
+        .map(|n| n.as_str().to_string());
+    let to = targets(&snapshot, leader.as_deref());
+    let merged = ctx
+        .rest
+        .first_reachable(&to, Method::PATCH, "/config", Some(&patch), CONFIG_TIMEOUT)
+        .await?
+        .accepted("edit-config")?;
+    println!("Configuration changed.");
+    if let Ok(v) = serde_json::from_str::<Value>(&merged) {
+        print!("{}", yaml(&v)?);
+    }
+    Ok(())
+}
+
+/// `["loop_wait=10", "postgresql.parameters.work_mem=8MB", "pause=null"]` ->
+/// `{"loop_wait": 10, "postgresql": {"parameters": {"work_mem": "8MB"}}, "pause": null}`.
+/// Values are YAML (`10` a number, `true` a boolean, `null` deletes the key, anything else text).
+pub fn config_patch(sets: &[String]) -> Result<Value, CliError> {
+    if sets.is_empty() {
+        return Err(CliError::usage(
+            "edit-config needs at least one --set KEY=VALUE (e.g. --set loop_wait=10)",
+        ));
+    }
+    let mut root = Map::new();
+    for set in sets {
+        let bad = |why: &str| CliError::usage(format!("--set {set:?}: {why}"));
+        let (key, value) = set
+            .split_once('=')
+            .ok_or_else(|| bad("expected KEY=VALUE"))?;
+        let path: Vec<&str> = key.trim().split('.').collect();
+        if path.iter().any(|p| p.is_empty()) {
+            return Err(bad("the key has an empty part"));
+        }
+        let value: Value = if value.trim().is_empty() {
+            Value::String(String::new())
+        } else {
+            serde_yaml::from_str(value).map_err(|e| bad(&format!("not a YAML value: {e}")))?
+        };
+        let (last, parents) = path.split_last().ok_or_else(|| bad("empty key"))?;
+        let mut node = &mut root;
+        for p in parents {
+            let child = node
+                .entry(p.to_string())
+                .or_insert_with(|| Value::Object(Map::new()));
+            if !child.is_object() {
+                return Err(bad(&format!("{p} is set to a value and used as a section")));
+            }
+            node = child.as_object_mut().ok_or_else(|| bad("not a section"))?;
+        }
+        node.insert(last.to_string(), value);
+    }
+    Ok(Value::Object(root))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn config_patch_nests_dotted_keys_and_parses_yaml_scalars() {
+        let sets: Vec<String> = [
+            "loop_wait=10",
+            "postgresql.parameters.work_mem=8MB",
+            "postgresql.use_pg_rewind=true",
+            "pause=null",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        assert_eq!(
+            config_patch(&sets).unwrap(),
+            json!({"loop_wait": 10, "pause": null,
+                   "postgresql": {"parameters": {"work_mem": "8MB"}, "use_pg_rewind": true}})
+        );
+        assert_eq!(
+            config_patch(&[]).unwrap_err().code,
+            super::super::EXIT_USAGE
+        );
+        assert!(config_patch(&["novalue".into()]).is_err());
+        assert!(config_patch(&["a..b=1".into()]).is_err());
+        assert!(config_patch(&["a=1".into(), "a.b=2".into()]).is_err());
+    }
+}

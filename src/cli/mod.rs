@@ -1,0 +1,199 @@
+//! The operator commands, as patronictl has them: `list`, `history` and `show-config` read the store
+//! through the `Dcs` adapter; `pause`, `resume`, `switchover`, `failover` and `edit-config` go through a
+//! member's REST API (the leader first), so the agents act on them through `decide()`.
+//!
+//! Nothing here writes to the store: when no member's API answers, the command fails (exit 69) instead of
+//! falling back to writing the `config` or `failover` key as patronictl does.
+mod control;
+mod list;
+mod prompt;
+mod rest;
+mod show;
+mod store;
+mod table;
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use crate::config::Config;
+
+/// The request was refused (by the API, by the cluster's state, or by the operator at the prompt).
+pub const EXIT_REFUSED: u8 = 1;
+/// Bad usage, or a config file that is missing or invalid.
+pub const EXIT_USAGE: u8 = 64;
+/// The store or every member's REST API could not be reached.
+pub const EXIT_UNAVAILABLE: u8 = 69;
+/// Internal error.
+pub const EXIT_INTERNAL: u8 = 70;
+
+/// The variable naming the config file when `--config` is not given.
+pub const CONFIG_ENV: &str = "TENURE_CONFIG";
+
+/// How `list` and `history` print.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Format {
+    #[default]
+    Table,
+    Json,
+}
+
+/// One operator command, parsed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Command {
+    List {
+        format: Format,
+    },
+    Pause {
+        wait: bool,
+    },
+    Resume {
+        wait: bool,
+    },
+    Switchover {
+        candidate: Option<String>,
+        /// ISO 8601 with a time zone, or `now`.
+        scheduled: Option<String>,
+        force: bool,
+    },
+    Failover {
+        candidate: String,
+        force: bool,
+    },
+    History {
+        format: Format,
+    },
+    ShowConfig,
+    EditConfig {
+        /// `dotted.key=yaml-value`
+        set: Vec<String>,
+    },
+}
+
+/// Why a command failed: the message for stderr and the exit code.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CliError {
+    pub code: u8,
+    pub message: String,
+}
+
+impl CliError {
+    pub fn refused(message: impl Into<String>) -> Self {
+        CliError {
+            code: EXIT_REFUSED,
+            message: message.into(),
+        }
+    }
+    pub fn usage(message: impl Into<String>) -> Self {
+        CliError {
+            code: EXIT_USAGE,
+            message: message.into(),
+        }
+    }
+    pub fn unavailable(message: impl Into<String>) -> Self {
+        CliError {
+            code: EXIT_UNAVAILABLE,
+            message: message.into(),
+        }
+    }
+    pub fn internal(message: impl Into<String>) -> Self {
+        CliError {
+            code: EXIT_INTERNAL,
+            message: message.into(),
+        }
+    }
+}
+
+impl fmt::Display for CliError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for CliError {}
+
+/// Unexpected failures (I/O on stdout, a runtime that cannot start) are internal.
+impl From<anyhow::Error> for CliError {
+    fn from(e: anyhow::Error) -> Self {
+        CliError::internal(format!("{e:#}"))
+    }
+}
+
+/// What every command works with: the loaded config, the store client, the REST client.
+pub(crate) struct Ctx {
+    pub config: Config,
+    pub store: store::Store,
+    pub rest: rest::Rest,
+}
+
+/// Run `command` with the config file `config` (or `$TENURE_CONFIG` from `env`).
+pub fn run(
+    config: Option<&Path>,
+    command: Command,
+    env: &BTreeMap<String, String>,
+) -> Result<(), CliError> {
+    let file = config_file(config, env)?;
+    let config = load_config(&file, env)?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| CliError::internal(format!("cannot start the async runtime: {e}")))?;
+    runtime.block_on(async move {
+        let ctx = Ctx {
+            store: store::Store::connect(&config)?,
+            rest: rest::Rest::new(&config.restapi)?,
+            config,
+        };
+        dispatch(&ctx, command).await
+    })
+}
+
+async fn dispatch(ctx: &Ctx, command: Command) -> Result<(), CliError> {
+    match command {
+        Command::List { format } => list::list(ctx, format).await,
+        Command::History { format } => show::history(ctx, format).await,
+        Command::ShowConfig => show::show_config(ctx).await,
+        Command::Pause { wait } => control::pause(ctx, true, wait).await,
+        Command::Resume { wait } => control::pause(ctx, false, wait).await,
+        Command::Switchover {
+            candidate,
+            scheduled,
+            force,
+        } => control::switchover(ctx, candidate, scheduled, force).await,
+        Command::Failover { candidate, force } => control::failover(ctx, candidate, force).await,
+        Command::EditConfig { set } => control::edit_config(ctx, &set).await,
+    }
+}
+
+fn config_file(given: Option<&Path>, env: &BTreeMap<String, String>) -> Result<PathBuf, CliError> {
+    match given {
+        Some(p) => Ok(p.to_path_buf()),
+        None => env
+            .get(CONFIG_ENV)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+            .ok_or_else(|| {
+                CliError::usage(format!(
+                    "no config file: pass --config FILE (the agent's config) or set {CONFIG_ENV}"
+                ))
+            }),
+    }
+}
+
+/// The agent's config file; its warnings (ignored Patroni keys) are the agent's business, not printed here.
+fn load_config(file: &Path, env: &BTreeMap<String, String>) -> Result<Config, CliError> {
+    // TENURE_CONFIG names the file; it is not a setting, so the config loader must not see it.
+    let mut env = env.clone();
+    env.remove(CONFIG_ENV);
+    match crate::config::load(file, &env) {
+        Ok(loaded) => Ok(loaded.config),
+        Err(errors) => {
+            let lines: Vec<String> = errors.0.iter().map(|e| format!("  {e}")).collect();
+            Err(CliError::usage(format!(
+                "cannot use the config file {}:\n{}",
+                file.display(),
+                lines.join("\n")
+            )))
+        }
+    }
+}

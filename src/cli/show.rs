@@ -1,0 +1,85 @@
+//! `tenure history` and `tenure show-config`: the `history` and `config` keys as the store holds them.
+use serde_json::{json, Value};
+
+use super::table::{Align, Table};
+use super::{CliError, Ctx, Format};
+
+const HISTORY_COLUMNS: [&str; 5] = ["TL", "LSN", "Reason", "Timestamp", "New Leader"];
+
+pub async fn history(ctx: &Ctx, format: Format) -> Result<(), CliError> {
+    let snapshot = ctx.store.read().await?;
+    let lines = history_lines(snapshot.history.as_ref());
+    match format {
+        Format::Json => {
+            let v: Vec<Value> = lines
+                .iter()
+                .map(|cells| {
+                    let mut o = serde_json::Map::new();
+                    for (k, c) in HISTORY_COLUMNS.iter().zip(cells) {
+                        o.insert(k.to_string(), c.clone());
+                    }
+                    Value::Object(o)
+                })
+                .collect();
+            println!("{}", Value::Array(v));
+        }
+        Format::Table => {
+            let mut table = Table::new(&[
+                ("TL", Align::Right),
+                ("LSN", Align::Right),
+                ("Reason", Align::Left),
+                ("Timestamp", Align::Left),
+                ("New Leader", Align::Left),
+            ]);
+            for cells in &lines {
+                table.row(cells.iter().map(text).collect());
+            }
+            print!("{}", table.render(None));
+        }
+    }
+    Ok(())
+}
+
+/// Each `[tl, lsn, reason, timestamp?, new_leader?]` line as five cells (missing ones null).
+fn history_lines(history: Option<&Value>) -> Vec<Vec<Value>> {
+    let Some(lines) = history.and_then(Value::as_array) else {
+        return Vec::new();
+    };
+    lines
+        .iter()
+        .map(|line| {
+            let cells = line
+                .as_array()
+                .cloned()
+                .unwrap_or_else(|| vec![line.clone()]);
+            (0..HISTORY_COLUMNS.len())
+                .map(|i| cells.get(i).cloned().unwrap_or(json!(null)))
+                .collect()
+        })
+        .collect()
+}
+
+fn text(v: &Value) -> String {
+    match v {
+        Value::Null => String::new(),
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+pub async fn show_config(ctx: &Ctx) -> Result<(), CliError> {
+    let snapshot = ctx.store.read().await?;
+    let Some((config, _)) = snapshot.config else {
+        return Err(CliError::refused(format!(
+            "the store at {} holds no config key for cluster {}",
+            ctx.store.address, ctx.config.scope
+        )));
+    };
+    print!("{}", yaml(&config)?);
+    Ok(())
+}
+
+/// JSON as YAML, the way patronictl prints the config.
+pub fn yaml(v: &Value) -> Result<String, CliError> {
+    serde_yaml::to_string(v).map_err(|e| CliError::internal(format!("cannot render YAML: {e}")))
+}
