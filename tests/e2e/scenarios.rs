@@ -16,6 +16,10 @@ const REJOIN_BUDGET: Duration = Duration::from_secs(60);
 macro_rules! e2e_scenarios {
     ($kind:expr) => {
         #[test]
+        fn config_files_pass_validate_config() {
+            scenarios::config_validates($kind);
+        }
+        #[test]
         fn a_bootstrap_one_primary_two_streaming_replicas() {
             scenarios::bootstrap($kind);
         }
@@ -391,4 +395,58 @@ pub fn graceful_stop(kind: StoreKind) {
     c.start_agent(old);
     wait_rejoined(&mut c, old, new);
     c.assert_never_two_primaries();
+}
+
+/// The config files the harness (and `tenure demo`) write pass `tenure agent --validate-config`, run as the
+/// user the agents run as.
+pub fn config_validates(kind: StoreKind) {
+    use tenure::demo::local::{self, NodeSpec, RunAs, StoreAddr, Timings};
+    let run_as = RunAs::detect().expect("run as");
+    let dir = tempfile::Builder::new()
+        .prefix("tenure-e2e-config-")
+        .tempdir()
+        .expect("temp dir");
+    if let Some((uid, gid)) = run_as.owner() {
+        nix::unistd::chown(dir.path(), Some(uid), Some(gid)).expect("chown");
+    }
+    let store = match kind {
+        StoreKind::Etcd => StoreAddr::Etcd("127.0.0.1:2379".into()),
+        StoreKind::Consul => StoreAddr::Consul("127.0.0.1:8500".into()),
+    };
+    let spec = NodeSpec {
+        scope: "e2e".into(),
+        name: "n1".into(),
+        dir: dir.path().join("n1"),
+        pg_port: 5432,
+        api_port: 8008,
+        store,
+        timings: Timings::FAST,
+    };
+    spec.prepare(run_as.owner()).expect("config");
+    let bin = env!("CARGO_BIN_EXE_tenure");
+    let mut cmd = match run_as {
+        RunAs::Postgres { .. } => {
+            let mut c = std::process::Command::new("runuser");
+            c.args(["-u", "postgres", "--", bin]);
+            c
+        }
+        RunAs::CurrentUser => std::process::Command::new(bin),
+    };
+    cmd.args(["agent", "--validate-config"])
+        .arg(spec.config_path())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let child = local::reaper().spawn(&mut cmd).expect("spawn tenure");
+    let pid = child.id() as i32;
+    let out = child.wait_with_output().expect("tenure --validate-config");
+    local::reaper().release(pid);
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(
+        out.status.success() && stdout.contains("config OK"),
+        "--validate-config failed ({}):\n{stdout}\n{stderr}",
+        out.status
+    );
 }

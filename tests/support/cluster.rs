@@ -74,6 +74,9 @@ pub fn wait_for<T>(mut f: impl FnMut() -> Option<T>, timeout: Duration) -> Optio
 pub struct Cluster {
     pub kind: StoreKind,
     pub nodes: Vec<NodeSpec>,
+    /// This cluster's own link to the binary under test: a rebuild during the run (which replaces
+    /// `target/debug/tenure`) cannot take it away from running agents that spawn their fencer from it.
+    bin: PathBuf,
     agents: Vec<Option<Agent>>,
     checker: Option<Checker>,
     store: Option<Store>,
@@ -119,6 +122,10 @@ impl Cluster {
         if let Some((uid, gid)) = run_as.owner() {
             nix::unistd::chown(root.path(), Some(uid), Some(gid)).expect("chown temp dir");
         }
+        let bin = root.path().join("tenure");
+        if std::fs::hard_link(TENURE_BIN, &bin).is_err() {
+            std::fs::copy(TENURE_BIN, &bin).expect("copy the tenure binary");
+        }
         let nodes: Vec<NodeSpec> = (0..NODES)
             .map(|i| NodeSpec {
                 scope: "e2e".into(),
@@ -144,6 +151,7 @@ impl Cluster {
         let mut c = Cluster {
             kind,
             nodes,
+            bin,
             agents: (0..NODES).map(|_| None).collect(),
             checker: Some(checker),
             store: Some(store),
@@ -225,8 +233,8 @@ impl Cluster {
     pub fn start_agent(&mut self, i: usize) {
         assert!(self.agents[i].is_none(), "agent {i} is already running");
         let run_as = RunAs::detect().expect("run as");
-        let agent = Agent::start(std::path::Path::new(TENURE_BIN), &self.nodes[i], run_as)
-            .unwrap_or_else(|e| panic!("{e}"));
+        let agent =
+            Agent::start(&self.bin, &self.nodes[i], run_as).unwrap_or_else(|e| panic!("{e}"));
         self.agents[i] = Some(agent);
     }
 
