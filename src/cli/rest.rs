@@ -85,7 +85,9 @@ impl Rest {
             (None, Some(t)) => Auth::Bearer(t.clone()),
             (None, None) => Auth::None,
         };
+        // Members' APIs are reached directly, as patronictl does: no HTTP(S)_PROXY from the environment.
         let mut builder = reqwest::Client::builder()
+            .no_proxy()
             .connect_timeout(CONNECT_TIMEOUT)
             .use_rustls_tls();
         if let Some(tls) = &config.tls {
