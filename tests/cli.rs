@@ -448,6 +448,13 @@ async fn unreachable_store_and_apis_exit_69_naming_them() {
     let config = f.config();
     let pg1_base = f.pg1_api.base.clone();
     f.pg1_api.shutdown().await;
+    // The leader's API is down: the next member's takes the request.
+    let (code, _, err) = tenure(&["pause", "--config", path(&config)]).await;
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        f.pg2_api.control.calls(),
+        [r#"patch_config {"pause":true}"#]
+    );
     f.pg2_api.shutdown().await;
     let (code, _, err) = tenure(&["pause", "--config", path(&config)]).await;
     assert_eq!(code, 69, "{err}");
