@@ -7,7 +7,6 @@ use super::raw::{Hosts, RawConfig, RawConsistency, RawVerifyClient, RawWatchdogM
 type Setter = fn(&mut RawConfig, &str) -> Result<(), String>;
 
 /// Variables that belong to tests and tools, not to the config: never warned about.
-// Variables of the simulator, the tests and the operator CLI (`TENURE_CONFIG` names the file itself).
 const NOT_CONFIG: &[&str] = &["TENURE_SIM_", "TENURE_TEST_", "TENURE_CONFIG"];
 
 /// `(variable, key it overrides, setter)`. Names follow Patroni's `PATRONI_*` variables with `TENURE_`.
