@@ -50,8 +50,8 @@ enum Store {
     Consul(ConsulTestServer),
 }
 
-/// One cluster at a time in this process.
-fn serial() -> MutexGuard<'static, ()> {
+/// One cluster at a time in this process (tests that start PostgreSQL servers otherwise hold this too).
+pub fn serial() -> MutexGuard<'static, ()> {
     static LOCK: Mutex<()> = Mutex::new(());
     LOCK.lock().unwrap_or_else(|e| e.into_inner())
 }
