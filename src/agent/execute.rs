@@ -20,6 +20,8 @@ pub struct Executor {
     pub pg: PgSettings,
     pub fence: Fence,
     pub initdb: pg::ctl::InitdbOptions,
+    /// The dynamic settings the leader uploads when the store has no `config` key.
+    pub bootstrap_config: serde_json::Value,
     /// The last good store snapshot, and every member record ever seen (a dead leader's key vanishes,
     /// but it must still be probed and rewound from).
     pub snapshot: Option<ClusterSnapshot>,
@@ -38,6 +40,7 @@ impl Executor {
             pg,
             fence,
             initdb,
+            bootstrap_config: serde_json::json!({}),
             snapshot: None,
             seen: BTreeMap::new(),
             peers: None,
@@ -85,6 +88,11 @@ impl Executor {
             Action::ReleaseLeader => store(self.dcs.release_leader(deadline).await),
             Action::ClearSwitchover => store(self.dcs.clear_switchover(deadline).await),
             Action::WriteOptime(lsn) => store(self.dcs.write_status(lsn.0, deadline).await),
+            Action::WriteConfig => store(
+                self.dcs
+                    .cas_config(&self.bootstrap_config, None, deadline)
+                    .await,
+            ),
             Action::WriteHistory(tl) => {
                 let history = self.history_with(*tl);
                 store(self.dcs.write_history(&history, deadline).await)

@@ -60,6 +60,7 @@ pub async fn run_loop(config: Config, dcs: Arc<dyn Dcs>) -> Result<(), AgentErro
     let mut int = signal(SignalKind::interrupt()).map_err(AgentError::Signals)?;
     let mut hup = signal(SignalKind::hangup()).map_err(AgentError::Signals)?;
     let mut exec = Executor::new(dcs.clone(), pg.clone(), config.initdb.clone());
+    exec.bootstrap_config = bootstrap_config(&core);
     let mut mem = Memory::default();
     let mut outcomes: Vec<ActionOutcome> = Vec::new();
     let mut shutting_down = false;
@@ -71,7 +72,7 @@ pub async fn run_loop(config: Config, dcs: Arc<dyn Dcs>) -> Result<(), AgentErro
         let store_read_at = clock::monotonic();
         let store = match dcs.get_cluster(consistent, after_ms(retry_ms)).await {
             Ok(mut snap) => {
-                keys::fill_timeline(&mut snap);
+                keys::fill_derived(&mut snap);
                 exec.remember(&snap);
                 dcs_last_seen = Some(clock::wall_s());
                 StoreView::Available(snap.cluster.clone())
@@ -106,7 +107,10 @@ pub async fn run_loop(config: Config, dcs: Arc<dyn Dcs>) -> Result<(), AgentErro
         }
         mem = d.memory.clone();
         consistent = d.consistent_read;
-        let record = member_record(&pg, &api_url, &config.tags, &d.member, streaming);
+        let mut record = member_record(&pg, &api_url, &config.tags, &d.member, streaming);
+        // Patroni's member key says `pause: true` while this member knows the cluster is paused
+        // (`patronictl pause --wait` waits for exactly that).
+        record.pause = d.status.paused;
         publish_api(&tx, &d, &record, &exec, &counters, dcs_last_seen);
         if matches!(obs.store, StoreView::Available(_)) {
             publish_member(dcs.as_ref(), &record, d.store_deadline).await;
@@ -255,4 +259,17 @@ fn error_kind(e: &crate::dcs::DcsError) -> &'static str {
         crate::dcs::DcsError::Conflict(_) => "conflict",
         crate::dcs::DcsError::BadData { .. } => "bad_data",
     }
+}
+
+/// The dynamic settings a new cluster's leader uploads (Patroni's `bootstrap.dcs`, in seconds).
+fn bootstrap_config(core: &crate::ha::CoreConfig) -> serde_json::Value {
+    let t = &core.timing;
+    serde_json::json!({
+        "ttl": t.ttl_ms / 1000,
+        "loop_wait": t.loop_wait_ms / 1000,
+        "retry_timeout": t.retry_timeout_ms / 1000,
+        "maximum_lag_on_failover": core.maximum_lag_on_failover_bytes,
+        "primary_start_timeout": core.primary_start_timeout_ms / 1000,
+        "postgresql": {"use_pg_rewind": core.use_pg_rewind},
+    })
 }

@@ -200,6 +200,7 @@ fn json_truthy(v: &serde_json::Value) -> bool {
 pub fn dynamic_config_from_json(config: &serde_json::Value) -> DynamicConfig {
     DynamicConfig {
         pause: config.get("pause").is_some_and(json_truthy),
+        missing: false,
     }
 }
 
@@ -232,6 +233,12 @@ pub fn timeline_owner_from_history(history: &serde_json::Value) -> Option<NodeNa
         .as_str()
         .filter(|s| !s.is_empty())
         .map(NodeName::new)
+}
+
+/// Fill what the core derives from the raw snapshot: whether `config` exists, and the timeline fields.
+pub fn fill_derived(snap: &mut ClusterSnapshot) {
+    snap.cluster.config.missing = snap.config.is_none();
+    fill_timeline(snap);
 }
 
 /// Fill the core's `timeline` and `timeline_owner` from the snapshot's `history` (both backends).

@@ -24,6 +24,8 @@ pub enum Action {
     ClearSwitchover,
     /// Publish the leader's WAL position to `status`.
     WriteOptime(Lsn),
+    /// Create the `config` key from our bootstrap settings (only when absent: create-only).
+    WriteConfig,
     /// Publish our timeline history to `history` (after a promotion: our timeline is newer than the store's).
     WriteHistory(Timeline),
     // --- PostgreSQL ---
@@ -68,6 +70,7 @@ impl Action {
                 | Action::ClearSwitchover
                 | Action::WriteOptime(_)
                 | Action::WriteHistory(_)
+                | Action::WriteConfig
         )
     }
 }

@@ -119,6 +119,11 @@ fn primary(
             );
         }
     }
+    if c.config.missing {
+        // Patroni's leader uploads its dynamic settings when the store has none; tools such as
+        // `patronictl pause --wait` read them.
+        return Plan::act_now(Reason::Leading, vec![Action::WriteConfig], ctx.now);
+    }
     if let Some(sw) = &c.switchover {
         match election::check_switchover(ctx, c, sw, lsn, mem.paused) {
             SwitchoverCheck::Refuse(why) => {

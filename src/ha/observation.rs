@@ -68,6 +68,8 @@ impl Cluster {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct DynamicConfig {
     pub pause: bool,
+    /// The store has no `config` key at all (Patroni's leader then uploads its bootstrap settings).
+    pub missing: bool,
 }
 
 /// The `leader` key: whose it is, the session that holds it, and its modify index (for watches and CAS).

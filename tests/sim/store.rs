@@ -182,7 +182,10 @@ impl Store {
     pub fn read(&self, names: &[NodeName], tags: &[Tags]) -> Cluster {
         Cluster {
             initialize: self.initialize.clone(),
-            config: DynamicConfig { pause: self.pause },
+            config: DynamicConfig {
+                pause: self.pause,
+                missing: false,
+            },
             leader: self.leader.as_ref().map(|h| LeaderKey {
                 name: names[h.node].clone(),
                 session: Some(SessionId(h.session.to_string())),

@@ -1,0 +1,89 @@
+//! Patroni's own `patronictl` (Debian's `patroni` package) against a running tenure cluster on etcd:
+//! `list` shows it, `pause --wait` puts it in maintenance and tenure honours it (a dead primary is not
+//! replaced), `resume --wait` hands control back and the cluster has a primary again.
+#[path = "../support/mod.rs"]
+#[allow(dead_code)]
+mod support;
+
+use std::process::Command;
+use std::time::Duration;
+
+use nix::sys::signal::Signal;
+use support::cluster::{Cluster, StoreKind};
+use tenure::demo::local::{StoreAddr, API_USER};
+
+const PATRONICTL: &str = "/usr/bin/patronictl";
+
+fn patronictl(cfg: &std::path::Path, args: &[&str]) -> String {
+    assert!(
+        std::path::Path::new(PATRONICTL).exists(),
+        "{PATRONICTL} missing: apt-get install patroni python3-etcd"
+    );
+    // The harness reaps stray zombies: hold this child so that we get to wait for it ourselves.
+    let reaper = tenure::demo::local::reaper();
+    let child = reaper.spawn_with(|| {
+        let child = Command::new(PATRONICTL)
+            .arg("-c")
+            .arg(cfg)
+            .args(args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("run patronictl");
+        let pid = child.id() as i32;
+        (child, vec![pid])
+    });
+    let pid = child.id() as i32;
+    let out = child.wait_with_output().expect("wait for patronictl");
+    reaper.release(pid);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "patronictl {args:?} failed ({}):\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+#[test]
+fn patronictl_lists_pauses_and_resumes_a_tenure_cluster() {
+    let mut c = Cluster::start(StoreKind::Etcd);
+    let StoreAddr::Etcd(hosts) = c.nodes[0].store.clone() else {
+        panic!("etcd cluster")
+    };
+    let scope = c.nodes[0].scope.clone();
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("patronictl.yml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "scope: {scope}\nnamespace: /service/\netcd3:\n  hosts: {hosts}\nrestapi:\n  authentication:\n    \
+             username: {}\n    password: {}\n",
+            API_USER.0, API_USER.1
+        ),
+    )
+    .unwrap();
+
+    let table = patronictl(&cfg, &["list", &scope]);
+    assert_eq!(table.matches("Leader").count(), 1, "{table}");
+    assert_eq!(table.matches("Replica").count(), 2, "{table}");
+
+    let out = patronictl(&cfg, &["pause", &scope, "--wait"]);
+    assert!(out.contains("paused") || out.contains("Success"), "{out}");
+    let table = patronictl(&cfg, &["list", &scope]);
+    assert!(table.contains("Maintenance mode: on"), "{table}");
+
+    // Paused: the primary's PostgreSQL dies and nobody takes over for two TTLs.
+    let p = c.primary().expect("a primary");
+    c.kill_postmaster(p, Signal::SIGKILL);
+    let ttl = Duration::from_secs(c.nodes[0].timings.ttl_s);
+    std::thread::sleep(2 * ttl);
+    assert_eq!(c.primary(), None, "a replica was promoted during pause");
+
+    patronictl(&cfg, &["resume", &scope, "--wait"]);
+    let limit = ttl + Duration::from_secs(c.nodes[0].timings.loop_wait_s + 5 + 10);
+    let np = c.wait_until("a primary after resume", limit, |c| c.primary());
+    eprintln!("after resume the primary is {}", c.nodes[np].name);
+    c.assert_never_two_primaries();
+}
