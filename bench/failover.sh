@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Write-unavailability of a host crash and of a graceful primary stop, as a client writing through a
 # multi-host URL with target_session_attrs=read-write sees it; and acknowledged writes missing afterwards.
-# Usage: bench/failover.sh [runs=5]. Needs root (runs PostgreSQL and agents as postgres), etcd, PG 15.
+# Usage: bench/failover.sh [runs=5] [kinds="crash stop switchover"]. Needs root (runs PostgreSQL and
+# agents as postgres), etcd, PostgreSQL 15.
 set -euo pipefail
 RUNS=${1:-5}
+KINDS=${2:-crash stop switchover}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cargo build --release --quiet --manifest-path "$ROOT/Cargo.toml" --bin tenure --example failover_writer
 BIN=$ROOT/target/release/tenure
@@ -61,7 +63,14 @@ measure() { # $1 = crash | stop ; prints "<gap_ms> <missing>"
   local wpid=$!; sleep 5
   local apid; apid=$(pgrep -f "^$BIN agent --config $W/pg$P.yml")
   local t0; t0=$(date +%s%3N)
-  if [ "$kind" = crash ]; then kill -9 "$apid"; kill -9 "$(head -1 "$W/data$P/postmaster.pid")"; else kill -TERM "$apid"; fi
+  case $kind in
+    crash) kill -9 "$apid"; kill -9 "$(head -1 "$W/data$P/postmaster.pid")" ;;
+    stop) kill -TERM "$apid" ;;
+    switchover)
+      local C=$(( P % 3 + 1 ))
+      curl -s -o /dev/null -H 'Content-Type: application/json' \
+        -d "{\"leader\": \"pg$P\", \"candidate\": \"pg$C\"}" "http://127.0.0.1:${API[$P]}/switchover" ;;
+  esac
   wait $wpid || true
   local N; N=$(primary)
   # The longest pause between consecutive acknowledgements from just before the fault on.
@@ -69,17 +78,18 @@ measure() { # $1 = crash | stop ; prints "<gap_ms> <missing>"
   local acked; acked=$(wc -l <"$W/acks.$kind.$run")
   local present; present=$(sql "$N" "select count(*) from bench where id >= $first and id < $((first + 1000000))")
   echo "$gap $((acked - present))"
-  start_agent "$P"
+  [ "$kind" = switchover ] || start_agent "$P"
   for _ in $(seq 1 120); do healthy && break; sleep 1; done
 }
-for kind in crash stop; do
+for kind in $KINDS; do
   for r in $(seq 1 "$RUNS"); do
-    res=$(measure "$r$([ $kind = stop ] && echo 0)" "$kind")
+    case $kind in crash) id=$r ;; stop) id=${r}0 ;; *) id=${r}00 ;; esac
+    res=$(measure "$id" "$kind")
     echo "$kind run $r: write gap ${res% *} ms, acknowledged writes missing: ${res#* }"
     echo "$kind ${res}" >>"$W/results"
   done
 done
-for kind in crash stop; do
+for kind in $KINDS; do
   awk -v k="$kind" '$1 == k {print $2}' "$W/results" | sort -n | awk -v k="$kind" '{a[NR]=$1} END {printf "%s: median %d ms, max %d ms over %d runs\n", k, a[int((NR+1)/2)], a[NR], NR}'
   awk -v k="$kind" '$1 == k {m += $3} END {printf "%s: acknowledged writes missing in total: %d\n", k, m}' "$W/results"
 done
