@@ -6,7 +6,9 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 fn unix_ms() -> u128 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis())
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis())
 }
 
 #[tokio::main(flavor = "current_thread")]
@@ -18,7 +20,8 @@ async fn main() {
     let end = tokio::time::Instant::now() + Duration::from_secs(seconds);
     while tokio::time::Instant::now() < end {
         let connect = tokio_postgres::connect(&conninfo, tokio_postgres::NoTls);
-        let Ok(Ok((client, conn))) = tokio::time::timeout(Duration::from_secs(2), connect).await else {
+        let Ok(Ok((client, conn))) = tokio::time::timeout(Duration::from_secs(2), connect).await
+        else {
             tokio::time::sleep(Duration::from_millis(20)).await;
             continue;
         };
