@@ -345,10 +345,6 @@ fn agent(file: &Path, env: &BTreeMap<String, String>) -> ExitCode {
     };
     match runtime.block_on(tenure::agent::run(config)) {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e @ tenure::agent::AgentError::WatchdogUnsupported) => {
-            eprintln!("tenure: {e}");
-            ExitCode::from(EXIT_USAGE)
-        }
         Err(e @ tenure::agent::AgentError::Store(_)) => {
             eprintln!("tenure: {e}");
             ExitCode::from(EXIT_UNAVAILABLE)

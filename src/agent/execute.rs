@@ -13,12 +13,15 @@ use crate::pg::recovery::StandbyConfig;
 use crate::pg::{self, Endpoint, PgSettings};
 
 use super::fence::Fence;
+use super::watchdog::Watchdog;
 
 /// Everything the executor acts on, and what it brings back for the next observation.
 pub struct Executor {
     pub dcs: Arc<dyn Dcs>,
     pub pg: PgSettings,
     pub fence: Fence,
+    /// Set to the fence's deadline when `watchdog.mode` is not off (the runtime installs it).
+    pub watchdog: Watchdog,
     pub initdb: pg::ctl::InitdbOptions,
     /// The dynamic settings the leader uploads when the store has no `config` key.
     pub bootstrap_config: serde_json::Value,
@@ -39,6 +42,11 @@ impl Executor {
             dcs,
             pg,
             fence,
+            watchdog: Watchdog::new(crate::config::WatchdogSettings {
+                mode: crate::ha::WatchdogMode::Off,
+                device: "/dev/watchdog".into(),
+                safety_margin_ms: None,
+            }),
             initdb,
             bootstrap_config: serde_json::json!({}),
             snapshot: None,
@@ -161,8 +169,23 @@ impl Executor {
                 Outcome::Done
             }
             Action::StartJob(job) => self.start_job(job.clone()),
-            Action::ArmFence { deadline } => fence(self.fence.arm(*deadline)),
-            Action::DisarmFence => fence(self.fence.disarm()),
+            Action::ArmFence { deadline } => {
+                if let Err(e) = self.fence.arm(*deadline) {
+                    return Outcome::Failed(e.to_string());
+                }
+                // `required`: no watchdog, no leading (the core stops at this failed action).
+                match self.watchdog.arm(*deadline, crate::clock::monotonic()) {
+                    Ok(()) => Outcome::Done,
+                    Err(e) => Outcome::Failed(e.to_string()),
+                }
+            }
+            Action::DisarmFence => {
+                if let Err(e) = self.watchdog.disarm() {
+                    // The driver may still fire (and reset the host): a human must look.
+                    tracing::error!(error = %e, "could not stop the watchdog");
+                }
+                fence(self.fence.disarm())
+            }
             Action::Exit => {
                 self.fence.stop_process();
                 Outcome::Done

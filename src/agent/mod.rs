@@ -7,6 +7,7 @@ pub mod execute;
 pub mod fence;
 pub mod peers;
 mod runtime;
+pub mod watchdog;
 
 use std::sync::Arc;
 
@@ -26,23 +27,10 @@ pub enum AgentError {
     Api(#[from] crate::api::ApiError),
     #[error("cannot install signal handlers: {0}")]
     Signals(std::io::Error),
-    #[error(
-        "watchdog.mode is `required` but tenure does not drive /dev/watchdog yet; set watchdog.mode to \
-         `off` or `automatic` (the fencing process still stops PostgreSQL at the lease deadline)"
-    )]
-    WatchdogUnsupported,
 }
 
 /// Run the agent until it is told to stop (SIGTERM/SIGINT) and has stopped in order.
 pub async fn run(config: Config) -> Result<(), AgentError> {
-    match config.watchdog.mode {
-        crate::ha::WatchdogMode::Required => return Err(AgentError::WatchdogUnsupported),
-        crate::ha::WatchdogMode::Automatic => tracing::warn!(
-            "watchdog.mode is automatic but tenure does not drive /dev/watchdog yet: running without one \
-             (the fencing process still stops PostgreSQL at the lease deadline)"
-        ),
-        crate::ha::WatchdogMode::Off => {}
-    }
     let dcs: Arc<dyn Dcs> = match &config.store {
         Store::Consul(s) => {
             Arc::new(ConsulDcs::new(s.clone()).map_err(|e| AgentError::Store(e.to_string()))?)

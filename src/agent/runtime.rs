@@ -61,6 +61,7 @@ pub async fn run_loop(config: Config, dcs: Arc<dyn Dcs>) -> Result<(), AgentErro
     let mut hup = signal(SignalKind::hangup()).map_err(AgentError::Signals)?;
     let mut exec = Executor::new(dcs.clone(), pg.clone(), config.initdb.clone());
     exec.bootstrap_config = bootstrap_config(&core);
+    exec.watchdog = super::watchdog::Watchdog::new(config.watchdog.clone());
     let mut mem = Memory::default();
     let mut outcomes: Vec<ActionOutcome> = Vec::new();
     let mut shutting_down = false;

@@ -40,8 +40,16 @@ macro_rules! e2e_scenarios {
             scenarios::agent_gone($kind, scenarios::AgentFault::Stop);
         }
         #[test]
+        fn g_checker_catches_two_primaries_when_agent_and_fencer_die() {
+            scenarios::checker_bites($kind);
+        }
+        #[test]
         fn f_graceful_stop_hands_over_within_5s() {
             scenarios::graceful_stop($kind);
+        }
+        #[test]
+        fn g_agent_sigstop_with_the_test_watchdog_fires_it() {
+            scenarios::watchdog_fires($kind);
         }
     };
 }
@@ -397,6 +405,37 @@ pub fn graceful_stop(kind: StoreKind) {
     c.assert_never_two_primaries();
 }
 
+/// The checker is tested too: SIGKILL the primary's agent *and* its fencing process, leaving PostgreSQL
+/// running with no watchdog. That is the one case ARCHITECTURE.md leaves to the watchdog (Patroni without
+/// a watchdog has it for a mere agent death), so a replica is promoted while the old primary still takes
+/// writes, and the checker must see two writable primaries.
+pub fn checker_bites(kind: StoreKind) {
+    let mut c = Cluster::start(kind);
+    let old = c.primary().expect("one primary");
+    let fencer = tenure::demo::local::fencer_pid(&c.nodes[old].data_dir()).expect("fencer pid");
+    c.kill_agent(old, Signal::SIGKILL);
+    let _ = nix::sys::signal::kill(fencer, Signal::SIGKILL);
+    log(
+        &c,
+        &format!(
+            "SIGKILLed {}'s agent and fencer; PostgreSQL keeps running",
+            c.nodes[old].name
+        ),
+    );
+    let seen = c.wait_until(
+        "the checker to see two writable primaries",
+        Duration::from_secs(40),
+        |c| c.double_primary_samples().first().cloned(),
+    );
+    log(
+        &c,
+        &format!(
+            "checker saw two writable primaries at {:.2} s, as it must",
+            seen.at.as_secs_f64()
+        ),
+    );
+}
+
 /// The config files the harness (and `tenure demo`) write pass `tenure agent --validate-config`, run as the
 /// user the agents run as.
 pub fn config_validates(kind: StoreKind) {
@@ -449,4 +488,116 @@ pub fn config_validates(kind: StoreKind) {
         "--validate-config failed ({}):\n{stdout}\n{stderr}",
         out.status
     );
+}
+
+/// (g) `watchdog.mode: required` with the device pointing at the test watchdog: the primary's agent is
+/// frozen (SIGSTOP, its fencing process keeps running): the watchdog fires within ttl of the last
+/// keepalive, the fencing process stops PostgreSQL, and the thawed agent closes the watchdog.
+pub fn watchdog_fires(kind: StoreKind) {
+    use crate::support::watchdog::TestWatchdog;
+    let ttl_ms = 10_000;
+    let mut c = Cluster::start(kind);
+    let owner = tenure::demo::local::RunAs::detect()
+        .ok()
+        .and_then(|r| r.owner());
+    // Every node gets the watchdog; agents restart onto it, the primary last (it hands over to a replica
+    // that now needs the watchdog to lead).
+    let dogs: Vec<TestWatchdog> = (0..NODES)
+        .map(|i| {
+            let dog = TestWatchdog::start(&c.nodes[i].dir.join("watchdog"), owner);
+            let path = c.nodes[i].config_path();
+            let text = std::fs::read_to_string(&path).expect("read the node config");
+            let with = text.replace(
+                "watchdog:\n  mode: 'off'\n",
+                &format!(
+                    "watchdog:\n  mode: required\n  device: {}\n",
+                    dog.path.display()
+                ),
+            );
+            assert_ne!(
+                with, text,
+                "the node config has no `watchdog: mode: 'off'` block"
+            );
+            std::fs::write(&path, with).expect("write the node config");
+            dog
+        })
+        .collect();
+    let first = c.primary().expect("one primary");
+    for i in others(first).chain([first]) {
+        c.restart_agent(i);
+        c.wait_healthy(Duration::from_secs(90));
+    }
+    let p = c.wait_healthy(Duration::from_secs(90));
+    let armed = c.wait_until(
+        "the primary to keep its watchdog alive",
+        Duration::from_secs(10),
+        |_| {
+            let s = dogs[p].state();
+            (s.armed && s.keepalives >= 2).then_some(s)
+        },
+    );
+    log(
+        &c,
+        &format!(
+            "{} is primary with its watchdog armed: timeout {:?} s, {} keepalives",
+            c.nodes[p].name, armed.timeout_s, armed.keepalives
+        ),
+    );
+    for r in others(p) {
+        assert!(
+            !dogs[r].state().armed,
+            "replica {} has its watchdog armed",
+            c.nodes[r].name
+        );
+    }
+    let stopped_at = tenure::clock::monotonic().0;
+    c.sigstop_agent(p);
+    log(&c, &format!("SIGSTOP on {}'s agent", c.nodes[p].name));
+    let fired = c.wait_until(
+        "the test watchdog to fire",
+        Duration::from_millis(ttl_ms + 5_000),
+        |_| dogs[p].state().fired,
+    );
+    let pg_gone = c.wait_until(
+        "the fencing process to stop PostgreSQL",
+        Duration::from_millis(ttl_ms + 5_000),
+        |c| c.postmaster_pid(p).is_none().then(tenure::clock::monotonic),
+    );
+    log(
+        &c,
+        &format!(
+            "watchdog fired {} ms after the last keepalive (timeout {} s; agent frozen {} ms before); \
+             PostgreSQL gone {} ms after the freeze",
+            fired.at_ms - fired.last_keepalive_ms,
+            fired.timeout_s,
+            fired.at_ms.saturating_sub(stopped_at),
+            pg_gone.0.saturating_sub(stopped_at)
+        ),
+    );
+    assert!(
+        fired.last_keepalive_ms <= stopped_at + 1_000,
+        "a keepalive after the freeze: {fired:?}, frozen at {stopped_at}"
+    );
+    assert!(
+        fired.timeout_s * 1_000 <= ttl_ms && fired.at_ms - fired.last_keepalive_ms <= ttl_ms,
+        "the watchdog fired later than ttl after the last keepalive: {fired:?}"
+    );
+    let new = c.wait_until(
+        "a new primary",
+        FAILOVER_BUDGET + Duration::from_secs(10),
+        |c| c.primary().filter(|n| *n != p),
+    );
+    log(&c, &format!("{} is primary", c.nodes[new].name));
+    let closes = dogs[p].state().closes;
+    c.sigcont_agent(p);
+    c.wait_until(
+        "the thawed agent to close its watchdog",
+        Duration::from_secs(30),
+        |_| {
+            let s = dogs[p].state();
+            (!s.armed && s.closes > closes).then_some(())
+        },
+    );
+    wait_rejoined(&mut c, p, new);
+    c.assert_never_two_primaries();
 }

@@ -2,3 +2,4 @@
 pub mod cluster;
 pub mod consul_server;
 pub mod etcd;
+pub mod watchdog;
