@@ -40,15 +40,11 @@ macro_rules! e2e_scenarios {
             scenarios::agent_gone($kind, scenarios::AgentFault::Stop);
         }
         #[test]
-        fn g_checker_catches_two_primaries_when_agent_and_fencer_die() {
-            scenarios::checker_bites($kind);
-        }
-        #[test]
         fn f_graceful_stop_hands_over_within_5s() {
             scenarios::graceful_stop($kind);
         }
         #[test]
-        fn g_agent_sigstop_with_the_test_watchdog_fires_it() {
+        fn h_agent_sigstop_with_the_test_watchdog_fires_it() {
             scenarios::watchdog_fires($kind);
         }
     };
@@ -403,37 +399,6 @@ pub fn graceful_stop(kind: StoreKind) {
     c.start_agent(old);
     wait_rejoined(&mut c, old, new);
     c.assert_never_two_primaries();
-}
-
-/// The checker is tested too: SIGKILL the primary's agent *and* its fencing process, leaving PostgreSQL
-/// running with no watchdog. That is the one case ARCHITECTURE.md leaves to the watchdog (Patroni without
-/// a watchdog has it for a mere agent death), so a replica is promoted while the old primary still takes
-/// writes, and the checker must see two writable primaries.
-pub fn checker_bites(kind: StoreKind) {
-    let mut c = Cluster::start(kind);
-    let old = c.primary().expect("one primary");
-    let fencer = tenure::demo::local::fencer_pid(&c.nodes[old].data_dir()).expect("fencer pid");
-    c.kill_agent(old, Signal::SIGKILL);
-    let _ = nix::sys::signal::kill(fencer, Signal::SIGKILL);
-    log(
-        &c,
-        &format!(
-            "SIGKILLed {}'s agent and fencer; PostgreSQL keeps running",
-            c.nodes[old].name
-        ),
-    );
-    let seen = c.wait_until(
-        "the checker to see two writable primaries",
-        Duration::from_secs(40),
-        |c| c.double_primary_samples().first().cloned(),
-    );
-    log(
-        &c,
-        &format!(
-            "checker saw two writable primaries at {:.2} s, as it must",
-            seen.at.as_secs_f64()
-        ),
-    );
 }
 
 /// The config files the harness (and `tenure demo`) write pass `tenure agent --validate-config`, run as the
