@@ -377,7 +377,9 @@ fn fence(ctx: &Ctx, mem: &Memory, mut actions: Vec<Action>) -> Vec<Action> {
         return actions;
     }
     if stops {
-        actions.push(Action::DisarmFence);
+        if !actions.contains(&Action::DisarmFence) {
+            actions.push(Action::DisarmFence);
+        }
         return actions;
     }
     // A starting postmaster or a running bootstrap may be (or become) a primary: keep the fence armed.

@@ -140,11 +140,15 @@ fn primary(
                 mem.switchover_stopped_at = Some(ctx.now);
                 return Plan::act_now(
                     Reason::SwitchoverStopping { candidate },
+                    // Probe right after the stop: the next cycle can release as soon as the candidate
+                    // has our shutdown checkpoint, instead of spending a cycle asking.
                     vec![
                         Action::Checkpoint,
                         Action::Stop {
                             mode: StopMode::Fast,
                         },
+                        Action::DisarmFence,
+                        Action::ProbePeers,
                     ],
                     ctx.now,
                 );

@@ -37,7 +37,12 @@ fn reason_switchover_stopping() {
         Reason::SwitchoverStopping {
             candidate: Some(n("pg2")),
         },
-        &[Action::Checkpoint, stop_fast(), Action::DisarmFence],
+        &[
+            Action::Checkpoint,
+            stop_fast(),
+            Action::DisarmFence,
+            Action::ProbePeers,
+        ],
     );
     assert_eq!(d.memory.switchover_stopped_at, Some(Millis(1_500)));
     assert!(
@@ -52,7 +57,12 @@ fn a_switchover_without_candidate_picks_any_healthy_replica() {
     expect(
         &d,
         Reason::SwitchoverStopping { candidate: None },
-        &[Action::Checkpoint, stop_fast(), Action::DisarmFence],
+        &[
+            Action::Checkpoint,
+            stop_fast(),
+            Action::DisarmFence,
+            Action::ProbePeers,
+        ],
     );
 }
 
