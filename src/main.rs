@@ -343,7 +343,7 @@ fn agent(file: &Path, env: &BTreeMap<String, String>) -> ExitCode {
             return ExitCode::from(EXIT_INTERNAL);
         }
     };
-    match runtime.block_on(tenure::agent::run(config)) {
+    match runtime.block_on(tenure::agent::run(config, env.clone())) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e @ tenure::agent::AgentError::Store(_)) => {
             eprintln!("tenure: {e}");

@@ -6,6 +6,7 @@ pub mod control;
 pub mod execute;
 pub mod fence;
 pub mod peers;
+pub mod reload;
 mod runtime;
 pub mod watchdog;
 
@@ -29,8 +30,12 @@ pub enum AgentError {
     Signals(std::io::Error),
 }
 
-/// Run the agent until it is told to stop (SIGTERM/SIGINT) and has stopped in order.
-pub async fn run(config: Config) -> Result<(), AgentError> {
+/// Run the agent until it is told to stop (SIGTERM/SIGINT) and has stopped in order. `env` is the
+/// environment the config was loaded with (SIGHUP reloads `config.file` with it).
+pub async fn run(
+    config: Config,
+    env: std::collections::BTreeMap<String, String>,
+) -> Result<(), AgentError> {
     let dcs: Arc<dyn Dcs> = match &config.store {
         Store::Consul(s) => {
             Arc::new(ConsulDcs::new(s.clone()).map_err(|e| AgentError::Store(e.to_string()))?)
@@ -39,5 +44,5 @@ pub async fn run(config: Config) -> Result<(), AgentError> {
             Arc::new(EtcdDcs::new(s.clone()).map_err(|e| AgentError::Store(e.to_string()))?)
         }
     };
-    run_loop(config, dcs).await
+    run_loop(config, dcs, env).await
 }

@@ -1,10 +1,11 @@
 //! The agent's loop, and what it publishes to the REST API and the store each cycle.
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::watch;
 use tokio::time::{Duration, Instant};
-use tracing::{info, warn};
+use tracing::{error, info, warn};
 
 use crate::api::{ApiState, Published};
 use crate::clock;
@@ -28,11 +29,17 @@ fn instant_at(at: Millis) -> Instant {
     after_ms(at.since(clock::monotonic()))
 }
 
-/// Observe, decide, execute, publish, sleep; until `decide` says `Exit`.
-pub async fn run_loop(config: Config, dcs: Arc<dyn Dcs>) -> Result<(), AgentError> {
-    let core = config.core_config();
+/// Observe, decide, execute, publish, sleep; until `decide` says `Exit`. `env` is what the config was
+/// loaded with: SIGHUP re-reads `config.file` with it.
+pub async fn run_loop(
+    config: Config,
+    dcs: Arc<dyn Dcs>,
+    env: BTreeMap<String, String>,
+) -> Result<(), AgentError> {
+    let mut core = config.core_config();
+    let mut tags = config.tags.clone();
     let pg = config.pg_settings();
-    let retry_ms = core.timing.retry_timeout_ms;
+    let mut retry_ms = core.timing.retry_timeout_ms;
     let api_url = config.api_url();
     let scope = config.scope.clone();
     let name = core.name.to_string();
@@ -108,7 +115,7 @@ pub async fn run_loop(config: Config, dcs: Arc<dyn Dcs>) -> Result<(), AgentErro
         }
         mem = d.memory.clone();
         consistent = d.consistent_read;
-        let mut record = member_record(&pg, &api_url, &config.tags, &d.member, streaming);
+        let mut record = member_record(&pg, &api_url, &tags, &d.member, streaming);
         // Patroni's member key says `pause: true` while this member knows the cluster is paused
         // (`patronictl pause --wait` waits for exactly that).
         record.pause = d.status.paused;
@@ -129,12 +136,55 @@ pub async fn run_loop(config: Config, dcs: Arc<dyn Dcs>) -> Result<(), AgentErro
             _ = watch_leader(dcs.as_ref(), watch_index, wake) => {}
             _ = term.recv() => { shutting_down = true; info!("SIGTERM: shutting down"); }
             _ = int.recv() => { shutting_down = true; info!("SIGINT: shutting down"); }
-            _ = hup.recv() => { warn!("SIGHUP: configuration reload is not supported yet; restart the agent"); }
+            _ = hup.recv() => {
+                if let Some(r) = reload_config(&config, &env, &core, &tags) {
+                    core = r.core;
+                    tags = r.tags;
+                    retry_ms = core.timing.retry_timeout_ms;
+                    exec.bootstrap_config = bootstrap_config(&core);
+                }
+            }
         }
     }
     let _ = stop_api.send(());
     let _ = api_task.await;
     Ok(())
+}
+
+/// SIGHUP: re-read the file the agent started from and say what changes; `None` when the file is not
+/// valid (the running config stays).
+fn reload_config(
+    started: &Config,
+    env: &BTreeMap<String, String>,
+    core: &crate::ha::CoreConfig,
+    tags: &BTreeMap<String, serde_json::Value>,
+) -> Option<super::reload::Reload> {
+    let file = started.file.display().to_string();
+    let loaded = match crate::config::load(&started.file, env) {
+        Ok(l) => l,
+        Err(errs) => {
+            for e in &errs.0 {
+                error!(%file, error = %e, "SIGHUP: the config file is not valid; keeping the running config");
+            }
+            return None;
+        }
+    };
+    for w in &loaded.warnings {
+        warn!(%file, warning = %w, "SIGHUP: config warning");
+    }
+    let r = super::reload::reload(core, tags, started, &loaded.config);
+    if let Some(e) = &r.timing_error {
+        error!(%file, error = %e, "SIGHUP: the new timing breaks a rule; keeping the running timing");
+    }
+    if !r.restart.is_empty() {
+        warn!(%file, "SIGHUP: restart needed for {}", r.restart.join(", "));
+    }
+    if r.applied.is_empty() {
+        info!(%file, "SIGHUP: config reloaded, nothing to apply");
+    } else {
+        info!(%file, changed = %r.applied.join(", "), "SIGHUP: config reloaded");
+    }
+    Some(r)
 }
 
 /// Execute the decision's actions in order, stopping at the first that does not succeed. No action

@@ -40,12 +40,20 @@ macro_rules! e2e_scenarios {
             scenarios::agent_gone($kind, scenarios::AgentFault::Stop);
         }
         #[test]
+        fn g_checker_catches_a_rogue_promotion_and_the_agent_stops_it() {
+            scenarios::checker_bites($kind);
+        }
+        #[test]
         fn f_graceful_stop_hands_over_within_5s() {
             scenarios::graceful_stop($kind);
         }
         #[test]
         fn h_agent_sigstop_with_the_test_watchdog_fires_it() {
             scenarios::watchdog_fires($kind);
+        }
+        #[test]
+        fn i_sighup_applies_tags_and_names_what_needs_a_restart() {
+            scenarios::sighup_reload($kind);
         }
     };
 }
@@ -401,6 +409,54 @@ pub fn graceful_stop(kind: StoreKind) {
     c.assert_never_two_primaries();
 }
 
+/// The checker is tested too, and R2 with it: freeze a replica's agent and promote its PostgreSQL by hand
+/// (`pg_promote()`, an operator's mistake). The checker must see two writable primaries; once thawed,
+/// the agent must stop its primary that holds no lease, and the node must rejoin the real primary.
+pub fn checker_bites(kind: StoreKind) {
+    let mut c = Cluster::start(kind);
+    let p = c.primary().expect("one primary");
+    let r = others(p).next().expect("a replica");
+    c.sigstop_agent(r);
+    c.sql(r, "SELECT pg_promote()").expect("pg_promote");
+    log(
+        &c,
+        &format!(
+            "froze {}'s agent and promoted its PostgreSQL by hand",
+            c.nodes[r].name
+        ),
+    );
+    let seen = c.wait_until(
+        "the checker to see two writable primaries",
+        Duration::from_secs(10),
+        |c| c.double_primary_samples().first().cloned(),
+    );
+    log(
+        &c,
+        &format!(
+            "the checker saw two writable primaries at {:.2} s, as it must",
+            seen.at.as_secs_f64()
+        ),
+    );
+    let t0 = Instant::now();
+    c.sigcont_agent(r);
+    c.wait_until(
+        "the agent to stop its unleased primary",
+        Duration::from_secs(20),
+        |c| (c.recovery_states()[r] != Some(false)).then_some(()),
+    );
+    let stopped = t0.elapsed();
+    let rejoin = wait_rejoined(&mut c, r, p);
+    assert_eq!(c.primary(), Some(p), "the real primary kept its role");
+    log(
+        &c,
+        &format!(
+            "rogue primary stopped {:.1} s after its agent thawed; rejoined {:.1} s later",
+            stopped.as_secs_f64(),
+            rejoin.as_secs_f64()
+        ),
+    );
+}
+
 /// The config files the harness (and `tenure demo`) write pass `tenure agent --validate-config`, run as the
 /// user the agents run as.
 pub fn config_validates(kind: StoreKind) {
@@ -564,5 +620,43 @@ pub fn watchdog_fires(kind: StoreKind) {
         },
     );
     wait_rejoined(&mut c, p, new);
+    c.assert_never_two_primaries();
+}
+
+/// (i) SIGHUP: a replica's agent re-reads its file; new tags reach `GET /patroni` and the member key at
+/// once, a changed REST listen address is logged as needing a restart (the API stays where it was).
+pub fn sighup_reload(kind: StoreKind) {
+    let mut c = Cluster::start(kind);
+    let p = c.primary().expect("one primary");
+    let r = others(p).next().expect("a replica");
+    let path = c.nodes[r].config_path();
+    let text = std::fs::read_to_string(&path).expect("read the node config");
+    let old_listen = format!("  listen: 127.0.0.1:{}\n", c.nodes[r].api_port);
+    assert!(text.contains(&old_listen), "no restapi listen line");
+    let new_port = tenure::demo::local::free_port().expect("free port");
+    let with = text.replacen(&old_listen, &format!("  listen: 127.0.0.1:{new_port}\n"), 1)
+        + "tags:\n  rack: r9\n";
+    std::fs::write(&path, with).expect("write the node config");
+    c.kill_agent(r, Signal::SIGHUP);
+    log(&c, &format!("SIGHUP to {}'s agent", c.nodes[r].name));
+    c.wait_until(
+        "the new tag in GET /patroni",
+        Duration::from_secs(10),
+        |c| (c.patroni(r)["tags"]["rack"] == "r9").then_some(()),
+    );
+    let agent_log = std::fs::read_to_string(c.nodes[r].agent_log()).unwrap_or_default();
+    assert!(
+        agent_log.contains("restart needed for restapi"),
+        "the agent does not say the REST listen address needs a restart:\n{}",
+        tenure::demo::local::tail(&c.nodes[r].agent_log(), 20)
+    );
+    assert!(
+        agent_log
+            .lines()
+            .any(|l| l.contains("SIGHUP: config reloaded") && l.contains("tags")),
+        "the agent does not say the tags changed"
+    );
+    assert_eq!(c.rest_get(r, "/health").0, 200, "the REST API moved");
+    c.check_agents();
     c.assert_never_two_primaries();
 }
