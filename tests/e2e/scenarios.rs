@@ -40,10 +40,6 @@ macro_rules! e2e_scenarios {
             scenarios::agent_gone($kind, scenarios::AgentFault::Stop);
         }
         #[test]
-        fn g_checker_catches_a_rogue_promotion_and_the_agent_stops_it() {
-            scenarios::checker_bites($kind);
-        }
-        #[test]
         fn f_graceful_stop_hands_over_within_5s() {
             scenarios::graceful_stop($kind);
         }
@@ -407,54 +403,6 @@ pub fn graceful_stop(kind: StoreKind) {
     c.start_agent(old);
     wait_rejoined(&mut c, old, new);
     c.assert_never_two_primaries();
-}
-
-/// The checker is tested too, and R2 with it: freeze a replica's agent and promote its PostgreSQL by hand
-/// (`pg_promote()`, an operator's mistake). The checker must see two writable primaries; once thawed,
-/// the agent must stop its primary that holds no lease, and the node must rejoin the real primary.
-pub fn checker_bites(kind: StoreKind) {
-    let mut c = Cluster::start(kind);
-    let p = c.primary().expect("one primary");
-    let r = others(p).next().expect("a replica");
-    c.sigstop_agent(r);
-    c.sql(r, "SELECT pg_promote()").expect("pg_promote");
-    log(
-        &c,
-        &format!(
-            "froze {}'s agent and promoted its PostgreSQL by hand",
-            c.nodes[r].name
-        ),
-    );
-    let seen = c.wait_until(
-        "the checker to see two writable primaries",
-        Duration::from_secs(10),
-        |c| c.double_primary_samples().first().cloned(),
-    );
-    log(
-        &c,
-        &format!(
-            "the checker saw two writable primaries at {:.2} s, as it must",
-            seen.at.as_secs_f64()
-        ),
-    );
-    let t0 = Instant::now();
-    c.sigcont_agent(r);
-    c.wait_until(
-        "the agent to stop its unleased primary",
-        Duration::from_secs(20),
-        |c| (c.recovery_states()[r] != Some(false)).then_some(()),
-    );
-    let stopped = t0.elapsed();
-    let rejoin = wait_rejoined(&mut c, r, p);
-    assert_eq!(c.primary(), Some(p), "the real primary kept its role");
-    log(
-        &c,
-        &format!(
-            "rogue primary stopped {:.1} s after its agent thawed; rejoined {:.1} s later",
-            stopped.as_secs_f64(),
-            rejoin.as_secs_f64()
-        ),
-    );
 }
 
 /// The config files the harness (and `tenure demo`) write pass `tenure agent --validate-config`, run as the
