@@ -345,6 +345,10 @@ fn agent(file: &Path, env: &BTreeMap<String, String>) -> ExitCode {
     };
     match runtime.block_on(tenure::agent::run(config, env.clone())) {
         Ok(()) => ExitCode::SUCCESS,
+        Err(e @ tenure::agent::AgentError::DuplicateName { .. }) => {
+            eprintln!("tenure: {e}");
+            ExitCode::from(EXIT_USAGE)
+        }
         Err(e @ tenure::agent::AgentError::Store(_)) => {
             eprintln!("tenure: {e}");
             ExitCode::from(EXIT_UNAVAILABLE)

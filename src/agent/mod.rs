@@ -8,6 +8,7 @@ pub mod fence;
 pub mod peers;
 pub mod reload;
 mod runtime;
+pub mod unique;
 pub mod watchdog;
 
 use std::sync::Arc;
@@ -28,6 +29,11 @@ pub enum AgentError {
     Api(#[from] crate::api::ApiError),
     #[error("cannot install signal handlers: {0}")]
     Signals(std::io::Error),
+    #[error(
+        "another agent named {name} is running at {api_url} in this scope; give this node another `name` \
+         (or stop the other agent)"
+    )]
+    DuplicateName { name: String, api_url: String },
 }
 
 /// Run the agent until it is told to stop (SIGTERM/SIGINT) and has stopped in order. `env` is the
@@ -44,5 +50,27 @@ pub async fn run(
             Arc::new(EtcdDcs::new(s.clone()).map_err(|e| AgentError::Store(e.to_string()))?)
         }
     };
+    // Before PostgreSQL is touched: a second agent with our name would fight the first for its keys.
+    let check = unique::check(
+        dcs.as_ref(),
+        &config.scope,
+        config.name().as_str(),
+        &config.api_url(),
+        config.timing().retry_timeout_ms,
+    )
+    .await;
+    match check {
+        unique::NameCheck::TakenBy { api_url } => {
+            return Err(AgentError::DuplicateName {
+                name: config.name().to_string(),
+                api_url,
+            })
+        }
+        unique::NameCheck::Unknown(e) => tracing::warn!(
+            error = %e,
+            "could not read the store to check that no other agent runs under our name; going on"
+        ),
+        unique::NameCheck::Free => {}
+    }
     run_loop(config, dcs, env).await
 }

@@ -51,6 +51,10 @@ macro_rules! e2e_scenarios {
         fn i_sighup_applies_tags_and_names_what_needs_a_restart() {
             scenarios::sighup_reload($kind);
         }
+        #[test]
+        fn j_a_second_agent_with_a_taken_name_exits_64() {
+            scenarios::duplicate_name($kind);
+        }
     };
 }
 
@@ -606,5 +610,70 @@ pub fn sighup_reload(kind: StoreKind) {
     );
     assert_eq!(c.rest_get(r, "/health").0, 200, "the REST API moved");
     c.check_agents();
+    c.assert_never_two_primaries();
+}
+
+/// (j) A second agent started with a running member's name (same scope, its own directory and ports)
+/// exits 64 before touching PostgreSQL, naming the other agent's address.
+pub fn duplicate_name(kind: StoreKind) {
+    use tenure::demo::local::{self, NodeSpec, RunAs};
+    let mut c = Cluster::start(kind);
+    let r = 1;
+    let run_as = RunAs::detect().expect("run as");
+    let twin_dir = c.nodes[r].dir.with_file_name("twin");
+    let twin = NodeSpec {
+        dir: twin_dir.clone(),
+        pg_port: local::free_port().expect("free port"),
+        api_port: local::free_port().expect("free port"),
+        ..c.nodes[r].clone()
+    };
+    twin.prepare(run_as.owner()).expect("twin config");
+    let bin = env!("CARGO_BIN_EXE_tenure");
+    let mut cmd = match run_as {
+        RunAs::Postgres { .. } => {
+            let mut c = std::process::Command::new("runuser");
+            c.args(["-u", "postgres", "--", bin]);
+            c
+        }
+        RunAs::CurrentUser => std::process::Command::new(bin),
+    };
+    cmd.args(["agent", "--config"])
+        .arg(twin.config_path())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped());
+    let mut child = local::reaper().spawn(&mut cmd).expect("spawn the twin");
+    let pid = child.id() as i32;
+    let until = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(st) = child.try_wait().expect("wait") {
+            break st;
+        }
+        if Instant::now() > until {
+            let _ = child.kill();
+            let _ = child.wait();
+            local::reaper().release(pid);
+            panic!("the twin agent is still running after 30 s");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    local::reaper().release(pid);
+    let mut stderr = String::new();
+    if let Some(mut e) = child.stderr.take() {
+        let _ = std::io::Read::read_to_string(&mut e, &mut stderr);
+    }
+    log(
+        &c,
+        &format!("twin {} exited {status}: {}", twin.name, stderr.trim()),
+    );
+    assert_eq!(status.code(), Some(64), "stderr: {stderr}");
+    let want = format!(
+        "another agent named {} is running at http://127.0.0.1:{}/patroni",
+        twin.name, c.nodes[r].api_port
+    );
+    assert!(stderr.contains(&want), "stderr lacks {want:?}: {stderr}");
+    assert!(
+        !twin.data_dir().exists(),
+        "the twin touched its data directory"
+    );
     c.assert_never_two_primaries();
 }
