@@ -10,7 +10,7 @@
 //! On drop: agents get SIGTERM (SIGCONT first if frozen), then SIGKILL; any postmaster left is stopped by
 //! the PID in its `postmaster.pid`; processes re-parented to this test process (it is their subreaper)
 //! are killed by PID; the store is stopped and the directory removed. When the test is failing, the tail
-//! of every agent and PostgreSQL log is printed first.
+//! of every agent and PostgreSQL log is printed first (with `E2E_KEEP=1` the directory stays; not `TENURE_*`: agents read those).
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -23,7 +23,7 @@ use tenure::demo::local::{self, Agent, NodeSpec, RunAs, StoreAddr, Timings};
 use tokio_postgres::{Client, NoTls, SimpleQueryMessage};
 
 use super::consul_server::{ConsulTestOptions, ConsulTestServer};
-use super::etcd::EtcdServer;
+use super::etcd::{EtcdCluster, EtcdServer};
 
 /// The `tenure` binary under test.
 // Integration tests get the binary's path from cargo; the examples that share this harness do not use it.
@@ -47,6 +47,8 @@ pub enum StoreKind {
 
 enum Store {
     Etcd(EtcdServer),
+    /// `Cluster::start_with(StoreKind::Etcd, 3, ..)`: three members; every node lists all of them.
+    EtcdCluster(EtcdCluster),
     Consul(ConsulTestServer),
 }
 
@@ -90,6 +92,16 @@ pub struct Cluster {
 impl Cluster {
     /// Start the store and three agents, and wait for one primary with two streaming replicas.
     pub fn start(kind: StoreKind) -> Cluster {
+        Cluster::start_with(kind, 1, |_, addr| addr.clone())
+    }
+
+    /// [`Cluster::start`], with `etcd_members` etcd members (1 or 3; only for `StoreKind::Etcd`), and
+    /// `node_store(i, addr)` choosing node `i`'s store address (e.g. a proxy in front of `addr`).
+    pub fn start_with(
+        kind: StoreKind,
+        etcd_members: usize,
+        mut node_store: impl FnMut(usize, &StoreAddr) -> StoreAddr,
+    ) -> Cluster {
         let serial = serial();
         let reaper = local::reaper();
         let run_as = RunAs::detect().expect("run as root or as the postgres user");
@@ -99,6 +111,14 @@ impl Cluster {
             .build()
             .expect("tokio runtime");
         let store = match kind {
+            StoreKind::Etcd if etcd_members > 1 => {
+                assert_eq!(etcd_members, 3, "etcd runs as one member or three");
+                Store::EtcdCluster(reaper.spawn_with(|| {
+                    let etcd = EtcdCluster::start();
+                    let pids = etcd.members.iter().map(|m| m.pid().as_raw()).collect();
+                    (etcd, pids)
+                }))
+            }
             StoreKind::Etcd => Store::Etcd(reaper.spawn_with(|| {
                 let etcd = EtcdServer::start();
                 let pid = etcd.pid().as_raw();
@@ -113,6 +133,13 @@ impl Cluster {
         };
         let addr = match &store {
             Store::Etcd(e) => StoreAddr::Etcd(e.host_port().to_string()),
+            Store::EtcdCluster(e) => StoreAddr::Etcd(
+                e.members
+                    .iter()
+                    .map(|m| m.host_port())
+                    .collect::<Vec<_>>()
+                    .join(","),
+            ),
             Store::Consul(c) => StoreAddr::Consul(c.addr().to_string()),
         };
         let root = tempfile::Builder::new()
@@ -133,7 +160,7 @@ impl Cluster {
                 dir: root.path().join(format!("n{}", i + 1)),
                 pg_port: local::free_port().expect("free port"),
                 api_port: local::free_port().expect("free port"),
-                store: addr.clone(),
+                store: node_store(i, &addr),
                 timings: Timings::FAST,
             })
             .collect();
@@ -170,6 +197,49 @@ impl Cluster {
             c.nodes[p].name
         );
         c
+    }
+
+    /// The single etcd server, when the cluster runs on one.
+    pub fn etcd(&self) -> Option<&EtcdServer> {
+        match &self.store {
+            Some(Store::Etcd(e)) => Some(e),
+            _ => None,
+        }
+    }
+
+    /// The Consul test double, when the cluster runs on it (its fault switches).
+    pub fn consul(&self) -> Option<&ConsulTestServer> {
+        match &self.store {
+            Some(Store::Consul(c)) => Some(c),
+            _ => None,
+        }
+    }
+
+    /// SIGKILL member `k` of the three-member etcd cluster (its data stays for [`Cluster::restart_etcd_member`]).
+    pub fn kill_etcd_member(&mut self, k: usize) {
+        let Some(Store::EtcdCluster(e)) = &mut self.store else {
+            panic!("not a three-member etcd cluster")
+        };
+        let m = &mut e.members[k];
+        let pid = m.pid().as_raw();
+        m.kill();
+        local::reaper().release(pid);
+    }
+
+    /// Start member `k` of the three-member etcd cluster again (after [`Cluster::kill_etcd_member`]).
+    pub fn restart_etcd_member(&mut self, k: usize) {
+        let Some(Store::EtcdCluster(e)) = &mut self.store else {
+            panic!("not a three-member etcd cluster")
+        };
+        let m = &mut e.members[k];
+        let old = m.pid().as_raw();
+        local::reaper().spawn_with(|| {
+            m.restart();
+            ((), vec![m.pid().as_raw()])
+        });
+        if m.pid().as_raw() != old {
+            local::reaper().release(old);
+        }
     }
 
     fn rt(&self) -> &tokio::runtime::Runtime {
@@ -416,12 +486,28 @@ impl Cluster {
             .unwrap_or_default()
     }
 
+    /// The checker's `GET /primary` samples so far (`Some(true)` = answered 200).
+    pub fn health_samples(&self) -> Vec<Sample> {
+        self.checker
+            .as_ref()
+            .map(Checker::health_samples)
+            .unwrap_or_default()
+    }
+
     /// When node `i` was first seen writable at or after `since` (time since the epoch).
     pub fn first_writable(&self, i: usize, since: Duration) -> Option<Duration> {
         self.samples()
             .iter()
             .find(|s| s.at >= since && s.writable[i] == Some(true))
             .map(|s| s.at)
+    }
+
+    /// The samples so far in which two or more nodes answered as writable primaries.
+    pub fn double_primary_samples(&self) -> Vec<Sample> {
+        self.samples()
+            .into_iter()
+            .filter(|s| s.writable.iter().filter(|w| **w == Some(true)).count() > 1)
+            .collect()
     }
 
     /// Stop the checker and assert that no sample ever showed two writable primaries, nor two nodes
@@ -498,6 +584,11 @@ impl Cluster {
         if let Some(Store::Etcd(e)) = &self.store {
             eprintln!("--- etcd log ---\n{}", e.log_tail());
         }
+        if let Some(Store::EtcdCluster(e)) = &self.store {
+            for (k, m) in e.members.iter().enumerate() {
+                eprintln!("--- etcd member {k} log ---\n{}", m.log_tail());
+            }
+        }
     }
 }
 
@@ -528,6 +619,13 @@ impl Drop for Cluster {
                 drop(e);
                 local::reaper().release(pid);
             }
+            Some(Store::EtcdCluster(e)) => {
+                let pids: Vec<i32> = e.members.iter().map(|m| m.pid().as_raw()).collect();
+                drop(e);
+                for pid in pids {
+                    local::reaper().release(pid);
+                }
+            }
             Some(Store::Consul(c)) => drop(c),
             None => {}
         }
@@ -536,6 +634,13 @@ impl Drop for Cluster {
         }
         if let Some(root) = self.root.take() {
             let path: PathBuf = root.path().to_path_buf();
+            if std::thread::panicking() && std::env::var_os("E2E_KEEP").is_some() {
+                eprintln!(
+                    "TENURE_E2E_KEEP: logs and data left in {}",
+                    root.keep().display()
+                );
+                return;
+            }
             if root.close().is_err() {
                 let _ = std::fs::remove_dir_all(path);
             }
