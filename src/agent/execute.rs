@@ -106,7 +106,7 @@ impl Executor {
                 store(self.dcs.write_history(&history, deadline).await)
             }
             Action::StartReplica { upstream } => {
-                let cfg = self.standby_config(upstream.as_ref());
+                let cfg = self.standby_config(upstream.as_ref()).await;
                 local(async {
                     pg::recovery::configure_standby(&self.pg, &cfg)?;
                     pg::ctl::start(&self.pg).await
@@ -121,7 +121,7 @@ impl Executor {
                 .await
             }
             Action::Follow { upstream } => {
-                let cfg = self.standby_config(upstream.as_ref());
+                let cfg = self.standby_config(upstream.as_ref()).await;
                 local(pg::recovery::reconfigure_upstream(&self.pg, &cfg)).await
             }
             Action::Promote => local(pg::ctl::promote(&self.pg)).await,
@@ -168,7 +168,7 @@ impl Executor {
                 self.peers = Some(super::peers::probe_all(&members, &self.pg.name, creds).await);
                 Outcome::Done
             }
-            Action::StartJob(job) => self.start_job(job.clone()),
+            Action::StartJob(job) => self.start_job(job.clone()).await,
             Action::ArmFence { deadline } => {
                 if let Err(e) = self.fence.arm(*deadline) {
                     return Outcome::Failed(e.to_string());
@@ -193,11 +193,27 @@ impl Executor {
         }
     }
 
-    fn standby_config(&self, upstream: Option<&NodeName>) -> StandbyConfig {
-        // Slots are not managed yet: stream without one (wal_keep_size keeps enough WAL for a rejoin).
+    /// Stream from `upstream` through our own slot there (created if absent). If the slot cannot be made
+    /// right now (the upstream is busy or just promoted), stream without it rather than not at all.
+    async fn standby_config(&self, upstream: Option<&NodeName>) -> StandbyConfig {
+        let Some(ep) = upstream.and_then(|u| self.endpoint(u)) else {
+            return StandbyConfig {
+                upstream: None,
+                slot: None,
+            };
+        };
+        let slot = self.pg.slot_name();
+        let ensure = pg::slots::ensure_on(&ep, &self.pg.superuser, &slot);
+        let made = matches!(
+            tokio::time::timeout(std::time::Duration::from_secs(2), ensure).await,
+            Ok(Ok(()))
+        );
+        if !made {
+            tracing::warn!(upstream = %ep.name, %slot, "could not create our replication slot upstream; streaming without it");
+        }
         StandbyConfig {
-            upstream: upstream.and_then(|u| self.endpoint(u)),
-            slot: None,
+            upstream: Some(ep),
+            slot: made.then_some(slot),
         }
     }
 
@@ -229,7 +245,7 @@ impl Executor {
         serde_json::Value::Array(lines)
     }
 
-    fn start_job(&mut self, job: Job) -> Outcome {
+    async fn start_job(&mut self, job: Job) -> Outcome {
         if self.job_running() {
             return Outcome::Failed("another job is running".into());
         }
@@ -238,25 +254,24 @@ impl Executor {
         let source = match &job {
             Job::Bootstrap => None,
             Job::Clone { from } | Job::Rewind { from } | Job::Reinit { from } => {
-                match self.endpoint(from) {
-                    Some(ep) => Some(ep),
-                    None => return Outcome::Failed(format!("no conn_url known for {from}")),
+                if self.endpoint(from).is_none() {
+                    return Outcome::Failed(format!("no conn_url known for {from}"));
                 }
+                Some(self.standby_config(Some(from)).await)
             }
         };
         let kind = job.clone();
         let handle = tokio::spawn(async move {
-            let follow = |ep: &Endpoint| StandbyConfig {
-                upstream: Some(ep.clone()),
-                slot: None,
-            };
-            let result = match (&kind, source) {
+            let result = match (
+                &kind,
+                source.and_then(|cfg| cfg.upstream.clone().map(|ep| (ep, cfg))),
+            ) {
                 (Job::Bootstrap, _) => pg::ctl::bootstrap(&pg, &initdb).await,
-                (Job::Clone { .. }, Some(ep)) => pg::ctl::basebackup(&pg, &ep, &follow(&ep)).await,
-                (Job::Rewind { .. }, Some(ep)) => pg::rewind::run_rewind(&pg, &ep, &follow(&ep))
-                    .await
-                    .map(|_| ()),
-                (Job::Reinit { .. }, Some(ep)) => pg::ctl::reinit(&pg, &ep, &follow(&ep)).await,
+                (Job::Clone { .. }, Some((ep, cfg))) => pg::ctl::basebackup(&pg, &ep, &cfg).await,
+                (Job::Rewind { .. }, Some((ep, cfg))) => {
+                    pg::rewind::run_rewind(&pg, &ep, &cfg).await.map(|_| ())
+                }
+                (Job::Reinit { .. }, Some((ep, cfg))) => pg::ctl::reinit(&pg, &ep, &cfg).await,
                 _ => Ok(()),
             };
             result.map_err(|e| e.to_string())

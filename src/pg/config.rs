@@ -37,6 +37,9 @@ pub fn write_config(settings: &PgSettings) -> Result<(), PgError> {
         ("max_wal_senders".into(), "10".into()),
         ("max_replication_slots".into(), "10".into()),
         ("wal_keep_size".into(), "128MB".into()),
+        // A slot of a member that stays away must not fill the disk: beyond this, its slot is invalidated
+        // and that member re-clones.
+        ("max_slot_wal_keep_size".into(), "1GB".into()),
         // pg_rewind needs hint-bit changes in WAL; harmless when checksums already force it.
         ("wal_log_hints".into(), "on".into()),
     ];

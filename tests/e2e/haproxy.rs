@@ -140,6 +140,21 @@ fn haproxy_routes_writes_to_the_primary_through_failover_and_switchover() {
     let p = c.primary().expect("a primary");
     c.sql(p, "CREATE TABLE ha_writes (id bigint PRIMARY KEY)")
         .expect("create table");
+    // Each replica streams through its own physical slot on the primary (named like Patroni's).
+    let slots = c.wait_until(
+        "both replicas streaming through their slots",
+        Duration::from_secs(30),
+        |c| {
+            let rows = c
+                .sql(
+                    p,
+                    "SELECT slot_name FROM pg_replication_slots WHERE active ORDER BY 1",
+                )
+                .ok()?;
+            (rows.len() == 2).then_some(rows)
+        },
+    );
+    eprintln!("active slots on the primary: {slots:?}");
     let (write_port, read_port) = (free_port().unwrap(), free_port().unwrap());
     let dir = tempfile::tempdir().unwrap();
     let cfg_path = dir.path().join("haproxy.cfg");
@@ -216,10 +231,12 @@ fn haproxy_routes_writes_to_the_primary_through_failover_and_switchover() {
     w.join().unwrap();
 
     let log = log.lock().unwrap();
-    let final_primary = c.primary().expect("a primary at the end");
-    let stored: std::collections::BTreeSet<i64> = c
-        .sql(final_primary, "SELECT id FROM ha_writes")
-        .expect("read back")
+    // Retried: on a loaded machine one connection attempt may time out.
+    let rows = c.wait_until("the final primary's rows", Duration::from_secs(30), |c| {
+        c.primary()
+            .and_then(|fp| c.sql(fp, "SELECT id FROM ha_writes").ok())
+    });
+    let stored: std::collections::BTreeSet<i64> = rows
         .into_iter()
         .filter_map(|r| r.first().and_then(|v| v.parse().ok()))
         .collect();
