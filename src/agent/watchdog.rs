@@ -52,6 +52,8 @@ struct Device {
     kind: Kind,
     /// The timeout last set, in seconds.
     timeout_s: Option<u64>,
+    /// The driver has been seen choosing a longer timeout than asked (said once per open).
+    rounded_up: bool,
 }
 
 /// The agent's handle on the watchdog device (`watchdog.mode` off: it never opens anything).
@@ -176,6 +178,7 @@ fn open(path: &Path) -> Result<Device, WatchdogError> {
         file,
         kind,
         timeout_s: None,
+        rounded_up: false,
     })
 }
 
@@ -192,7 +195,8 @@ impl Device {
                 // writes exactly one c_int through the pointer, which points at a live local.
                 unsafe { wdioc_settimeout(self.file.as_raw_fd(), &mut t) }
                     .map_err(|e| fail(e.into()))?;
-                if (t as u64) > s {
+                if (t as u64) > s && !self.rounded_up {
+                    self.rounded_up = true;
                     tracing::warn!(
                         asked_s = s,
                         got_s = t,
