@@ -96,6 +96,11 @@ pub(crate) struct Ctx<'a> {
 /// The decision core's entry point: total and pure.
 pub fn decide(cfg: &CoreConfig, mem: &Memory, obs: &Observation) -> Decision {
     let mut mem = absorb(cfg, mem, obs);
+    if matches!(obs.pg, PgState::Running(ref r) if r.role == PgRole::Primary) {
+        // Whatever we knew about our history against the leader is void once we ran as a primary (even one
+        // promoted behind our back): check again before following anyone.
+        mem.divergence = None;
+    }
     // Probes take a few seconds when a peer does not answer: fresh means asked within two loops plus two
     // store-call budgets, which an agent frozen between asking and deciding exceeds.
     let probe_window_ms = 2 * (cfg.timing.loop_wait_ms + cfg.timing.retry_timeout_ms);

@@ -242,3 +242,19 @@ fn reason_waiting_for_postgres() {
     expect(&d, Reason::WaitingForPostgres, &[]);
     assert_eq!(d.member.state, MemberState::Starting);
 }
+
+#[test]
+fn running_as_primary_voids_an_earlier_divergence_verdict() {
+    // A replica that was found in line with pg2, then promoted behind our back (by hand), must be checked
+    // again before it follows pg2: the old "no need to rewind" is void (found by the e2e rogue-primary test).
+    let m = mem()
+        .leader_index(1)
+        .remembers(Divergence::NoNeed { leader: n("pg2") });
+    let d = decide(
+        &cfg("pg1"),
+        &m,
+        &obs(1_000).pg_primary(2, 900).store(led_by_pg2()),
+    );
+    assert_eq!(d.reason, Reason::DemotingOtherLeader { leader: n("pg2") });
+    assert_eq!(d.memory.divergence, None);
+}
