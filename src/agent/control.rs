@@ -24,11 +24,24 @@ impl StoreControl {
         Instant::now() + Duration::from_millis(self.timeout_ms)
     }
 
-    fn member_exists(&self, name: &str) -> bool {
+    /// Why `name` cannot be a candidate, from its member record (Patroni answers 412 for these).
+    fn candidate_problem(&self, name: &str) -> Option<String> {
         let p = self.published.borrow();
-        p.cluster
+        let Some(rec) = p
+            .cluster
             .as_ref()
-            .is_some_and(|c| c.members.contains_key(name))
+            .and_then(|c| c.members.get(name).cloned())
+        else {
+            return Some(format!("candidate {name} does not exist"));
+        };
+        let tags =
+            super::peers::tags_from_json(&serde_json::to_value(&rec.tags).unwrap_or_default());
+        if !tags.can_promote() {
+            return Some(format!(
+                "candidate {name} has nofailover set (or failover_priority <= 0)"
+            ));
+        }
+        None
     }
 
     fn leader(&self) -> Option<String> {
@@ -79,11 +92,8 @@ impl Control for StoreControl {
             ));
         }
         if let Some(c) = &req.candidate {
-            if !self.member_exists(c.as_str()) {
-                return Err(ControlError::new(
-                    412,
-                    format!("candidate {c} does not exist"),
-                ));
+            if let Some(why) = self.candidate_problem(c.as_str()) {
+                return Err(ControlError::new(412, why));
             }
         }
         let rec = SwitchoverRecord {
@@ -111,11 +121,8 @@ impl Control for StoreControl {
     }
 
     async fn failover(&self, req: FailoverRequest) -> Result<Accepted, ControlError> {
-        if !self.member_exists(req.candidate.as_str()) {
-            return Err(ControlError::new(
-                412,
-                format!("candidate {} does not exist", req.candidate),
-            ));
+        if let Some(why) = self.candidate_problem(req.candidate.as_str()) {
+            return Err(ControlError::new(412, why));
         }
         let rec = SwitchoverRecord {
             leader: None,
