@@ -901,10 +901,6 @@ fn f_switchover_under_load_scheduled_and_refusals() {
 /// A candidate tagged `nofailover` (tag written into its config, agent restarted) is refused with 412, and
 /// is never promoted.
 #[test]
-#[ignore = "agent bug: POST /switchover to a nofailover candidate answers 200 \"Switchover requested\" \
-            (src/agent/control.rs checks only the leader name and that the member exists); the leader then \
-            logs \"switchover refused: n1 has nofailover set\" and clears the key, so nothing happens while \
-            the operator was told it succeeded. Patroni answers 412."]
 fn g_switchover_to_nofailover_candidate_is_refused() {
     let mut c = Cluster::start(StoreKind::Etcd);
     let p = c.primary().expect("one primary");

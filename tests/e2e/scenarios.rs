@@ -44,9 +44,6 @@ macro_rules! e2e_scenarios {
             scenarios::checker_bites($kind, false);
         }
         #[test]
-        #[ignore = "runtime bug: a demoted unleased primary on a forked timeline restarts as a replica \
-                    without the divergence check and never streams (\"highest timeline 1 of the primary is \
-                    behind recovery timeline 2\"); enable once fixed"]
         fn h_rogue_primary_rejoins_after_rewind() {
             scenarios::checker_bites($kind, true);
         }
