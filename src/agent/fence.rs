@@ -83,8 +83,8 @@ impl Fence {
         if read_pid(&pid_file(&self.file)).is_some_and(alive) {
             return Ok(());
         }
-        let exe = std::env::current_exe().map_err(FenceError::Spawn)?;
-        let mut cmd = tokio::process::Command::new(exe);
+        // /proc/self/exe still works when the binary was replaced on disk (an upgrade) while we run.
+        let mut cmd = tokio::process::Command::new("/proc/self/exe");
         cmd.arg("fencer")
             .arg("--file")
             .arg(&self.file)

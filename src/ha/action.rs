@@ -210,6 +210,7 @@ pub enum Reason {
     ResumeGrace { remaining_ms: u64 },
     // demotion
     DemotingLockLost,
+    FenceUnavailable { why: String },
     DemotingOtherLeader { leader: NodeName },
     DemotingNoLease,
     FencingStoreUnavailable,
@@ -295,6 +296,10 @@ impl fmt::Display for Reason {
                 "the cluster was just resumed: not racing for {remaining_ms} ms, until a paused primary's fence lapses"
             ),
             DemotingLockLost => write!(f, "demoting: the leader lock was lost"),
+            FenceUnavailable { why } => write!(
+                f,
+                "the fencing process (or a required watchdog) cannot be armed ({why}): giving the leader key up"
+            ),
             DemotingOtherLeader { leader } => write!(f, "demoting: {leader} holds the leader key"),
             DemotingNoLease => write!(f, "stopping a primary that holds no lease"),
             FencingStoreUnavailable => {

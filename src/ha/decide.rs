@@ -205,6 +205,7 @@ fn absorb_one(
         (Action::RaceInitialize, Outcome::Done) => m.bootstrapping = true,
         (Action::ArmFence { deadline }, Outcome::Done) => m.fence_armed = Some(*deadline),
         (Action::DisarmFence, Outcome::Done) => m.fence_armed = None,
+        (Action::ArmFence { .. }, Outcome::Failed(_)) => m.fence_failed_at = Some(sent_at),
         _ => {}
     }
 }
@@ -248,6 +249,9 @@ fn with_store(ctx: &Ctx, mem: &mut Memory, c: &Cluster) -> Plan {
         return plan;
     }
     if let Some(plan) = leader::stop_unleased_primary(ctx, mem, c) {
+        return plan;
+    }
+    if let Some(plan) = leader::unfenceable(ctx, mem) {
         return plan;
     }
     if let Some(plan) = job_in_progress(ctx, mem) {

@@ -276,6 +276,13 @@ fn race(ctx: &Ctx, mem: &Memory, c: &Cluster) -> Plan {
     if ctx.cfg.mutant(MutantName::NeverRace) {
         return Plan::idle(Reason::NoLeaderWaiting);
     }
+    if let Some(at) = mem
+        .fence_failed_at
+        .filter(|at| ctx.now.since(*at) < ctx.cfg.timing.ttl_ms)
+    {
+        let why = format!("it failed {} ms ago", ctx.now.since(at));
+        return Plan::idle(Reason::FenceUnavailable { why });
+    }
     // A paused primary extends its fence (and its health) by one usable TTL per cycle whatever the store
     // says; after a resume, wait that long so it has heard of the resume or stopped.
     let t = &ctx.cfg.timing;

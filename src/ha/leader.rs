@@ -292,3 +292,27 @@ fn behind_cluster_timeline(ctx: &Ctx, c: &Cluster) -> Option<Plan> {
 fn asked_to_take_over(ctx: &Ctx, c: &Cluster) -> bool {
     c.switchover.as_ref().and_then(|s| s.candidate.as_ref()) == Some(&ctx.cfg.name)
 }
+
+/// R1 needs the fence armed before PostgreSQL may become writable. If arming failed (no fencing process,
+/// a required watchdog missing), a key holder that is not yet primary gives the key up, so that another
+/// member can lead, instead of holding it without ever promoting.
+pub(crate) fn unfenceable(ctx: &Ctx, mem: &Memory) -> Option<Plan> {
+    let why = ctx
+        .obs
+        .outcomes
+        .iter()
+        .find_map(|o| match (&o.action, &o.result) {
+            (Action::ArmFence { .. }, super::observation::Outcome::Failed(why)) => {
+                Some(why.clone())
+            }
+            _ => None,
+        })?;
+    if ctx.local.is_primary() || mem.lease.is_none() {
+        return None;
+    }
+    Some(Plan::act_now(
+        Reason::FenceUnavailable { why },
+        vec![Action::ReleaseLeader],
+        ctx.now,
+    ))
+}

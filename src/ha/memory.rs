@@ -26,6 +26,8 @@ pub struct Memory {
     pub rewind_failed_from: Option<NodeName>,
     /// We stopped PostgreSQL for a switchover and wait to release the key.
     pub switchover_stopped_at: Option<Millis>,
+    /// When arming the fence last failed: we do not race for the key for a ttl after that.
+    pub fence_failed_at: Option<Millis>,
     /// When we last asked for peer probes (answers older than two loops are not trusted).
     pub probes_sent_at: Option<Millis>,
     /// The fence deadline last armed (so we re-arm only when it moves).

@@ -281,3 +281,50 @@ fn a_key_holder_stopped_as_replica_starts_read_only_before_promoting() {
         &[Action::StartReplica { upstream: None }, Action::DisarmFence],
     );
 }
+
+#[test]
+fn reason_fence_unavailable() {
+    // Holding the key, still a replica, and the fence could not be armed: no promotion, the key goes.
+    let o = obs(1_100)
+        .pg_replica(1, 500)
+        .store(cluster().leader("pg1"))
+        .outcome(
+            Action::ArmFence {
+                deadline: Millis(5_000),
+            },
+            1_050,
+            Outcome::Failed("no fencer".into()),
+        );
+    let d = decide(&cfg("pg1"), &mem().leased_unarmed(1_000), &o);
+    expect(
+        &d,
+        Reason::FenceUnavailable {
+            why: "no fencer".into(),
+        },
+        &[Action::ReleaseLeader],
+    );
+    assert_eq!(d.memory.fence_failed_at, Some(Millis(1_050)));
+}
+
+#[test]
+fn a_node_whose_fence_failed_does_not_race_for_a_ttl() {
+    let m = Memory {
+        fence_failed_at: Some(Millis(1_000)),
+        ..mem()
+    };
+    let o = obs(2_000).pg_replica(1, 500).store(cluster()).peers(vec![]);
+    let d = decide(
+        &cfg("pg1"),
+        &Memory {
+            probes_sent_at: Some(Millis(1_900)),
+            ..m
+        },
+        &o,
+    );
+    assert!(
+        matches!(d.reason, Reason::FenceUnavailable { .. }),
+        "{}",
+        d.reason
+    );
+    assert!(d.actions.is_empty(), "{:?}", d.actions);
+}
