@@ -85,6 +85,7 @@ impl Fence {
         }
         // /proc/self/exe still works when the binary was replaced on disk (an upgrade) while we run.
         let mut cmd = tokio::process::Command::new("/proc/self/exe");
+        cmd.arg0("tenure");
         cmd.arg("fencer")
             .arg("--file")
             .arg(&self.file)
