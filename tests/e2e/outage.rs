@@ -410,9 +410,12 @@ fn c_partition_primary_from_store_fences_failover_and_rejoin() {
         c.primary().filter(|p| *p != old)
     });
     let took = t0.elapsed();
-    let promoted_at = c
-        .first_writable(new, fault)
-        .expect("the checker saw the new primary");
+    // The checker samples every 100 ms: give it a moment to see what `primary()` just saw.
+    let promoted_at = c.wait_until(
+        "the checker to see the new primary",
+        Duration::from_secs(5),
+        |c| c.first_writable(new, fault),
+    );
     log(
         &c,
         &format!(
