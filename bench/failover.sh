@@ -19,7 +19,7 @@ cleanup() {
   for d in "$W"/data*; do [ -f "$d/postmaster.pid" ] && kill -9 "$(head -1 "$d/postmaster.pid")" 2>/dev/null || true; done
   pkill -f "$BIN fencer --file $W/" 2>/dev/null || true
   [ -f "$W/etcd.pid" ] && kill "$(cat "$W/etcd.pid")" 2>/dev/null || true
-  sleep 1; rm -rf "$W"
+  sleep 1; if [ -n "${KEEP:-}" ]; then echo "kept $W"; else rm -rf "$W"; fi
 }
 trap cleanup EXIT
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
@@ -69,12 +69,23 @@ measure() { # $1 = crash | stop ; prints "<gap_ms> <missing>"
     switchover)
       local C=$(( P % 3 + 1 ))
       curl -s -o /dev/null -H 'Content-Type: application/json' \
-        -d "{\"leader\": \"pg$P\", \"candidate\": \"pg$C\"}" "http://127.0.0.1:${API[$P]}/switchover" ;;
+        -d "{\"leader\": \"pg$P\", \"candidate\": \"pg$C\"}" "http://127.0.0.1:${API[$P]}/switchover"
+      # When the old primary streams from the new one again (first 'streaming' sample, every 20 ms).
+      ( for _ in $(seq 1 1000); do
+          [ "$(sql "$P" "select status from pg_stat_wal_receiver")" = streaming ] && { date +%s%3N >"$W/streams.$run"; break; }
+          sleep 0.02
+        done ) >/dev/null 2>&1 & ;;
   esac
   wait $wpid || true
   local N; N=$(primary)
   # The longest pause between consecutive acknowledgements from just before the fault on.
-  local gap; gap=$(awk -v t0="$t0" '$1 >= t0 - 1000 { if (prev && $1 - prev > max) max = $1 - prev; prev = $1 } END {print max + 0}' "$W/acks.$kind.$run")
+  local gap; gap=$(awk -v t0="$t0" '$1 >= t0 - 1000 { if (prev && $1 - prev > max) { max = $1 - prev; end = $1 }; prev = $1 } END {print max + 0}' "$W/acks.$kind.$run")
+  if [ "$kind" = switchover ]; then
+    # Streaming again, counted from the first write acknowledged by the new primary.
+    local back; back=$(awk -v t0="$t0" '$1 >= t0 - 1000 { if (prev && $1 - prev > max) { max = $1 - prev; end = $1 }; prev = $1 } END {printf "%.0f\n", end}' "$W/acks.$kind.$run")
+    local s; s=$(cat "$W/streams.$run" 2>/dev/null || echo 0)
+    [ "$s" != 0 ] && echo "$((s - back))" >>"$W/streaming" || echo "never" >>"$W/streaming"
+  fi
   local acked; acked=$(wc -l <"$W/acks.$kind.$run")
   local present; present=$(sql "$N" "select count(*) from bench where id >= $first and id < $((first + 1000000))")
   echo "$gap $((acked - present))"
@@ -93,4 +104,7 @@ for kind in $KINDS; do
   awk -v k="$kind" '$1 == k {print $2}' "$W/results" | sort -n | awk -v k="$kind" '{a[NR]=$1} END {printf "%s: median %d ms, max %d ms over %d runs\n", k, a[int((NR+1)/2)], a[NR], NR}'
   awk -v k="$kind" '$1 == k {m += $3} END {printf "%s: acknowledged writes missing in total: %d\n", k, m}' "$W/results"
 done
+if [ -f "$W/streaming" ]; then
+  sort -n "$W/streaming" | awk '{a[NR]=$1} END {printf "switchover: old primary streaming again, after the first write on the new primary: median %s ms, max %s ms over %d runs\n", a[int((NR+1)/2)], a[NR], NR}'
+fi
 echo "timing: ttl 10 s, loop_wait 1 s, retry_timeout 2 s, etcd lease TTL 10 s"

@@ -219,6 +219,7 @@ pub enum Reason {
     SwitchoverStopping { candidate: Option<NodeName> },
     SwitchoverWaitingForCandidate { candidate: Option<NodeName> },
     SwitchoverReleasing,
+    SwitchoverCatchingUp { ours: Lsn, wanted: Lsn },
     SwitchoverRefused { why: String },
     FailoverCandidateAcquiring,
     WaitingForSwitchoverCandidate { candidate: NodeName },
@@ -315,6 +316,10 @@ impl fmt::Display for Reason {
                 None => write!(f, "switchover: waiting for a replica to receive the shutdown checkpoint"),
             },
             SwitchoverReleasing => write!(f, "switchover: releasing the leader key"),
+            SwitchoverCatchingUp { ours, wanted } => write!(
+                f,
+                "switchover: waiting to receive the old leader's final WAL ({ours} of {wanted}) before racing"
+            ),
             SwitchoverRefused { why } => write!(f, "switchover refused: {why}"),
             FailoverCandidateAcquiring => write!(f, "I am the requested candidate: acquiring the leader key"),
             WaitingForSwitchoverCandidate { candidate } => {

@@ -260,6 +260,9 @@ fn with_store(ctx: &Ctx, mem: &mut Memory, c: &Cluster) -> Plan {
     if mine {
         return leader::cycle(ctx, mem, c);
     }
+    if c.leader.is_some() {
+        mem.catchup_since = None;
+    }
     match c.leader.as_ref() {
         Some(l) => follower::cycle(ctx, mem, c, &l.name),
         None => follower::no_leader(ctx, mem, c),

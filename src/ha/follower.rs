@@ -5,7 +5,7 @@ use super::decide::{Ctx, Local, Plan};
 use super::election;
 use super::memory::Memory;
 use super::observation::{Cluster, Divergence, JobResult, MemberState, PgRole};
-use super::types::NodeName;
+use super::types::{Millis, NodeName};
 use super::Reason;
 
 /// Refuse to join a cluster whose system identifier differs from our data's.
@@ -85,7 +85,7 @@ pub(crate) fn cycle(ctx: &Ctx, mem: &mut Memory, c: &Cluster, leader: &NodeName)
 
 /// Before a stopped (or stuck) node follows `leader`: know whether our history diverged, then start, rewind,
 /// re-clone, or stay stopped and say why.
-fn rejoin(ctx: &Ctx, mem: &Memory, leader: &NodeName, running: bool) -> Plan {
+fn rejoin(ctx: &Ctx, mem: &mut Memory, leader: &NodeName, running: bool) -> Plan {
     let skip = Some(Divergence::NoNeed {
         leader: leader.clone(),
     });
@@ -118,16 +118,35 @@ fn rejoin(ctx: &Ctx, mem: &Memory, leader: &NodeName, running: bool) -> Plan {
             )
         }
         Some(Divergence::NeedRewind { leader: l }) if l == leader => repair(ctx, mem, leader),
-        _ => Plan::act(
-            Reason::CheckingDivergence {
-                leader: leader.clone(),
-            },
-            vec![Action::CheckDivergence {
-                leader: leader.clone(),
-            }],
-        )
-        .wake(ctx.now.plus_ms(ctx.cfg.timing.loop_wait_ms.min(1000))),
+        Some(Divergence::Unknown { leader: l, .. }) if l == leader => {
+            // Inconclusive (the new leader still finishing its promotion, or unreachable): ask again soon,
+            // but not in a tight loop.
+            let retry_ms = (ctx.cfg.timing.loop_wait_ms / 5).clamp(50, 1000);
+            let asked = mem.divergence_asked_at.unwrap_or(Millis(0));
+            if ctx.now.since(asked) < retry_ms {
+                return Plan::idle(Reason::CheckingDivergence {
+                    leader: leader.clone(),
+                })
+                .wake(asked.plus_ms(retry_ms));
+            }
+            check_divergence(ctx, mem, leader)
+        }
+        _ => check_divergence(ctx, mem, leader),
     }
+}
+
+/// Ask the shell for the check; its answer arrives in the next cycle, which runs at once.
+fn check_divergence(ctx: &Ctx, mem: &mut Memory, leader: &NodeName) -> Plan {
+    mem.divergence_asked_at = Some(ctx.now);
+    Plan::act_now(
+        Reason::CheckingDivergence {
+            leader: leader.clone(),
+        },
+        vec![Action::CheckDivergence {
+            leader: leader.clone(),
+        }],
+        ctx.now,
+    )
 }
 
 /// Our history diverged from `leader`'s: rewind if allowed and not already failed, else re-clone if allowed.
@@ -209,6 +228,9 @@ pub(crate) fn no_leader(ctx: &Ctx, mem: &mut Memory, c: &Cluster) -> Plan {
         return clone(ctx, c, None);
     }
     if let Some(plan) = stepped_down(ctx, c) {
+        return plan;
+    }
+    if let Some(plan) = catch_up(ctx, mem, c) {
         return plan;
     }
     if let Some(cand) = c.switchover.as_ref().and_then(|s| s.candidate.clone()) {
@@ -437,4 +459,31 @@ fn stepped_down(ctx: &Ctx, c: &Cluster) -> Option<Plan> {
             .is_some_and(|a| a.role == Some(PgRole::Replica) && a.tags.can_promote())
     });
     other_can_lead.then(|| Plan::idle(Reason::SwitchoverWaitingForCandidate { candidate: None }))
+}
+
+/// A switchover's old leader published its final position (the shutdown checkpoint) before releasing: a
+/// replica short of it waits, re-reading its own receive position every few tens of ms, before racing, so a
+/// planned switchover loses no acknowledged write. Bounded by two loops, after which it races as before.
+fn catch_up(ctx: &Ctx, mem: &mut Memory, c: &Cluster) -> Option<Plan> {
+    let sw = c.switchover.as_ref()?;
+    // Only a switchover (its leader stopped cleanly); a failover's leader may never publish more.
+    let old = sw.leader.as_ref()?;
+    let Local::Replica(r) = ctx.local else {
+        return None;
+    };
+    let wanted = c.optime?;
+    if *old == ctx.cfg.name || r.lsn >= wanted {
+        return None;
+    }
+    let t = &ctx.cfg.timing;
+    let since = *mem.catchup_since.get_or_insert(ctx.now);
+    if ctx.now.since(since) >= 2 * t.loop_wait_ms {
+        return None;
+    }
+    let poll_ms = (t.loop_wait_ms / 20).clamp(10, 50);
+    let reason = Reason::SwitchoverCatchingUp {
+        ours: r.lsn,
+        wanted,
+    };
+    Some(Plan::idle(reason).wake(ctx.now.plus_ms(poll_ms)))
 }

@@ -3,7 +3,7 @@ use super::action::{Action, StopMode};
 use super::decide::{Ctx, Local, Plan};
 use super::election::{self, SwitchoverCheck};
 use super::memory::Memory;
-use super::observation::{Cluster, PgRole};
+use super::observation::Cluster;
 use super::Reason;
 
 /// R2: PostgreSQL running as primary without a valid lease is stopped first thing (pause excepted, and a
@@ -73,7 +73,7 @@ pub(crate) fn cycle(ctx: &Ctx, mem: &mut Memory, c: &Cluster) -> Plan {
             ctx.now,
         ),
         Local::Replica(r) => promote(ctx, c, r.timeline),
-        Local::Stopped(cd) => stopped(ctx, mem, c, (cd.was_primary, cd.lsn), renew_due),
+        Local::Stopped(cd) => stopped(ctx, mem, (cd.was_primary, cd.lsn), renew_due),
         Local::Starting => keep(ctx, Reason::WaitingForPostgres, renew_due),
         Local::NoData if mem.bootstrapping => Plan::act(
             Reason::Bootstrapping,
@@ -140,15 +140,13 @@ fn primary(
                 mem.switchover_stopped_at = Some(ctx.now);
                 return Plan::act_now(
                     Reason::SwitchoverStopping { candidate },
-                    // Probe right after the stop: the next cycle can release as soon as the candidate
-                    // has our shutdown checkpoint, instead of spending a cycle asking.
+                    // The CHECKPOINT runs while writes still go on, so the shutdown checkpoint is short.
                     vec![
                         Action::Checkpoint,
                         Action::Stop {
                             mode: StopMode::Fast,
                         },
                         Action::DisarmFence,
-                        Action::ProbePeers,
                     ],
                     ctx.now,
                 );
@@ -191,12 +189,11 @@ fn promote(ctx: &Ctx, c: &Cluster, timeline: super::types::Timeline) -> Plan {
 fn stopped(
     ctx: &Ctx,
     mem: &mut Memory,
-    c: &Cluster,
     (was_primary, lsn): (bool, super::types::Lsn),
     renew_due: bool,
 ) -> Plan {
-    if let Some(stopped_at) = mem.switchover_stopped_at {
-        return switchover_release(ctx, c, stopped_at, lsn, renew_due);
+    if mem.switchover_stopped_at.is_some() {
+        return switchover_release(ctx, lsn);
     }
     if mem.paused {
         return keep(
@@ -230,40 +227,15 @@ fn stopped(
     )
 }
 
-/// After the graceful stop: release once a candidate has received our shutdown checkpoint, or after
-/// two loops in any case (the others then race as after a crash).
-fn switchover_release(
-    ctx: &Ctx,
-    c: &Cluster,
-    stopped_at: super::types::Millis,
-    lsn: super::types::Lsn,
-    renew_due: bool,
-) -> Plan {
-    let candidate = c.switchover.as_ref().and_then(|s| s.candidate.clone());
-    let caught_up = ctx.peers.is_some_and(|peers| {
-        peers.iter().any(|p| {
-            let wanted = candidate.as_ref().is_none_or(|cand| *cand == p.name);
-            wanted
-                && p.answer.as_ref().is_some_and(|a| {
-                    a.role == Some(PgRole::Replica) && a.lsn >= lsn && a.tags.can_promote()
-                })
-        })
-    });
-    let waited_ms = ctx.now.since(stopped_at);
-    if caught_up || waited_ms >= 2 * ctx.cfg.timing.loop_wait_ms {
-        return Plan::act_now(
-            Reason::SwitchoverReleasing,
-            vec![Action::ReleaseLeader],
-            ctx.now,
-        );
-    }
-    let wait = Reason::SwitchoverWaitingForCandidate { candidate };
-    let mut actions = vec![Action::ProbePeers];
-    if renew_due {
-        actions.insert(0, Action::RenewLeader);
-    }
-    // Probe again soon: the candidate usually has the checkpoint within milliseconds.
-    Plan::act(wait, actions).wake(ctx.now.plus_ms(ctx.cfg.timing.loop_wait_ms / 10))
+/// After the graceful stop: publish the final position (the shutdown checkpoint) and release at once. The
+/// candidate, not us, waits until it has received that position (`follower::catch_up`): it sees its own
+/// receive LSN fresh, where our probes of it would read a status up to a loop old.
+fn switchover_release(ctx: &Ctx, lsn: super::types::Lsn) -> Plan {
+    Plan::act_now(
+        Reason::SwitchoverReleasing,
+        vec![Action::WriteOptime(lsn), Action::ReleaseLeader],
+        ctx.now,
+    )
 }
 
 /// Holding the key with data on a timeline older than the cluster's: promoting or restarting in place would

@@ -32,4 +32,8 @@ pub struct Memory {
     pub probes_sent_at: Option<Millis>,
     /// The fence deadline last armed (so we re-arm only when it moves).
     pub fence_armed: Option<Millis>,
+    /// When we started waiting for a switchover's final WAL before racing (the wait is bounded).
+    pub catchup_since: Option<Millis>,
+    /// When we last asked for a divergence check (an inconclusive answer is retried a little later).
+    pub divergence_asked_at: Option<Millis>,
 }

@@ -180,20 +180,19 @@ pub async fn stop(settings: &PgSettings, mode: StopMode) -> Result<Stopped, PgEr
         } else {
             "immediate"
         };
+        // `-W`: pg_ctl only signals; we watch the postmaster ourselves every few ms, where `pg_ctl -w`
+        // polls every 100 ms (a switchover's write pause includes this wait).
         let res = Cmd::new(settings, "pg_ctl")
             .arg("stop")
             .arg("-D")
             .arg(&settings.data_dir)
             .arg("-m")
             .arg(arg)
-            .arg("-w")
-            .arg("-t")
-            .arg(settings.pg_ctl_timeout_s.to_string())
-            .timeout_s(settings.pg_ctl_timeout_s + 5)
+            .arg("-W")
+            .timeout_s(settings.pg_ctl_timeout_s)
             .output()
             .await;
-        // pg_ctl returns once postmaster.pid is gone; the process itself exits a moment later.
-        if wait_gone(&[pid], 2_000).await {
+        if wait_gone(&[pid], settings.pg_ctl_timeout_s * 1000).await {
             return Ok(outcome);
         }
         tracing::warn!(mode = arg, pid, result = ?res.map(|o| o.combined()), "pg_ctl stop did not stop postgres");
@@ -223,27 +222,26 @@ pub async fn reload(settings: &PgSettings) -> Result<(), PgError> {
     Ok(())
 }
 
-/// `pg_ctl promote -w`, then wait until `pg_is_in_recovery()` is false, then CHECKPOINT so pg_control
-/// carries the new timeline (pg_rewind of the old primary reads it from there), then forget the upstream.
+/// `pg_ctl promote -W`, then wait until `pg_is_in_recovery()` is false (polled every 5 ms: `pg_ctl -w`
+/// polls every 100 ms, and writes wait for this), then CHECKPOINT so pg_control carries the new timeline
+/// (pg_rewind of the old primary reads it from there), then forget the upstream.
 pub async fn promote(settings: &PgSettings) -> Result<(), PgError> {
+    let client = probe::connect_local(settings).await?;
     Cmd::new(settings, "pg_ctl")
         .arg("promote")
         .arg("-D")
         .arg(&settings.data_dir)
-        .arg("-w")
-        .arg("-t")
-        .arg(settings.pg_ctl_timeout_s.to_string())
-        .timeout_s(settings.pg_ctl_timeout_s + 5)
+        .arg("-W")
+        .timeout_s(settings.pg_ctl_timeout_s)
         .run()
         .await?;
-    let client = probe::connect_local(settings).await?;
     let in_production = async {
         loop {
             let row = client.query_one("SELECT pg_is_in_recovery()", &[]).await?;
             if !row.get::<_, bool>(0) {
                 return Ok::<(), PgError>(());
             }
-            tokio::time::sleep(Duration::from_millis(100)).await;
+            tokio::time::sleep(Duration::from_millis(5)).await;
         }
     };
     let bound = Duration::from_secs(settings.pg_ctl_timeout_s);

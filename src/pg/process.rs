@@ -193,7 +193,7 @@ pub(crate) async fn wait_gone(pids: &[i32], bound_ms: u64) -> bool {
             if !pids.iter().any(|&p| pid_alive(p)) {
                 return;
             }
-            tokio::time::sleep(Duration::from_millis(20)).await;
+            tokio::time::sleep(Duration::from_millis(10)).await;
         }
     };
     tokio::time::timeout(Duration::from_millis(bound_ms), poll)

@@ -42,7 +42,37 @@ fn reason_checking_divergence() {
         Reason::CheckingDivergence { leader: n("pg2") },
         &[Action::CheckDivergence { leader: n("pg2") }],
     );
-    assert_eq!(d.wake_at, Millis(2_000));
+    assert_eq!(d.wake_at, Millis(1_000), "the answer is used at once");
+    assert_eq!(d.memory.divergence_asked_at, Some(Millis(1_000)));
+}
+
+#[test]
+fn an_inconclusive_divergence_check_is_retried_soon_but_not_in_a_loop() {
+    let unknown = Divergence::Unknown {
+        leader: n("pg2"),
+        why: "pg2 is in recovery".into(),
+    };
+    let m = Memory {
+        divergence_asked_at: Some(Millis(1_000)),
+        ..mem().leader_index(1).remembers(unknown)
+    };
+    let early = decide(
+        &cfg("pg1"),
+        &m,
+        &obs(1_050).pg_stopped(1, 500).store(led_by_pg2()),
+    );
+    expect(&early, Reason::CheckingDivergence { leader: n("pg2") }, &[]);
+    assert_eq!(early.wake_at, Millis(1_000 + LOOP_MS / 5));
+    let due = decide(
+        &cfg("pg1"),
+        &m,
+        &obs(1_200).pg_stopped(1, 500).store(led_by_pg2()),
+    );
+    expect(
+        &due,
+        Reason::CheckingDivergence { leader: n("pg2") },
+        &[Action::CheckDivergence { leader: n("pg2") }],
+    );
 }
 
 #[test]

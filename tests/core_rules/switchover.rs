@@ -37,12 +37,7 @@ fn reason_switchover_stopping() {
         Reason::SwitchoverStopping {
             candidate: Some(n("pg2")),
         },
-        &[
-            Action::Checkpoint,
-            stop_fast(),
-            Action::DisarmFence,
-            Action::ProbePeers,
-        ],
+        &[Action::Checkpoint, stop_fast(), Action::DisarmFence],
     );
     assert_eq!(d.memory.switchover_stopped_at, Some(Millis(1_500)));
     assert!(
@@ -57,12 +52,7 @@ fn a_switchover_without_candidate_picks_any_healthy_replica() {
     expect(
         &d,
         Reason::SwitchoverStopping { candidate: None },
-        &[
-            Action::Checkpoint,
-            stop_fast(),
-            Action::DisarmFence,
-            Action::ProbePeers,
-        ],
+        &[Action::Checkpoint, stop_fast(), Action::DisarmFence],
     );
 }
 
@@ -165,66 +155,119 @@ fn switchover_refused_without_any_healthy_replica() {
 }
 
 /// The leader stopped for a switchover at 1500 (fence already stood down), now `now`.
-fn stopped_leader(now: u64, m: Memory, peers: Option<Vec<PeerProbe>>) -> Decision {
-    let mut o = obs(now)
+fn stopped_leader(now: u64, m: Memory) -> Decision {
+    let o = obs(now)
         .pg_stopped_primary(1, LSN, true)
         .store(asked(Some("pg1"), Some("pg2")));
-    o.peers = peers;
     let m = m.switchover_stopped_at(1_500).fence_armed(None);
     decide(&cfg("pg1"), &m, &o)
 }
 
 #[test]
-fn reason_switchover_waiting_for_candidate() {
-    let d = stopped_leader(1_600, mem().leased(1_000), None);
+fn reason_switchover_releasing() {
+    let d = stopped_leader(1_600, mem().leased(1_000));
     expect(
         &d,
-        Reason::SwitchoverWaitingForCandidate {
-            candidate: Some(n("pg2")),
-        },
-        &[Action::ProbePeers],
+        Reason::SwitchoverReleasing,
+        &[Action::WriteOptime(Lsn(LSN)), Action::ReleaseLeader],
     );
+    assert_eq!(d.wake_at, Millis(1_600), "comes back at once to follow");
+}
+
+#[test]
+fn the_release_publishes_the_shutdown_checkpoint_even_if_the_optime_is_current() {
+    // The candidate compares its own receive position with this optime; it must be the final one.
+    let d = stopped_leader(1_600, mem().leased(1_000));
+    assert_eq!(d.actions.first(), Some(&Action::WriteOptime(Lsn(LSN))));
+}
+
+/// The candidate pg2 (a replica at `ours`) sees the key free after pg1's switchover published `LSN`.
+fn candidate_sees(now: u64, ours: u64, m: Memory, sw_leader: Option<&str>) -> Decision {
+    let c = cluster()
+        .member_replica("pg2", ours)
+        .optime(LSN)
+        .switchover(sw_leader, Some("pg2"));
+    let o = obs(now).pg_replica(1, ours).store(c).peers(vec![
+        peer_stopped("pg1", 1, LSN),
+        peer_replica("pg3", 1, LSN),
+    ]);
+    decide(&cfg("pg2"), &m.probed_at(now - 100), &o)
+}
+
+#[test]
+fn reason_switchover_catching_up() {
+    let d = candidate_sees(5_000, LSN - 1, mem(), Some("pg1"));
+    expect(
+        &d,
+        Reason::SwitchoverCatchingUp {
+            ours: Lsn(LSN - 1),
+            wanted: Lsn(LSN),
+        },
+        &[],
+    );
+    assert_eq!(d.memory.catchup_since, Some(Millis(5_000)));
     assert_eq!(
         d.wake_at,
-        Millis(1_700),
-        "probes again a tenth of a loop later"
+        Millis(5_050),
+        "re-reads its own position soon, not a loop later"
     );
 }
 
 #[test]
-fn waiting_for_the_candidate_keeps_renewing() {
-    let d = stopped_leader(2_000, mem().leased(1_000), None);
+fn the_candidate_acquires_once_it_has_the_final_wal() {
+    let m = Memory {
+        catchup_since: Some(Millis(4_900)),
+        ..mem()
+    };
+    let d = candidate_sees(5_000, LSN, m, Some("pg1"));
     expect(
         &d,
-        Reason::SwitchoverWaitingForCandidate {
-            candidate: Some(n("pg2")),
-        },
-        &[Action::RenewLeader, Action::ProbePeers],
+        Reason::FailoverCandidateAcquiring,
+        &[Action::AcquireLeader],
     );
 }
 
 #[test]
-fn a_candidate_short_of_the_checkpoint_is_waited_for() {
-    let peers = vec![peer_replica("pg2", 1, LSN - 1)];
-    let d = stopped_leader(1_700, mem().leased(1_000).probed_at(1_600), Some(peers));
-    assert!(matches!(
-        d.reason,
-        Reason::SwitchoverWaitingForCandidate { .. }
-    ));
-    assert!(!d.actions.contains(&Action::ReleaseLeader));
+fn the_catch_up_wait_is_bounded_by_two_loops() {
+    let m = Memory {
+        catchup_since: Some(Millis(5_000 - 2 * LOOP_MS)),
+        ..mem()
+    };
+    let d = candidate_sees(5_000, LSN - 1, m, Some("pg1"));
+    expect(
+        &d,
+        Reason::FailoverCandidateAcquiring,
+        &[Action::AcquireLeader],
+    );
 }
 
 #[test]
-fn reason_switchover_releasing() {
-    let peers = vec![peer_replica("pg2", 1, LSN)];
-    let d = stopped_leader(1_700, mem().leased(1_000).probed_at(1_600), Some(peers));
-    expect(&d, Reason::SwitchoverReleasing, &[Action::ReleaseLeader]);
+fn a_failover_does_not_wait_for_wal_its_dead_leader_may_never_send() {
+    let d = candidate_sees(5_000, LSN - 100, mem(), None);
+    expect(
+        &d,
+        Reason::FailoverCandidateAcquiring,
+        &[Action::AcquireLeader],
+    );
 }
 
 #[test]
-fn the_key_is_released_after_two_loops_anyway() {
-    let d = stopped_leader(1_500 + 2 * LOOP_MS, mem().leased(1_000), None);
-    expect(&d, Reason::SwitchoverReleasing, &[Action::ReleaseLeader]);
+fn reason_switchover_waiting_for_candidate() {
+    // pg1 stepped down for a switchover without a named candidate; pg2 can lead, so pg1 does not race.
+    let c = cluster()
+        .member_replica("pg2", LSN)
+        .optime(LSN)
+        .switchover(Some("pg1"), None);
+    let o = obs(5_000)
+        .pg_stopped_primary(1, LSN, true)
+        .store(c)
+        .peers(vec![peer_replica("pg2", 1, LSN)]);
+    let d = decide(&cfg("pg1"), &mem().probed_at(4_900), &o);
+    expect(
+        &d,
+        Reason::SwitchoverWaitingForCandidate { candidate: None },
+        &[],
+    );
 }
 
 #[test]
@@ -233,7 +276,7 @@ fn reason_failover_candidate_acquiring() {
         .member_replica("pg2", LSN)
         .optime(LSN)
         .switchover(Some("pg1"), Some("pg2"));
-    let o = obs(5_000).pg_replica(1, LSN - 100).store(c).peers(vec![
+    let o = obs(5_000).pg_replica(1, LSN).store(c).peers(vec![
         peer_stopped("pg1", 1, LSN),
         peer_replica("pg3", 1, LSN),
     ]);
