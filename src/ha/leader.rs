@@ -198,7 +198,7 @@ fn stopped(
     if let Some(stopped_at) = mem.switchover_stopped_at {
         return switchover_release(ctx, c, stopped_at, lsn, renew_due);
     }
-    if mem.paused {
+    if mem.paused && !mem.operator_start {
         return keep(
             ctx,
             Reason::Paused {

@@ -32,4 +32,7 @@ pub struct Memory {
     pub probes_sent_at: Option<Millis>,
     /// The fence deadline last armed (so we re-arm only when it moves).
     pub fence_armed: Option<Millis>,
+    /// An operator's restart or reinitialize stopped PostgreSQL: start it again even in pause (cleared
+    /// once it runs).
+    pub operator_start: bool,
 }

@@ -134,6 +134,7 @@ fn observe_and_decide(w: &mut World, i: usize, view: Option<Cluster>) {
         job: job.clone(),
         divergence: w.nodes[i].agent.divergence.take(),
         shutting_down: w.nodes[i].agent.shutting_down,
+        request: None,
     };
     let d = decide(&w.nodes[i].cfg, &w.nodes[i].agent.mem, &obs);
     let a = &mut w.nodes[i].agent;
