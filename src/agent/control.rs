@@ -11,7 +11,7 @@ use crate::api::control::{
 };
 use crate::api::Published;
 use crate::dcs::{Dcs, DcsError, SwitchoverRecord};
-use crate::ha::{OperatorRequest, PgRole};
+use crate::ha::{switchover_request_problem, OperatorRequest, PgRole, SwitchoverProblem};
 
 /// Operator requests through the store; `decide()` on every agent acts on them. Requests for this node
 /// alone (restart, reinitialize) go to the runtime loop, which hands them to the next `decide`.
@@ -132,6 +132,29 @@ impl Control for StoreControl {
         if let Some(c) = &req.candidate {
             if let Some(why) = self.candidate_problem(c.as_str()) {
                 return Err(ControlError::new(412, why));
+            }
+        }
+        if req.scheduled_at.is_none() {
+            // The core's rules on the last snapshot (pause needs a candidate; a candidate must be a running
+            // replica within maximum_lag_on_failover): refused here rather than written and then dropped.
+            let problem = {
+                let p = self.published.borrow();
+                p.cluster.as_ref().and_then(|c| {
+                    switchover_request_problem(
+                        p.maximum_lag_on_failover_bytes,
+                        &c.cluster,
+                        req.candidate.as_ref(),
+                    )
+                })
+            };
+            match problem {
+                Some(why @ SwitchoverProblem::PausedWithoutCandidate) => {
+                    return Err(ControlError::new(400, why.to_string()))
+                }
+                Some(why @ SwitchoverProblem::Candidate(_)) => {
+                    return Err(ControlError::new(412, why.to_string()))
+                }
+                None => {}
             }
         }
         let rec = SwitchoverRecord {

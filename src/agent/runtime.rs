@@ -127,6 +127,7 @@ pub async fn run_loop(
         // (`patronictl pause --wait` waits for exactly that).
         record.pause = d.status.paused;
         publish_api(&tx, &d, &record, &exec, &counters, dcs_last_seen);
+        tx.send_modify(|p| p.maximum_lag_on_failover_bytes = core.maximum_lag_on_failover_bytes);
         if matches!(obs.store, StoreView::Available(_)) {
             publish_member(dcs.as_ref(), &record, d.store_deadline).await;
         }

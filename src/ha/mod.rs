@@ -20,6 +20,7 @@ pub use action::{
 };
 pub use config::{CoreConfig, Timing, TimingError, WatchdogMode};
 pub use decide::decide;
+pub use election::{switchover_request_problem, SwitchoverProblem};
 pub use lease::Lease;
 pub use memory::Memory;
 pub use observation::*;

@@ -6,8 +6,8 @@ use tenure::agent::control::{request_result, PendingRequest, StoreControl};
 use tenure::api::{self, ApiState};
 use tenure::dcs::consul::{ConsulDcs, ConsulSettings};
 use tenure::ha::{
-    Action, ActionOutcome, Job, Millis, NodeName, OperatorRequest, Outcome, PgRole, Refusal,
-    RequestAnswer, StopMode,
+    Action, ActionOutcome, Job, Lsn, Member, MemberRole, MemberState, Millis, NodeName,
+    OperatorRequest, Outcome, PgRole, Refusal, RequestAnswer, StopMode, Tags, Timeline,
 };
 use tokio::sync::{mpsc, oneshot, watch, Notify};
 
@@ -24,7 +24,11 @@ struct AgentApi {
 }
 
 async fn start() -> AgentApi {
-    let (_tx, rx) = watch::channel(primary(NOW + 10_000));
+    start_with(primary(NOW + 10_000)).await
+}
+
+async fn start_with(published: tenure::api::Published) -> AgentApi {
+    let (_tx, rx) = watch::channel(published);
     // Never contacted by these requests: they go to the loop, not to the store.
     let dcs = ConsulDcs::new(ConsulSettings::new(
         "http://127.0.0.1:9",
@@ -280,5 +284,54 @@ async fn a_request_the_loop_never_answers_times_out_with_503() {
     assert_eq!(r.status(), 503);
     let text = r.text().await.unwrap();
     assert!(text.contains("status unknown after 1 seconds"), "{text}");
+    api.shutdown().await;
+}
+
+/// A member of the last snapshot as the core sees it.
+fn member(name: &str, role: MemberRole, lsn: u64) -> Member {
+    Member {
+        name: NodeName::new(name),
+        role,
+        state: MemberState::Running,
+        api_url: None,
+        conn_url: None,
+        timeline: Some(Timeline(1)),
+        lsn: Some(Lsn(lsn)),
+        tags: Tags::default(),
+    }
+}
+
+#[tokio::test]
+async fn switchover_refusals_come_before_the_request_is_written() {
+    let mut p = with_cluster(primary(NOW + 10_000));
+    p.maximum_lag_on_failover_bytes = 1_000;
+    let snap = p.cluster.as_mut().unwrap();
+    snap.cluster.members = vec![
+        member("pg1", MemberRole::Primary, 50_000),
+        member("pg2", MemberRole::Replica, 10_000),
+    ];
+    snap.cluster.config.pause = true;
+    let api = start_with(p).await;
+    let r = api
+        .post("/switchover", r#"{"leader":"pg1"}"#, true)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+    assert_eq!(
+        r.text().await.unwrap(),
+        "Switchover is possible only to a specific candidate in a paused state"
+    );
+    let r = api
+        .post("/switchover", r#"{"leader":"pg1","candidate":"pg2"}"#, true)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 412);
+    let text = r.text().await.unwrap();
+    assert!(
+        text.contains("pg2 lags 40000 bytes, more than maximum_lag_on_failover"),
+        "{text}"
+    );
     api.shutdown().await;
 }
