@@ -967,7 +967,8 @@ fn cluster_lag(c: &Cluster, i: usize, member: &str) -> Option<u64> {
 /// <replica>` re-clones it (a file planted in its data directory is gone) and it streams again. Refusals:
 /// reinit of the leader (503, Patroni's message), a switchover without a candidate in pause (400, Patroni's
 /// message), a switchover to a candidate lagging beyond maximum_lag_on_failover (412, nothing written, no
-/// promotion). Then a switchover in pause to a named candidate works. The checker samples throughout.
+/// promotion). Then a switchover in pause to a named candidate works, and `POST /reload` re-reads the
+/// config file. The checker samples throughout.
 #[test]
 fn h_manual_actions_in_pause_restart_reinit_switchover_and_refusals() {
     let mut c = Cluster::start(StoreKind::Etcd);
@@ -1165,6 +1166,20 @@ fn h_manual_actions_in_pause_restart_reinit_switchover_and_refusals() {
         c.patroni(r1)["pause"],
         true,
         "still paused after the switchover"
+    );
+
+    // POST /reload: 202, and the agent re-reads its file as on SIGHUP.
+    let (status, resp) = api(&c, r1, "POST", "/reload", "");
+    assert_eq!((status, resp.trim()), (202, "reload scheduled"));
+    let agent_log = c.nodes[r1].agent_log();
+    c.wait_until(
+        "the agent to reload on POST /reload",
+        Duration::from_secs(10),
+        |_| {
+            let text = std::fs::read_to_string(&agent_log).ok()?;
+            (text.contains("POST /reload") && text.contains("SIGHUP: config reloaded"))
+                .then_some(())
+        },
     );
 
     let (code, out, err) = tenure_cli(&c, r1, &["resume", "--wait"]);
