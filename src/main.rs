@@ -56,6 +56,11 @@ enum Command {
     ShowConfig(ClientArgs),
     /// Change the dynamic configuration: --set KEY=VALUE, dotted keys, YAML values (PATCH /config).
     EditConfig(EditConfigArgs),
+    /// Restart PostgreSQL on one member, in its current role; allowed in pause (POST /restart on its API).
+    Restart(NodeArgs),
+    /// Throw a replica's data away and clone it again from the leader; allowed in pause
+    /// (POST /reinitialize on its API).
+    Reinit(NodeArgs),
     /// The fencing process an agent starts (internal): stops PostgreSQL when the lease deadline passes.
     #[command(hide = true)]
     Fencer(FencerArgs),
@@ -183,6 +188,19 @@ struct EditConfigArgs {
     set: Vec<String>,
 }
 
+#[derive(Args)]
+#[command(after_help = EXIT_CODES)]
+struct NodeArgs {
+    #[command(flatten)]
+    client: ClientArgs,
+    /// The member (its name in `tenure list`).
+    #[arg(value_name = "NODE")]
+    node: String,
+    /// Do not ask for confirmation (required when stdin is not a terminal).
+    #[arg(long)]
+    force: bool,
+}
+
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
@@ -244,6 +262,22 @@ fn main() -> ExitCode {
         Command::EditConfig(a) => operator(
             a.client,
             tenure::cli::Command::EditConfig { set: a.set },
+            &env,
+        ),
+        Command::Restart(a) => operator(
+            a.client,
+            tenure::cli::Command::Restart {
+                node: a.node,
+                force: a.force,
+            },
+            &env,
+        ),
+        Command::Reinit(a) => operator(
+            a.client,
+            tenure::cli::Command::Reinit {
+                node: a.node,
+                force: a.force,
+            },
             &env,
         ),
         Command::Demo(args) => demo(args.failover),

@@ -5,6 +5,8 @@ use reqwest::Method;
 use tenure::api;
 use tenure::ha::Millis;
 
+#[path = "api/agent_control.rs"]
+mod agent_control;
 #[path = "api/control.rs"]
 mod control;
 #[path = "api/harness.rs"]

@@ -505,3 +505,53 @@ async fn missing_or_invalid_config_exits_64() {
     assert_eq!(code, 0);
     assert!(out.contains("Exit codes:") && out.contains("69"), "{out}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restart_and_reinit_go_to_the_named_members_api_and_ask_unless_forced() {
+    let f = Fixture::start().await;
+    let config = f.config();
+    // Without a terminal and without --force nothing is sent.
+    for cmd in ["restart", "reinit"] {
+        let (code, _, err) = tenure(&[cmd, "pg2", "--config", path(&config)]).await;
+        assert_eq!(code, 64, "{cmd}: stdin is not a terminal: {err}");
+        assert!(err.contains("--force"), "{cmd}: {err}");
+    }
+    // An unknown member is refused before anything is sent.
+    for cmd in ["restart", "reinit"] {
+        let (code, _, err) = tenure(&[cmd, "pg9", "--force", "--config", path(&config)]).await;
+        assert_eq!(code, 1, "{cmd}: {err}");
+        assert!(err.contains("pg9 is not a member"), "{cmd}: {err}");
+    }
+    assert!(f.pg1_api.control.calls().is_empty());
+    assert!(f.pg2_api.control.calls().is_empty());
+
+    let (code, out, err) = tenure(&["restart", "pg2", "--force", "--config", path(&config)]).await;
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("Success: restart on member pg2"), "{out}");
+    let (code, out, err) = tenure(&["reinit", "pg2", "--force", "--config", path(&config)]).await;
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("Success: reinitialize on member pg2"), "{out}");
+    let calls = f.pg2_api.control.calls();
+    assert_eq!(calls.len(), 2, "{calls:?}");
+    assert!(calls[0].starts_with("restart"), "{calls:?}");
+    assert!(
+        calls[1].starts_with("reinitialize") && calls[1].contains("force: true"),
+        "{calls:?}"
+    );
+    assert!(
+        f.pg1_api.control.calls().is_empty(),
+        "only the named member is asked"
+    );
+
+    // The member's refusal: exit 1 with its status and message.
+    *f.pg1_api.control.refusal.lock().unwrap() = Some(ControlError::new(
+        503,
+        "I am the leader, can not reinitialize",
+    ));
+    let (code, _, err) = tenure(&["reinit", "pg1", "--force", "--config", path(&config)]).await;
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("503") && err.contains("I am the leader, can not reinitialize"),
+        "{err}"
+    );
+}

@@ -2,22 +2,36 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use tokio::sync::watch;
+use tokio::sync::{mpsc, oneshot, watch, Notify};
 use tokio::time::{Duration, Instant};
 
 use crate::api::control::{
     Accepted, Control, ControlError, FailoverRequest, ReinitializeRequest, RestartRequest,
-    SwitchoverRequest,
+    RestartRole, SwitchoverRequest,
 };
 use crate::api::Published;
 use crate::dcs::{Dcs, DcsError, SwitchoverRecord};
+use crate::ha::{switchover_request_problem, OperatorRequest, PgRole, SwitchoverProblem};
 
-/// Operator requests through the store; `decide()` on every agent acts on them.
+/// Operator requests through the store; `decide()` on every agent acts on them. Requests for this node
+/// alone (restart, reinitialize) go to the runtime loop, which hands them to the next `decide`.
 pub struct StoreControl {
     pub dcs: Arc<dyn Dcs>,
     pub published: watch::Receiver<Published>,
     pub timeout_ms: u64,
+    pub requests: mpsc::Sender<PendingRequest>,
+    /// `POST /reload`: the runtime re-reads the config file, as on SIGHUP.
+    pub reload: Arc<Notify>,
 }
+
+/// An operator request waiting for the next cycle, and where its answer goes.
+pub struct PendingRequest {
+    pub request: OperatorRequest,
+    pub reply: oneshot::Sender<Result<Accepted, ControlError>>,
+}
+
+/// How long a restart may take when the caller does not say (`timeout`), and the bound for the rest.
+const DEFAULT_REQUEST_TIMEOUT_S: u64 = 120;
 
 impl StoreControl {
     fn deadline(&self) -> Instant {
@@ -42,6 +56,30 @@ impl StoreControl {
             ));
         }
         None
+    }
+
+    /// Hand `request` to the runtime loop and wait (at most `timeout_s`) for the outcome.
+    async fn ask_loop(
+        &self,
+        request: OperatorRequest,
+        timeout_s: u64,
+    ) -> Result<Accepted, ControlError> {
+        let (reply, answer) = oneshot::channel();
+        let pending = PendingRequest { request, reply };
+        if self.requests.try_send(pending).is_err() {
+            return Err(ControlError::new(
+                503,
+                "another request for this node is being handled; retry",
+            ));
+        }
+        match tokio::time::timeout(Duration::from_secs(timeout_s), answer).await {
+            Ok(Ok(result)) => result,
+            Ok(Err(_)) => Err(ControlError::new(503, "the agent is stopping")),
+            Err(_) => Err(ControlError::new(
+                503,
+                format!("status unknown after {timeout_s} seconds"),
+            )),
+        }
     }
 
     fn leader(&self) -> Option<String> {
@@ -96,6 +134,29 @@ impl Control for StoreControl {
                 return Err(ControlError::new(412, why));
             }
         }
+        if req.scheduled_at.is_none() {
+            // The core's rules on the last snapshot (pause needs a candidate; a candidate must be a running
+            // replica within maximum_lag_on_failover): refused here rather than written and then dropped.
+            let problem = {
+                let p = self.published.borrow();
+                p.cluster.as_ref().and_then(|c| {
+                    switchover_request_problem(
+                        p.maximum_lag_on_failover_bytes,
+                        &c.cluster,
+                        req.candidate.as_ref(),
+                    )
+                })
+            };
+            match problem {
+                Some(why @ SwitchoverProblem::PausedWithoutCandidate) => {
+                    return Err(ControlError::new(400, why.to_string()))
+                }
+                Some(why @ SwitchoverProblem::Candidate(_)) => {
+                    return Err(ControlError::new(412, why.to_string()))
+                }
+                None => {}
+            }
+        }
         let rec = SwitchoverRecord {
             leader: Some(req.leader.to_string()),
             member: req.candidate.as_ref().map(|c| c.to_string()),
@@ -136,25 +197,74 @@ impl Control for StoreControl {
         Ok(Accepted::done("Failover requested"))
     }
 
-    async fn restart(&self, _req: RestartRequest) -> Result<Accepted, ControlError> {
-        Err(ControlError::new(
-            503,
-            "restart is not implemented by tenure yet",
-        ))
+    async fn restart(&self, req: RestartRequest) -> Result<Accepted, ControlError> {
+        // Filters and schedules tenure does not implement are refused, not ignored.
+        if req.schedule.is_some() {
+            return Err(ControlError::new(
+                503,
+                "scheduled restarts are not supported by tenure; restart without a schedule",
+            ));
+        }
+        if req.postgres_version.is_some() {
+            return Err(ControlError::new(
+                400,
+                "the postgres_version filter is not supported by tenure",
+            ));
+        }
+        if req.restart_pending {
+            // tenure never reports a pending restart, so this filter never matches.
+            return Err(ControlError::new(
+                503,
+                "restart conditions are not satisfied: no restart is pending",
+            ));
+        }
+        let role = req.role.map(|r| match r {
+            RestartRole::Primary => PgRole::Primary,
+            RestartRole::Replica => PgRole::Replica,
+        });
+        let timeout_s = req.timeout_s.unwrap_or(DEFAULT_REQUEST_TIMEOUT_S).max(1);
+        self.ask_loop(OperatorRequest::Restart { role }, timeout_s)
+            .await
     }
 
-    async fn reinitialize(&self, _req: ReinitializeRequest) -> Result<Accepted, ControlError> {
-        Err(ControlError::new(
-            503,
-            "reinitialize is not implemented by tenure yet",
-        ))
+    async fn reinitialize(&self, req: ReinitializeRequest) -> Result<Accepted, ControlError> {
+        let request = OperatorRequest::Reinitialize { force: req.force };
+        self.ask_loop(request, DEFAULT_REQUEST_TIMEOUT_S).await
     }
 
     async fn reload(&self) -> Result<Accepted, ControlError> {
-        Err(ControlError::new(
+        self.reload.notify_one();
+        Ok(Accepted::scheduled("reload scheduled"))
+    }
+}
+
+/// The REST answer to an operator request, from the core's answer and the outcomes of the decision's
+/// actions (`None` when the decision did not carry the request out: it was refused).
+pub fn request_result(
+    request: &OperatorRequest,
+    answer: Option<&crate::ha::RequestAnswer>,
+    outcomes: &[crate::ha::ActionOutcome],
+) -> Result<Accepted, ControlError> {
+    use crate::ha::{Outcome, RequestAnswer};
+    let (done, failed) = match request {
+        OperatorRequest::Restart { .. } => ("restarted successfully", "restart failed"),
+        OperatorRequest::Reinitialize { .. } => ("reinitialize started", "reinitialize failed"),
+    };
+    match answer {
+        Some(RequestAnswer::Accepted) => {
+            match outcomes.iter().find(|o| o.result != Outcome::Done) {
+                None => Ok(Accepted::done(done)),
+                Some(o) => Err(ControlError::new(
+                    503,
+                    format!("{failed}: {:?} {:?}", o.action, o.result),
+                )),
+            }
+        }
+        Some(RequestAnswer::Refused(why)) => Err(ControlError::new(503, why.to_string())),
+        None => Err(ControlError::new(
             503,
-            "reload is not implemented by tenure yet; restart the agent",
-        ))
+            "the request was not considered; retry",
+        )),
     }
 }
 

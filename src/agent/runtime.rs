@@ -15,7 +15,7 @@ use crate::ha::{
     decide, ActionOutcome, Decision, Memory, Millis, Observation, Outcome, PgState, StoreView,
 };
 
-use super::control::StoreControl;
+use super::control::{request_result, PendingRequest, StoreControl};
 use super::execute::{member_record, Executor};
 use super::AgentError;
 
@@ -44,10 +44,15 @@ pub async fn run_loop(
     let scope = config.scope.clone();
     let name = core.name.to_string();
     let (tx, rx) = watch::channel(Published::starting(&scope, &name, clock::monotonic()));
+    // One operator request at a time: a second one is refused while the first waits for its cycle.
+    let (request_tx, mut request_rx) = tokio::sync::mpsc::channel::<PendingRequest>(1);
+    let reload = Arc::new(tokio::sync::Notify::new());
     let control = Arc::new(StoreControl {
         dcs: dcs.clone(),
         published: rx.clone(),
         timeout_ms: retry_ms,
+        requests: request_tx,
+        reload: reload.clone(),
     });
     let state = ApiState {
         published: rx,
@@ -75,6 +80,7 @@ pub async fn run_loop(
     let mut consistent = false;
     let mut counters = crate::api::RuntimeCounters::default();
     let mut dcs_last_seen = None;
+    let mut pending: Option<PendingRequest> = None;
     loop {
         let cycle_start = clock::monotonic();
         let store_read_at = clock::monotonic();
@@ -107,6 +113,7 @@ pub async fn run_loop(
             job: exec.job_status(),
             divergence: exec.divergence.take(),
             shutting_down,
+            request: pending.as_ref().map(|p| p.request.clone()),
         };
         let d = decide(&core, &mem, &obs);
         info!(reason = %d.reason, actions = ?d.actions, "cycle");
@@ -120,10 +127,17 @@ pub async fn run_loop(
         // (`patronictl pause --wait` waits for exactly that).
         record.pause = d.status.paused;
         publish_api(&tx, &d, &record, &exec, &counters, dcs_last_seen);
+        tx.send_modify(|p| p.maximum_lag_on_failover_bytes = core.maximum_lag_on_failover_bytes);
         if matches!(obs.store, StoreView::Available(_)) {
             publish_member(dcs.as_ref(), &record, d.store_deadline).await;
         }
         let exit = execute(&mut exec, &d, &mut outcomes).await;
+        if let Some(p) = pending.take() {
+            // Relay the core's answer and how its actions went; the caller may have given up meanwhile.
+            let _ = p
+                .reply
+                .send(request_result(&p.request, d.answer.as_ref(), &outcomes));
+        }
         counters.cycle_duration_ms = clock::monotonic().since(cycle_start);
         if exit {
             info!("agent stopped");
@@ -136,7 +150,14 @@ pub async fn run_loop(
             _ = watch_leader(dcs.as_ref(), watch_index, wake) => {}
             _ = term.recv() => { shutting_down = true; info!("SIGTERM: shutting down"); }
             _ = int.recv() => { shutting_down = true; info!("SIGINT: shutting down"); }
-            _ = hup.recv() => {
+            Some(p) = request_rx.recv() => { pending = Some(p); }
+            reloaded = async {
+                tokio::select! {
+                    _ = hup.recv() => "SIGHUP",
+                    _ = reload.notified() => "POST /reload",
+                }
+            } => {
+                info!(trigger = reloaded, "reloading the config file");
                 if let Some(r) = reload_config(&config, &env, &core, &tags) {
                     core = r.core;
                     tags = r.tags;

@@ -37,6 +37,8 @@ pub struct Published {
     pub dcs_last_seen_unix_s: Option<u64>,
     /// Counters and gauges the runtime keeps (metrics only).
     pub counters: RuntimeCounters,
+    /// The running `maximum_lag_on_failover`, for checking a switchover request before it is written.
+    pub maximum_lag_on_failover_bytes: u64,
 }
 
 /// Plain numbers the runtime fills in for `/metrics`.
@@ -83,6 +85,7 @@ impl Published {
             database_system_identifier: None,
             dcs_last_seen_unix_s: None,
             counters: RuntimeCounters::default(),
+            maximum_lag_on_failover_bytes: 1_048_576,
         }
     }
 }

@@ -1,5 +1,6 @@
 //! The commands that change the cluster, each one request to a member's REST API (the leader first):
-//! `pause`/`resume` and `edit-config` (`PATCH /config`), `switchover`, `failover`.
+//! `pause`/`resume` and `edit-config` (`PATCH /config`), `switchover`, `failover`; `restart` and `reinit`
+//! go to the named member's own API.
 use std::time::Duration;
 
 use reqwest::Method;
@@ -19,6 +20,57 @@ const SWITCHOVER_TIMEOUT: Duration = Duration::from_secs(90);
 /// `--wait` gives the members this long to report the new pause state.
 const WAIT_LIMIT: Duration = Duration::from_secs(30);
 const WAIT_POLL: Duration = Duration::from_secs(1);
+/// The agent answers a restart once PostgreSQL is back (it waits up to 120 s), a reinit once the clone began.
+const NODE_ACTION_TIMEOUT: Duration = Duration::from_secs(150);
+
+/// What `restart` and `reinit` ask a member for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NodeAction {
+    /// `POST /restart`: restart PostgreSQL in its current role.
+    Restart,
+    /// `POST /reinitialize`: throw the data away and clone it again from the leader.
+    Reinitialize,
+}
+
+/// `restart NODE` / `reinit NODE`: the request goes to NODE's own REST API (its `api_url` in the store).
+pub async fn node_action(
+    ctx: &Ctx,
+    node: String,
+    action: NodeAction,
+    force: bool,
+) -> Result<(), CliError> {
+    let snapshot = ctx.store.read().await?;
+    let scope = &ctx.config.scope;
+    if !snapshot.members.contains_key(&node) {
+        return Err(CliError::refused(format!(
+            "{node} is not a member of cluster {scope}"
+        )));
+    }
+    let to: Vec<Target> = targets(&snapshot, Some(&node))
+        .into_iter()
+        .filter(|t| t.name == node)
+        .collect();
+    if to.is_empty() {
+        return Err(CliError::unavailable(format!(
+            "{node} publishes no usable REST API address (api_url) in the store"
+        )));
+    }
+    let (verb, path, body) = match action {
+        NodeAction::Restart => ("restart", "/restart", json!({})),
+        NodeAction::Reinitialize => ("reinitialize", "/reinitialize", json!({"force": force})),
+    };
+    confirm(
+        &format!("Are you sure you want to {verb} member {node} of cluster {scope}?"),
+        force,
+    )?;
+    let message = ctx
+        .rest
+        .first_reachable(&to, Method::POST, path, Some(&body), NODE_ACTION_TIMEOUT)
+        .await?
+        .accepted(verb)?;
+    println!("Success: {verb} on member {node}: {}", message.trim());
+    Ok(())
+}
 
 /// `pause` (`on`) or `resume`: `PATCH /config` with `{"pause": true}` or `{"pause": null}`.
 pub async fn pause(ctx: &Ctx, on: bool, wait: bool) -> Result<(), CliError> {

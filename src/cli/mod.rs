@@ -1,6 +1,7 @@
 //! The operator commands, as patronictl has them: `list`, `history` and `show-config` read the store
 //! through the `Dcs` adapter; `pause`, `resume`, `switchover`, `failover` and `edit-config` go through a
-//! member's REST API (the leader first), so the agents act on them through `decide()`.
+//! member's REST API (the leader first), `restart` and `reinit` through the named member's own API, so the
+//! agents act on them through `decide()`.
 //!
 //! Nothing here writes to the store: when no member's API answers, the command fails (exit 69) instead of
 //! falling back to writing the `config` or `failover` key as patronictl does.
@@ -67,6 +68,16 @@ pub enum Command {
     EditConfig {
         /// `dotted.key=yaml-value`
         set: Vec<String>,
+    },
+    /// Restart PostgreSQL on one member (`POST /restart` on its API).
+    Restart {
+        node: String,
+        force: bool,
+    },
+    /// Re-clone one replica from the leader (`POST /reinitialize` on its API).
+    Reinit {
+        node: String,
+        force: bool,
     },
 }
 
@@ -162,6 +173,12 @@ async fn dispatch(ctx: &Ctx, command: Command) -> Result<(), CliError> {
         } => control::switchover(ctx, candidate, scheduled, force).await,
         Command::Failover { candidate, force } => control::failover(ctx, candidate, force).await,
         Command::EditConfig { set } => control::edit_config(ctx, &set).await,
+        Command::Restart { node, force } => {
+            control::node_action(ctx, node, control::NodeAction::Restart, force).await
+        }
+        Command::Reinit { node, force } => {
+            control::node_action(ctx, node, control::NodeAction::Reinitialize, force).await
+        }
     }
 }
 

@@ -124,6 +124,45 @@ pub struct Decision {
     pub store_deadline: Millis,
     /// Read the store with a quorum-confirmed read next cycle (the read that decides a promotion).
     pub consistent_read: bool,
+    /// The answer to `Observation::request` (present exactly when a request was observed). When accepted,
+    /// the request is carried out by this decision's actions: it succeeded when they all succeed.
+    pub answer: Option<RequestAnswer>,
+}
+
+/// The core's answer to an operator's request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RequestAnswer {
+    Accepted,
+    Refused(Refusal),
+}
+
+/// Why an operator's request was refused. Display is the text the REST caller gets (Patroni's, where it has one).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// The `role` filter of a restart does not match, or PostgreSQL is in no state to be restarted.
+    RestartConditions { why: String },
+    /// Reinitializing the leader would throw the cluster's data away.
+    IAmTheLeader,
+    /// Nothing to clone from.
+    NoLeader,
+    /// A background job (clone, rewind, re-clone, bootstrap) runs; it cannot be cancelled.
+    JobRunning { job: Job },
+    /// The cycle had something more pressing to do (or no fresh store snapshot): retry.
+    Busy { doing: String },
+}
+
+impl fmt::Display for Refusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Refusal::RestartConditions { why } => {
+                write!(f, "restart conditions are not satisfied: {why}")
+            }
+            Refusal::IAmTheLeader => write!(f, "I am the leader, can not reinitialize"),
+            Refusal::NoLeader => write!(f, "Cluster has no leader, can not reinitialize"),
+            Refusal::JobRunning { job } => write!(f, "{job} already in progress"),
+            Refusal::Busy { doing } => write!(f, "not now ({doing}); retry"),
+        }
+    }
 }
 
 /// The member record the shell publishes under `members/<name>`.
@@ -229,6 +268,10 @@ pub enum Reason {
     StoreUnavailableStopped,
     // pause
     Paused { what: String },
+    // operator requests (REST /restart, /reinitialize)
+    OperatorRestart { role: NodeRole },
+    OperatorReinitialize { leader: NodeName },
+    OperatorRequestRefused { why: Refusal },
     // shutdown
     ShuttingDown,
     ShutdownComplete,
@@ -332,6 +375,14 @@ impl fmt::Display for Reason {
             StoreUnavailableFollowing => write!(f, "the store is unreachable: following as before, not racing"),
             StoreUnavailableStopped => write!(f, "the store is unreachable: staying as we are"),
             Paused { what } => write!(f, "PAUSE: {what}"),
+            OperatorRestart { role } => {
+                let role = if *role == NodeRole::Primary { "primary" } else { "replica" };
+                write!(f, "restarting PostgreSQL as {role} on the operator's request")
+            }
+            OperatorReinitialize { leader } => {
+                write!(f, "reinitializing from {leader} on the operator's request")
+            }
+            OperatorRequestRefused { why } => write!(f, "operator request refused: {why}"),
             ShuttingDown => write!(f, "shutting down"),
             ShutdownComplete => write!(f, "shutdown complete"),
             ShutdownLeavingPostgres => write!(f, "PAUSE: shutting down the agent, leaving PostgreSQL running"),

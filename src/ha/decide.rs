@@ -1,5 +1,5 @@
 //! `decide()`: the one place with top-level branching. Absorbs last actions' outcomes, picks a path, fences.
-use super::action::{Action, Decision, StopMode};
+use super::action::{Action, Decision, Refusal, RequestAnswer, StopMode};
 use super::config::{CoreConfig, MutantName};
 use super::follower;
 use super::leader;
@@ -9,6 +9,7 @@ use super::observation::{
     ActionOutcome, Cluster, Controldata, JobStatus, Observation, Outcome, PgRole, PgState,
     RunningPg, StoreView,
 };
+use super::operator;
 use super::status;
 use super::types::Millis;
 use super::Reason;
@@ -101,6 +102,10 @@ pub fn decide(cfg: &CoreConfig, mem: &Memory, obs: &Observation) -> Decision {
         // promoted behind our back): check again before following anyone.
         mem.divergence = None;
     }
+    if matches!(obs.pg, PgState::Running(_)) && obs.job == JobStatus::Idle {
+        // What an operator's restart or reinitialize stopped runs again.
+        mem.operator_start = false;
+    }
     // Probes take a few seconds when a peer does not answer: fresh means asked within two loops plus two
     // store-call budgets, which an agent frozen between asking and deciding exceeds.
     let probe_window_ms = 2 * (cfg.timing.loop_wait_ms + cfg.timing.retry_timeout_ms);
@@ -115,15 +120,25 @@ pub fn decide(cfg: &CoreConfig, mem: &Memory, obs: &Observation) -> Decision {
         local: Local::of(&obs.pg),
         peers,
     };
+    let mut answer = None;
     let plan = if obs.shutting_down {
         shutdown(&ctx, &mut mem)
     } else {
         let fresh = obs.now.since(obs.store_read_at) <= cfg.timing.retry_timeout_ms;
         match &obs.store {
-            StoreView::Available(c) if fresh => with_store(&ctx, &mut mem, c),
+            StoreView::Available(c) if fresh => with_store(&ctx, &mut mem, c, &mut answer),
             _ => store_unavailable(&ctx, &mut mem),
         }
     };
+    // A request the cycle had no room for (shutdown, no fresh store snapshot, a safety path first) is
+    // refused with what the cycle did instead: the operator retries.
+    let answer = obs.request.as_ref().map(|_| {
+        answer.unwrap_or_else(|| {
+            RequestAnswer::Refused(Refusal::Busy {
+                doing: plan.reason.to_string(),
+            })
+        })
+    });
     let actions = fence(&ctx, &mem, plan.actions);
     mem.probes_sent_at = actions.contains(&Action::ProbePeers).then_some(ctx.now);
     check_rules(&ctx, &mem, &actions);
@@ -150,6 +165,7 @@ pub fn decide(cfg: &CoreConfig, mem: &Memory, obs: &Observation) -> Decision {
         wake_at,
         store_deadline,
         consistent_read,
+        answer,
     }
 }
 
@@ -211,7 +227,12 @@ fn absorb_one(
 }
 
 /// The store answered: the full HA logic.
-fn with_store(ctx: &Ctx, mem: &mut Memory, c: &Cluster) -> Plan {
+fn with_store(
+    ctx: &Ctx,
+    mem: &mut Memory,
+    c: &Cluster,
+    answer: &mut Option<RequestAnswer>,
+) -> Plan {
     if mem.paused && !c.config.pause {
         mem.resumed_at = Some(ctx.now);
     }
@@ -252,6 +273,11 @@ fn with_store(ctx: &Ctx, mem: &mut Memory, c: &Cluster) -> Plan {
         return plan;
     }
     if let Some(plan) = leader::unfenceable(ctx, mem) {
+        return plan;
+    }
+    if let Some(req) = &ctx.obs.request {
+        let (plan, a) = operator::answer(ctx, mem, c, req);
+        *answer = Some(a);
         return plan;
     }
     if let Some(plan) = job_in_progress(ctx, mem) {

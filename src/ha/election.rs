@@ -156,6 +156,61 @@ pub(crate) fn candidate_problem(
     cand: &NodeName,
     leader_lsn: Lsn,
 ) -> Option<String> {
+    candidate_problem_with(cfg.maximum_lag_on_failover_bytes, c, cand, leader_lsn)
+}
+
+/// Why a switchover request cannot be carried out, as the REST API checks it before writing the request
+/// (Patroni answers these before writing too); the leader checks again with its live WAL position.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SwitchoverProblem {
+    /// Pause: only a switchover to a named candidate.
+    PausedWithoutCandidate,
+    /// The named candidate cannot take over (not a member, nofailover, not a running replica, lagging).
+    Candidate(String),
+}
+
+impl std::fmt::Display for SwitchoverProblem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SwitchoverProblem::PausedWithoutCandidate => write!(
+                f,
+                "Switchover is possible only to a specific candidate in a paused state"
+            ),
+            SwitchoverProblem::Candidate(why) => write!(f, "switchover is not possible: {why}"),
+        }
+    }
+}
+
+/// The REST API's check of a switchover request against the last snapshot: the leader's WAL position is
+/// the newer of its member record and `status.optime`.
+pub fn switchover_request_problem(
+    max_lag_bytes: u64,
+    c: &Cluster,
+    candidate: Option<&NodeName>,
+) -> Option<SwitchoverProblem> {
+    let Some(cand) = candidate else {
+        return c
+            .config
+            .pause
+            .then_some(SwitchoverProblem::PausedWithoutCandidate);
+    };
+    let leader_lsn = c
+        .leader_name()
+        .and_then(|l| c.member(l))
+        .and_then(|m| m.lsn)
+        .into_iter()
+        .chain(c.optime)
+        .max()
+        .unwrap_or(Lsn::ZERO);
+    candidate_problem_with(max_lag_bytes, c, cand, leader_lsn).map(SwitchoverProblem::Candidate)
+}
+
+fn candidate_problem_with(
+    max_lag_bytes: u64,
+    c: &Cluster,
+    cand: &NodeName,
+    leader_lsn: Lsn,
+) -> Option<String> {
     let Some(m) = c.member(cand) else {
         return Some(format!("{cand} is not a member of the cluster"));
     };
@@ -166,7 +221,7 @@ pub(crate) fn candidate_problem(
         return Some(format!("{cand} is not a running replica"));
     }
     let lag_bytes = leader_lsn.bytes_ahead_of(m.lsn.unwrap_or(Lsn::ZERO));
-    if lag_bytes > cfg.maximum_lag_on_failover_bytes {
+    if lag_bytes > max_lag_bytes {
         return Some(format!(
             "{cand} lags {lag_bytes} bytes, more than maximum_lag_on_failover"
         ));

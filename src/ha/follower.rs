@@ -76,7 +76,7 @@ pub(crate) fn cycle(ctx: &Ctx, mem: &mut Memory, c: &Cluster, leader: &NodeName)
                 leader: leader.clone(),
             })
         }
-        Local::Stopped(_) if mem.paused => Plan::idle(Reason::Paused {
+        Local::Stopped(_) if mem.paused && !mem.operator_start => Plan::idle(Reason::Paused {
             what: "PostgreSQL is not running; not starting it".into(),
         }),
         Local::Stopped(_) => rejoin(ctx, mem, leader, false),

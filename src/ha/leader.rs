@@ -195,7 +195,7 @@ fn stopped(
     if mem.switchover_stopped_at.is_some() {
         return switchover_release(ctx, lsn);
     }
-    if mem.paused {
+    if mem.paused && !mem.operator_start {
         return keep(
             ctx,
             Reason::Paused {

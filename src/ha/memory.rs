@@ -36,4 +36,7 @@ pub struct Memory {
     pub catchup_since: Option<Millis>,
     /// When we last asked for a divergence check (an inconclusive answer is retried a little later).
     pub divergence_asked_at: Option<Millis>,
+    /// An operator's restart or reinitialize stopped PostgreSQL: start it again even in pause (cleared
+    /// once it runs).
+    pub operator_start: bool,
 }

@@ -10,12 +10,17 @@ pub mod lease;
 pub mod memory;
 pub mod mutants;
 pub mod observation;
+mod operator;
 mod status;
 pub mod types;
 
-pub use action::{Action, Decision, Job, MemberStatus, NodeRole, NodeStatus, Reason, StopMode};
+pub use action::{
+    Action, Decision, Job, MemberStatus, NodeRole, NodeStatus, Reason, Refusal, RequestAnswer,
+    StopMode,
+};
 pub use config::{CoreConfig, Timing, TimingError, WatchdogMode};
 pub use decide::decide;
+pub use election::{switchover_request_problem, SwitchoverProblem};
 pub use lease::Lease;
 pub use memory::Memory;
 pub use observation::*;

@@ -26,6 +26,19 @@ pub struct Observation {
     pub divergence: Option<Divergence>,
     /// The agent was asked to stop (SIGTERM): the core plans the orderly exit.
     pub shutting_down: bool,
+    /// An operator's request to this node (REST `POST /restart`, `/reinitialize`), answered by this
+    /// decision's `answer`.
+    pub request: Option<OperatorRequest>,
+}
+
+/// A manual action an operator asked this node for. Allowed in pause, as in Patroni.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum OperatorRequest {
+    /// Restart PostgreSQL in its current role; `role` is a filter (refused when it does not match).
+    Restart { role: Option<PgRole> },
+    /// Throw the data directory away and clone it again from the leader. `force` is accepted for
+    /// Patroni's sake but cannot cancel a running job: a running job refuses the request either way.
+    Reinitialize { force: bool },
 }
 
 /// The coordination store as seen this cycle.

@@ -207,6 +207,7 @@ pub fn obs(now: u64) -> Observation {
         job: JobStatus::Idle,
         divergence: None,
         shutting_down: false,
+        request: None,
     }
 }
 

@@ -7,6 +7,7 @@ mod builders;
 mod following;
 mod health;
 mod leading;
+mod operator;
 mod pause;
 mod race;
 mod shutdown;

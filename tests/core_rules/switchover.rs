@@ -380,3 +380,37 @@ fn a_nofailover_node_named_as_failover_candidate_does_not_acquire() {
     let d = decide(&cfg("pg2").nofailover(), &mem().probed_at(4_000), &o);
     assert!(!d.actions.contains(&Action::AcquireLeader), "{}", d.reason);
 }
+
+#[test]
+fn the_api_refuses_a_switchover_without_candidate_in_pause_and_a_lagging_candidate() {
+    let max_lag = 1_000;
+    let c = cluster()
+        .leader("pg1")
+        .member_primary("pg1", 50_000)
+        .member_replica("pg2", 49_500)
+        .member_replica("pg3", 10_000);
+    assert_eq!(switchover_request_problem(max_lag, &c, None), None);
+    assert_eq!(
+        switchover_request_problem(max_lag, &c, Some(&n("pg2"))),
+        None
+    );
+    let lagging = switchover_request_problem(max_lag, &c, Some(&n("pg3")));
+    assert!(
+        matches!(&lagging, Some(SwitchoverProblem::Candidate(why)) if why.contains("maximum_lag_on_failover")),
+        "{lagging:?}"
+    );
+    // The leader's position is the newer of its member record and status.optime.
+    let c = c.optime(60_000);
+    assert!(switchover_request_problem(max_lag, &c, Some(&n("pg2"))).is_some());
+    let paused = cluster().leader("pg1").member_replica("pg2", 0).paused();
+    let problem = switchover_request_problem(max_lag, &paused, None);
+    assert_eq!(problem, Some(SwitchoverProblem::PausedWithoutCandidate));
+    assert_eq!(
+        problem.unwrap().to_string(),
+        "Switchover is possible only to a specific candidate in a paused state"
+    );
+    assert_eq!(
+        switchover_request_problem(max_lag, &paused, Some(&n("pg2"))),
+        None
+    );
+}

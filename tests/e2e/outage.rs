@@ -1,6 +1,7 @@
 //! Maintenance and outages end to end (issue 6), on real agents, PostgreSQL 15 and stores: the store frozen
 //! or without quorum, the primary's agent partitioned from the store, the whole cluster stopped and started,
-//! pause, and switchovers under a write load. Every scenario ends with the checker's verdict: no 100 ms
+//! pause, manual actions in pause (restart, reinit, switchover to a named candidate) and their refusals, and
+//! switchovers under a write load. Every scenario ends with the checker's verdict: no 100 ms
 //! sample ever showed two writable primaries, nor two nodes answering 200 on `GET /primary`.
 //!
 //! Run with `cargo test --test e2e_outage -- --nocapture` (as root or as `postgres`); the measured times
@@ -938,5 +939,251 @@ fn g_switchover_to_nofailover_candidate_is_refused() {
         "the nofailover candidate was promoted at {promoted:?}"
     );
     assert_eq!(status, 412, "switchover to a nofailover candidate: {resp}");
+    c.assert_never_two_primaries();
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Manual actions in pause (issue 6): restart, reinit, switchover to a named candidate; and the refusals
+
+/// `pg_postmaster_start_time()` on node `i`, as text.
+fn postmaster_start(c: &Cluster, i: usize) -> String {
+    c.sql_one(i, "SELECT pg_postmaster_start_time()::text")
+        .unwrap_or_else(|e| panic!("{}: {e}", c.nodes[i].name))
+}
+
+/// GET /cluster on node `i`: the `lag` (bytes) it shows for `member`, when a number.
+fn cluster_lag(c: &Cluster, i: usize, member: &str) -> Option<u64> {
+    let (_, body) = c.rest_get(i, "/cluster");
+    let v: serde_json::Value = serde_json::from_str(&body).ok()?;
+    v["members"]
+        .as_array()?
+        .iter()
+        .find(|m| m["name"] == member)?["lag"]
+        .as_u64()
+}
+
+/// In pause: `tenure restart <primary>` restarts PostgreSQL (new postmaster, new start time) and it stays
+/// the primary with no promotion anywhere; `tenure restart <replica>` brings it back streaming; `tenure reinit
+/// <replica>` re-clones it (a file planted in its data directory is gone) and it streams again. Refusals:
+/// reinit of the leader (503, Patroni's message), a switchover without a candidate in pause (400, Patroni's
+/// message), a switchover to a candidate lagging beyond maximum_lag_on_failover (412, nothing written, no
+/// promotion). Then a switchover in pause to a named candidate works, and `POST /reload` re-reads the
+/// config file. The checker samples throughout.
+#[test]
+fn h_manual_actions_in_pause_restart_reinit_switchover_and_refusals() {
+    let mut c = Cluster::start(StoreKind::Etcd);
+    let p = c.primary().expect("one primary");
+    create_table(&c, p);
+    let mut replicas = others(p);
+    let (r1, r2) = (replicas.next().unwrap(), replicas.next().unwrap());
+    let (pn, r1n, r2n) = (
+        c.nodes[p].name.clone(),
+        c.nodes[r1].name.clone(),
+        c.nodes[r2].name.clone(),
+    );
+    let (code, out, err) = tenure_cli(&c, 0, &["pause", "--wait"]);
+    assert_eq!(code, 0, "tenure pause --wait: {out}\n{err}");
+    let paused_at = c.epoch.elapsed();
+    let tl = c.timeline(p);
+
+    // Restart of the primary: without --force and without a terminal nothing happens.
+    let pid = c.postmaster_pid(p).expect("primary postmaster");
+    let started = postmaster_start(&c, p);
+    let (code, _, err) = tenure_cli(&c, 0, &["restart", &pn]);
+    assert_eq!(code, 64, "restart without --force: {err}");
+    assert_eq!(
+        c.postmaster_pid(p),
+        Some(pid),
+        "nothing restarted without --force"
+    );
+    let (code, out, err) = tenure_cli(&c, r1, &["restart", &pn, "--force"]);
+    log(
+        &c,
+        &format!("tenure restart {pn}: {code} {} {}", out.trim(), err.trim()),
+    );
+    assert_eq!(code, 0, "tenure restart {pn}: {out}\n{err}");
+    assert!(out.contains("restarted successfully"), "{out}");
+    let new_pid = c
+        .postmaster_pid(p)
+        .expect("the primary runs after the restart");
+    assert_ne!(new_pid, pid, "a new postmaster");
+    assert_ne!(
+        postmaster_start(&c, p),
+        started,
+        "pg_postmaster_start_time moved"
+    );
+    assert_eq!(c.primary(), Some(p), "still the primary after its restart");
+    assert_eq!(c.timeline(p), tl, "no new timeline: nothing was promoted");
+    c.sql(p, "INSERT INTO e2e_writes VALUES (1)")
+        .expect("the restarted primary takes writes");
+    assert_eq!(c.patroni(p)["pause"], true, "still paused");
+
+    // Restart of a replica: back, streaming from the primary.
+    let pid = c.postmaster_pid(r2).expect("replica postmaster");
+    let (code, out, err) = tenure_cli(&c, p, &["restart", &r2n, "--force"]);
+    log(&c, &format!("tenure restart {r2n}: {code} {}", out.trim()));
+    assert_eq!(code, 0, "tenure restart {r2n}: {out}\n{err}");
+    assert_ne!(c.postmaster_pid(r2), Some(pid), "a new postmaster on {r2n}");
+    wait_rejoined(&mut c, r2, p);
+
+    // Reinit of a replica: its data directory is replaced by a fresh clone, and it streams again.
+    let marker = c.nodes[r1].data_dir().join("tenure_e2e_marker");
+    std::fs::write(&marker, "planted before the reinit").expect("plant the marker");
+    let (code, out, err) = tenure_cli(&c, p, &["reinit", &r1n, "--force"]);
+    log(&c, &format!("tenure reinit {r1n}: {code} {}", out.trim()));
+    assert_eq!(code, 0, "tenure reinit {r1n}: {out}\n{err}");
+    assert!(out.contains("reinitialize started"), "{out}");
+    c.sql(p, "INSERT INTO e2e_writes VALUES (2)")
+        .expect("the primary takes writes during the reinit");
+    let took = wait_rejoined(&mut c, r1, p);
+    assert!(!marker.exists(), "the re-clone replaced the data directory");
+    c.wait_until(
+        "row 2 on the re-cloned replica",
+        Duration::from_secs(20),
+        |c| {
+            (c.sql_one(r1, "SELECT count(*) FROM e2e_writes WHERE id = 2")
+                .ok()?
+                == "1")
+                .then_some(())
+        },
+    );
+    log(
+        &c,
+        &format!(
+            "{r1n} re-cloned and streaming {:.1} s after the reinit was answered",
+            took.as_secs_f64()
+        ),
+    );
+
+    // Refusals. Reinit of the leader: 503 with Patroni's message (CLI exit 1).
+    let (status, resp) = api(&c, p, "POST", "/reinitialize", "{}");
+    log(
+        &c,
+        &format!("POST /reinitialize on the leader: {status} {}", resp.trim()),
+    );
+    assert_eq!(
+        (status, resp.trim()),
+        (503, "I am the leader, can not reinitialize")
+    );
+    let (code, _, err) = tenure_cli(&c, r1, &["reinit", &pn, "--force"]);
+    assert_eq!(code, 1, "tenure reinit of the leader: {err}");
+    assert!(
+        err.contains("I am the leader, can not reinitialize"),
+        "{err}"
+    );
+
+    // A switchover without a candidate in pause: 400, Patroni's message; nothing happens.
+    let body = format!(r#"{{"leader":"{pn}"}}"#);
+    let (status, resp) = api(&c, p, "POST", "/switchover", &body);
+    log(
+        &c,
+        &format!(
+            "switchover without candidate in pause: {status} {}",
+            resp.trim()
+        ),
+    );
+    assert_eq!(
+        (status, resp.trim()),
+        (
+            400,
+            "Switchover is possible only to a specific candidate in a paused state"
+        )
+    );
+
+    // A candidate lagging beyond maximum_lag_on_failover (1 MiB): its walsender ended, its replication
+    // role barred from reconnecting, a few MB written.
+    c.sql(p, "ALTER ROLE replicator NOLOGIN")
+        .expect("bar replication logins");
+    c.sql(
+        p,
+        &format!("SELECT pg_terminate_backend(pid) FROM pg_stat_replication WHERE application_name = '{r2n}'"),
+    )
+    .expect("end the walsender");
+    c.sql(
+        p,
+        "INSERT INTO e2e_writes SELECT g FROM generate_series(1000, 150000) g",
+    )
+    .expect("write a few MB");
+    let lag = c.wait_until(
+        &format!("{r2n} to lag over 1 MiB"),
+        Duration::from_secs(30),
+        |c| cluster_lag(c, p, &r2n).filter(|l| *l > 2 * 1_048_576),
+    );
+    let asked = c.epoch.elapsed();
+    let body = format!(r#"{{"leader":"{pn}","candidate":"{r2n}"}}"#);
+    let (status, resp) = api(&c, p, "POST", "/switchover", &body);
+    log(
+        &c,
+        &format!(
+            "switchover to {r2n} lagging {lag} bytes: {status} {}",
+            resp.trim()
+        ),
+    );
+    assert_eq!(status, 412, "lagging candidate: {resp}");
+    assert!(resp.contains("maximum_lag_on_failover"), "{resp}");
+    hold(&mut c, Duration::from_secs(3));
+    assert_eq!(
+        c.first_writable(r2, asked),
+        None,
+        "the lagging candidate was not promoted"
+    );
+    assert_eq!(c.primary(), Some(p));
+    c.sql(p, "ALTER ROLE replicator LOGIN")
+        .expect("allow replication again");
+    wait_rejoined(&mut c, r2, p);
+
+    // A switchover in pause to a named candidate: it becomes the primary.
+    let asked = c.epoch.elapsed();
+    let body = format!(r#"{{"leader":"{pn}","candidate":"{r1n}"}}"#);
+    let (status, resp) = api(&c, p, "POST", "/switchover", &body);
+    log(
+        &c,
+        &format!("switchover in pause to {r1n}: {status} {}", resp.trim()),
+    );
+    assert!(
+        status == 200 || status == 202,
+        "switchover in pause refused: {status} {resp}"
+    );
+    c.wait_until(
+        &format!("{r1n} to be primary"),
+        Duration::from_secs(40),
+        |c| (c.primary() == Some(r1)).then_some(()),
+    );
+    assert_eq!(
+        c.first_writable(r2, paused_at),
+        None,
+        "{r2n} was never promoted"
+    );
+    let promoted_at = c.first_writable(r1, asked).expect("seen writable");
+    log(
+        &c,
+        &format!(
+            "{r1n} primary at {:.1} s in pause",
+            promoted_at.as_secs_f64()
+        ),
+    );
+    assert_eq!(
+        c.patroni(r1)["pause"],
+        true,
+        "still paused after the switchover"
+    );
+
+    // POST /reload: 202, and the agent re-reads its file as on SIGHUP.
+    let (status, resp) = api(&c, r1, "POST", "/reload", "");
+    assert_eq!((status, resp.trim()), (202, "reload scheduled"));
+    let agent_log = c.nodes[r1].agent_log();
+    c.wait_until(
+        "the agent to reload on POST /reload",
+        Duration::from_secs(10),
+        |_| {
+            let text = std::fs::read_to_string(&agent_log).ok()?;
+            (text.contains("POST /reload") && text.contains("SIGHUP: config reloaded"))
+                .then_some(())
+        },
+    );
+
+    let (code, out, err) = tenure_cli(&c, r1, &["resume", "--wait"]);
+    assert_eq!(code, 0, "tenure resume --wait: {out}\n{err}");
+    c.wait_healthy(Duration::from_secs(90));
     c.assert_never_two_primaries();
 }

@@ -226,6 +226,12 @@ impl Sim {
         self.w
             .note(format!("OPERATOR: switchover to {candidate:?}"));
     }
+    /// `POST /restart` (or `/reinitialize`) on node `i`: its next cycle answers it.
+    pub fn operator_request(&mut self, i: usize, request: tenure::ha::OperatorRequest) {
+        self.w
+            .note(format!("OPERATOR: {request:?} on {}", self.w.nodes[i].name));
+        self.w.nodes[i].agent.request = Some(request);
+    }
     pub fn switchover_to_unknown(&mut self) {
         self.w.store.switchover = Some(Switchover {
             leader: None,

@@ -1,6 +1,7 @@
 //! Random seeds with mixed faults; every checker runs after every event; liveness after the faults heal.
 use crate::dsl::Sim;
 use crate::rng::Rng;
+use tenure::ha::OperatorRequest;
 
 /// One random run: bootstrap, a fault phase, heal everything, then liveness within k·ttl.
 pub fn run_seed(seed: u64, adjust: impl Fn(usize, &mut tenure::ha::CoreConfig)) {
@@ -39,7 +40,7 @@ fn inject(sim: &mut Sim, pick: &mut Rng, watchdog: bool) {
     } else {
         i
     };
-    match pick.pick(17) {
+    match pick.pick(19) {
         0 => sim.partition_from_store(target),
         1 => sim.heal_store_link(target),
         2 => sim.partition_nodes(target, (target + 1) % n),
@@ -62,6 +63,8 @@ fn inject(sim: &mut Sim, pick: &mut Rng, watchdog: bool) {
             let cand = pick.pick(n);
             sim.switchover(Some(cand), None)
         }
+        16 => sim.operator_request(target, OperatorRequest::Restart { role: None }),
+        17 => sim.operator_request(i, OperatorRequest::Reinitialize { force: false }),
         _ => sim.heal_all(),
     }
 }

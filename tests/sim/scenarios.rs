@@ -308,3 +308,43 @@ fn isolated_primary_fences_and_rejoins_by_rewind() {
         "rejoined on the new timeline"
     );
 }
+
+#[test]
+fn operator_restart_and_reinit_in_pause_keep_one_primary_and_bring_the_node_back() {
+    use tenure::ha::OperatorRequest;
+    let mut sim = three();
+    let p = sim.primary_now();
+    let r = sim.replicas()[0];
+    let tl = sim.timeline_of(p);
+    sim.pause();
+    sim.run_for(2_000);
+    let logged = |sim: &Sim, what: &str| sim.w.log.iter().any(|l| l.contains(what));
+    sim.operator_request(p, OperatorRequest::Restart { role: None });
+    sim.run_for(3_000);
+    assert!(
+        logged(
+            &sim,
+            "restarting PostgreSQL as primary on the operator's request"
+        ),
+        "{:#?}",
+        sim.w.log
+    );
+    sim.assert_primary(p);
+    assert_eq!(sim.timeline_of(p), tl, "a restart promotes nothing");
+    sim.operator_request(r, OperatorRequest::Reinitialize { force: false });
+    sim.run_for(6_000);
+    assert!(
+        logged(&sim, "on the operator's request"),
+        "{:#?}",
+        sim.w.log
+    );
+    assert!(logged(&sim, "re-clone from"), "{:#?}", sim.w.log);
+    assert_eq!(
+        sim.w.nodes[r].pg.run,
+        crate::pgmodel::Run::Replica { upstream: Some(p) },
+        "the re-cloned replica runs again in pause"
+    );
+    sim.assert_primary(p);
+    sim.resume();
+    sim.run_until_converged(sim.ttl() * 2);
+}

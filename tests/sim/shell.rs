@@ -134,6 +134,7 @@ fn observe_and_decide(w: &mut World, i: usize, view: Option<Cluster>) {
         job: job.clone(),
         divergence: w.nodes[i].agent.divergence.take(),
         shutting_down: w.nodes[i].agent.shutting_down,
+        request: w.nodes[i].agent.request.take(),
     };
     let d = decide(&w.nodes[i].cfg, &w.nodes[i].agent.mem, &obs);
     let a = &mut w.nodes[i].agent;
@@ -147,6 +148,10 @@ fn observe_and_decide(w: &mut World, i: usize, view: Option<Cluster>) {
     a.store_deadline = d.store_deadline.0;
     a.wake_at = d.wake_at.0;
     a.pending = d.actions.iter().cloned().collect();
+    if let Some(answer) = &d.answer {
+        let line = format!("{}: operator request answered {answer:?}", w.nodes[i].name);
+        w.note(line);
+    }
     let line = format!("{}: {} {:?}", w.nodes[i].name, d.reason, d.actions);
     if w.nodes[i].agent.last_reason != line || !d.actions.is_empty() {
         w.nodes[i].agent.last_reason = line.clone();

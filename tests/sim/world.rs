@@ -92,6 +92,8 @@ pub struct Agent {
     pub deferred: Vec<Ev>,
     pub status: Option<NodeStatus>,
     pub last_reason: String,
+    /// An operator's restart or reinitialize for this node, handed to the next `decide`.
+    pub request: Option<tenure::ha::OperatorRequest>,
 }
 
 impl Agent {
@@ -118,6 +120,7 @@ impl Agent {
             deferred: Vec::new(),
             status: None,
             last_reason: String::new(),
+            request: None,
         }
     }
 }

@@ -1,0 +1,337 @@
+//! The agent's own control (`StoreControl`) behind the REST API: `POST /restart` and `/reinitialize` go to
+//! the runtime loop and come back with the core's answer and the actions' outcomes; `POST /reload` wakes it.
+use std::sync::Arc;
+
+use tenure::agent::control::{request_result, PendingRequest, StoreControl};
+use tenure::api::{self, ApiState};
+use tenure::dcs::consul::{ConsulDcs, ConsulSettings};
+use tenure::ha::{
+    Action, ActionOutcome, Job, Lsn, Member, MemberRole, MemberState, Millis, NodeName,
+    OperatorRequest, Outcome, PgRole, Refusal, RequestAnswer, StopMode, Tags, Timeline,
+};
+use tokio::sync::{mpsc, oneshot, watch, Notify};
+
+use super::harness::*;
+
+/// The API over a real `StoreControl`; the test plays the runtime loop on the other end of `requests`.
+struct AgentApi {
+    base: String,
+    http: reqwest::Client,
+    requests: mpsc::Receiver<PendingRequest>,
+    reload: Arc<Notify>,
+    stop: oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+async fn start() -> AgentApi {
+    start_with(primary(NOW + 10_000)).await
+}
+
+async fn start_with(published: tenure::api::Published) -> AgentApi {
+    let (_tx, rx) = watch::channel(published);
+    // Never contacted by these requests: they go to the loop, not to the store.
+    let dcs = ConsulDcs::new(ConsulSettings::new(
+        "http://127.0.0.1:9",
+        "batman",
+        "pg1",
+        TTL_MS,
+    ))
+    .expect("consul settings");
+    let (request_tx, requests) = mpsc::channel(1);
+    let reload = Arc::new(Notify::new());
+    let control = Arc::new(StoreControl {
+        dcs: Arc::new(dcs),
+        published: rx.clone(),
+        timeout_ms: 1_000,
+        requests: request_tx,
+        reload: reload.clone(),
+    });
+    let state = ApiState {
+        published: rx,
+        clock: Arc::new(|| Millis(NOW)),
+        control,
+    };
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let (stop, stopped) = oneshot::channel::<()>();
+    let (addr, task) = api::serve(settings(), state, listener, async {
+        let _ = stopped.await;
+    })
+    .await
+    .expect("serve");
+    AgentApi {
+        base: format!("http://{addr}"),
+        http: reqwest::Client::new(),
+        requests,
+        reload,
+        stop,
+        task,
+    }
+}
+
+impl AgentApi {
+    fn post(&self, path: &str, body: &str, auth: bool) -> reqwest::RequestBuilder {
+        let rq = self
+            .http
+            .post(format!("{}{path}", self.base))
+            .body(body.to_string());
+        if auth {
+            rq.basic_auth("admin", Some("s3cret"))
+        } else {
+            rq
+        }
+    }
+
+    /// Send `path`, answer it as the loop would (`answer`, `outcomes`), and return what the caller got.
+    async fn round_trip(
+        &mut self,
+        path: &str,
+        body: &str,
+        expect: OperatorRequest,
+        answer: RequestAnswer,
+        outcomes: Vec<ActionOutcome>,
+    ) -> (u16, String) {
+        let send = self.post(path, body, true).send();
+        let serve = async {
+            let p = self
+                .requests
+                .recv()
+                .await
+                .expect("a request reaches the loop");
+            assert_eq!(p.request, expect);
+            let _ = p
+                .reply
+                .send(request_result(&p.request, Some(&answer), &outcomes));
+        };
+        let (r, ()) = tokio::join!(send, serve);
+        let r = r.unwrap();
+        (r.status().as_u16(), r.text().await.unwrap())
+    }
+
+    async fn shutdown(self) {
+        let _ = self.stop.send(());
+        let _ = self.task.await;
+    }
+}
+
+fn done(action: Action) -> ActionOutcome {
+    ActionOutcome {
+        action,
+        sent_at: Millis(NOW),
+        result: Outcome::Done,
+    }
+}
+
+#[tokio::test]
+async fn restart_answers_200_once_postgres_is_back_and_503_when_it_is_not() {
+    let mut api = start().await;
+    let stop = Action::Stop {
+        mode: StopMode::Fast,
+    };
+    let ok = vec![done(stop.clone()), done(Action::StartPrimary)];
+    let restart = OperatorRequest::Restart { role: None };
+    let got = api
+        .round_trip("/restart", "", restart.clone(), RequestAnswer::Accepted, ok)
+        .await;
+    assert_eq!(got, (200, "restarted successfully".into()));
+
+    let failed = vec![
+        done(stop),
+        ActionOutcome {
+            action: Action::StartPrimary,
+            sent_at: Millis(NOW),
+            result: Outcome::Failed("pg_ctl start failed".into()),
+        },
+    ];
+    let (status, text) = api
+        .round_trip("/restart", "{}", restart, RequestAnswer::Accepted, failed)
+        .await;
+    assert_eq!(status, 503);
+    assert!(text.starts_with("restart failed"), "{text}");
+    assert!(text.contains("pg_ctl start failed"), "{text}");
+
+    let mismatch = Refusal::RestartConditions {
+        why: "the role filter does not match".into(),
+    };
+    let (status, text) = api
+        .round_trip(
+            "/restart",
+            r#"{"role":"replica"}"#,
+            OperatorRequest::Restart {
+                role: Some(PgRole::Replica),
+            },
+            RequestAnswer::Refused(mismatch),
+            vec![],
+        )
+        .await;
+    assert_eq!(status, 503);
+    assert!(
+        text.starts_with("restart conditions are not satisfied"),
+        "{text}"
+    );
+    api.shutdown().await;
+}
+
+#[tokio::test]
+async fn reinitialize_answers_200_when_the_job_started_and_503_with_patronis_reasons() {
+    let mut api = start().await;
+    let reinit = OperatorRequest::Reinitialize { force: false };
+    let started = vec![
+        done(Action::Stop {
+            mode: StopMode::Immediate,
+        }),
+        done(Action::StartJob(Job::Reinit {
+            from: NodeName::new("pg1"),
+        })),
+    ];
+    let got = api
+        .round_trip(
+            "/reinitialize",
+            "",
+            reinit.clone(),
+            RequestAnswer::Accepted,
+            started,
+        )
+        .await;
+    assert_eq!(got, (200, "reinitialize started".into()));
+    for why in [Refusal::IAmTheLeader, Refusal::NoLeader] {
+        let got = api
+            .round_trip(
+                "/reinitialize",
+                r#"{"force":false}"#,
+                reinit.clone(),
+                RequestAnswer::Refused(why.clone()),
+                vec![],
+            )
+            .await;
+        assert_eq!(got, (503, why.to_string()));
+    }
+    let got = api
+        .round_trip(
+            "/reinitialize",
+            r#"{"force":true,"from_leader":true}"#,
+            OperatorRequest::Reinitialize { force: true },
+            RequestAnswer::Refused(Refusal::JobRunning {
+                job: Job::Clone {
+                    from: NodeName::new("pg1"),
+                },
+            }),
+            vec![],
+        )
+        .await;
+    assert_eq!(got, (503, "clone from pg1 already in progress".into()));
+    api.shutdown().await;
+}
+
+#[tokio::test]
+async fn unsupported_restart_options_are_refused_before_reaching_the_loop() {
+    let mut api = start().await;
+    let cases = [
+        (
+            r#"{"schedule":"2030-01-01T00:00:00Z"}"#,
+            503,
+            "scheduled restarts are not supported",
+        ),
+        (r#"{"postgres_version":"16.4"}"#, 400, "postgres_version"),
+        (
+            r#"{"restart_pending":true}"#,
+            503,
+            "restart conditions are not satisfied",
+        ),
+        (r#"{"role":"leader"}"#, 400, "primary or replica"),
+    ];
+    for (body, code, text) in cases {
+        let r = api.post("/restart", body, true).send().await.unwrap();
+        let status = r.status().as_u16();
+        let got = r.text().await.unwrap();
+        assert_eq!(status, code, "{body}: {got}");
+        assert!(got.contains(text), "{body}: {got}");
+    }
+    assert!(api.requests.try_recv().is_err(), "nothing reached the loop");
+    api.shutdown().await;
+}
+
+#[tokio::test]
+async fn the_agents_control_endpoints_need_credentials() {
+    let mut api = start().await;
+    for path in ["/restart", "/reinitialize", "/reload"] {
+        let r = api.post(path, "", false).send().await.unwrap();
+        assert_eq!(r.status(), 401, "{path}");
+    }
+    assert!(api.requests.try_recv().is_err(), "nothing reached the loop");
+    api.shutdown().await;
+}
+
+#[tokio::test]
+async fn reload_answers_202_and_wakes_the_loop() {
+    let api = start().await;
+    let r = api.post("/reload", "", true).send().await.unwrap();
+    assert_eq!(r.status(), 202);
+    assert_eq!(r.text().await.unwrap(), "reload scheduled");
+    tokio::time::timeout(std::time::Duration::from_secs(1), api.reload.notified())
+        .await
+        .expect("the loop is told to reload");
+    api.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_request_the_loop_never_answers_times_out_with_503() {
+    let api = start().await;
+    let r = api
+        .post("/restart", r#"{"timeout":1}"#, true)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 503);
+    let text = r.text().await.unwrap();
+    assert!(text.contains("status unknown after 1 seconds"), "{text}");
+    api.shutdown().await;
+}
+
+/// A member of the last snapshot as the core sees it.
+fn member(name: &str, role: MemberRole, lsn: u64) -> Member {
+    Member {
+        name: NodeName::new(name),
+        role,
+        state: MemberState::Running,
+        api_url: None,
+        conn_url: None,
+        timeline: Some(Timeline(1)),
+        lsn: Some(Lsn(lsn)),
+        tags: Tags::default(),
+    }
+}
+
+#[tokio::test]
+async fn switchover_refusals_come_before_the_request_is_written() {
+    let mut p = with_cluster(primary(NOW + 10_000));
+    p.maximum_lag_on_failover_bytes = 1_000;
+    let snap = p.cluster.as_mut().unwrap();
+    snap.cluster.members = vec![
+        member("pg1", MemberRole::Primary, 50_000),
+        member("pg2", MemberRole::Replica, 10_000),
+    ];
+    snap.cluster.config.pause = true;
+    let api = start_with(p).await;
+    let r = api
+        .post("/switchover", r#"{"leader":"pg1"}"#, true)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+    assert_eq!(
+        r.text().await.unwrap(),
+        "Switchover is possible only to a specific candidate in a paused state"
+    );
+    let r = api
+        .post("/switchover", r#"{"leader":"pg1","candidate":"pg2"}"#, true)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 412);
+    let text = r.text().await.unwrap();
+    assert!(
+        text.contains("pg2 lags 40000 bytes, more than maximum_lag_on_failover"),
+        "{text}"
+    );
+    api.shutdown().await;
+}
