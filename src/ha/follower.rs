@@ -222,7 +222,7 @@ pub(crate) fn no_leader(ctx: &Ctx, mem: &mut Memory, c: &Cluster) -> Plan {
         return bootstrap(ctx, mem, c);
     }
     if mem.paused {
-        return paused_no_leader(ctx, c);
+        return paused_no_leader(ctx, mem, c);
     }
     if matches!(ctx.local, Local::NoData) {
         return clone(ctx, c, None);
@@ -352,7 +352,7 @@ fn race(ctx: &Ctx, mem: &Memory, c: &Cluster) -> Plan {
 
 /// Paused and no leader: the running primary takes its key back; a named failover candidate may take it if
 /// every member answered and none runs as primary; nobody else acts.
-fn paused_no_leader(ctx: &Ctx, c: &Cluster) -> Plan {
+fn paused_no_leader(ctx: &Ctx, mem: &mut Memory, c: &Cluster) -> Plan {
     if ctx.local.is_primary() {
         return Plan::act_now(
             Reason::Paused {
@@ -398,6 +398,9 @@ fn paused_no_leader(ctx: &Ctx, c: &Cluster) -> Plan {
         }
     }
     if all_answer_not_primary {
+        if let Some(plan) = catch_up(ctx, mem, c) {
+            return plan;
+        }
         Plan::act_now(
             Reason::FailoverCandidateAcquiring,
             vec![Action::AcquireLeader],

@@ -138,6 +138,8 @@ fn primary(
             }
             SwitchoverCheck::Go { candidate } => {
                 mem.switchover_stopped_at = Some(ctx.now);
+                // The operator asked for this stop: even in pause, start again as a replica afterwards.
+                mem.operator_start = true;
                 return Plan::act_now(
                     Reason::SwitchoverStopping { candidate },
                     // The CHECKPOINT runs while writes still go on, so the shutdown checkpoint is short.

@@ -283,3 +283,57 @@ fn paused_a_nofailover_failover_candidate_does_not_acquire() {
     );
     assert!(!d.actions.contains(&Action::AcquireLeader), "{}", d.reason);
 }
+
+#[test]
+fn paused_a_switchover_stop_marks_the_old_primary_for_restart_as_a_replica() {
+    let c = cluster()
+        .leader("pg1")
+        .member_replica("pg2", 500)
+        .optime(500)
+        .paused()
+        .switchover(Some("pg1"), Some("pg2"));
+    let m = mem().leased(1_000).paused();
+    let d = decide(&cfg("pg1"), &m, &obs(1_500).pg_primary(1, 500).store(c));
+    assert!(matches!(d.reason, Reason::SwitchoverStopping { .. }));
+    assert!(
+        d.memory.operator_start,
+        "the operator asked for this stop: the old primary rejoins even in pause"
+    );
+}
+
+#[test]
+fn paused_the_old_primary_of_a_switchover_rejoins_as_a_replica() {
+    let c = cluster().leader("pg2").paused();
+    let m = Memory {
+        operator_start: true,
+        ..mem().paused()
+    };
+    let d = decide(&cfg("pg1"), &m, &obs(1_000).pg_stopped(1, 500).store(c));
+    expect(
+        &d,
+        Reason::CheckingDivergence { leader: n("pg2") },
+        &[Action::CheckDivergence { leader: n("pg2") }],
+    );
+}
+
+#[test]
+fn paused_a_switchover_candidate_waits_for_the_final_wal_too() {
+    let c = cluster()
+        .member_replica("pg1", 500)
+        .optime(600)
+        .paused()
+        .switchover(Some("pg1"), Some("pg2"));
+    let o = obs(10_000).pg_replica(1, 500).store(c).peers(vec![
+        peer_stopped("pg1", 1, 600),
+        peer_replica("pg3", 1, 400),
+    ]);
+    let d = decide(&cfg("pg2"), &mem().paused().probed_at(9_000), &o);
+    expect(
+        &d,
+        Reason::SwitchoverCatchingUp {
+            ours: Lsn(500),
+            wanted: Lsn(600),
+        },
+        &[],
+    );
+}

@@ -1167,6 +1167,15 @@ fn h_manual_actions_in_pause_restart_reinit_switchover_and_refusals() {
         true,
         "still paused after the switchover"
     );
+    // The operator asked for the old primary's stop: it comes back as a replica of the new one, in pause.
+    let back = wait_rejoined(&mut c, p, r1);
+    log(
+        &c,
+        &format!(
+            "{pn} streams from {r1n} {:.1} s after it was seen primary, still in pause",
+            back.as_secs_f64()
+        ),
+    );
 
     // POST /reload: 202, and the agent re-reads its file as on SIGHUP.
     let (status, resp) = api(&c, r1, "POST", "/reload", "");
