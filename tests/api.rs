@@ -11,6 +11,9 @@ mod agent_control;
 mod control;
 #[path = "api/harness.rs"]
 mod harness;
+#[path = "support/mod.rs"]
+#[allow(dead_code)]
+mod support;
 #[path = "api/tls.rs"]
 mod tls;
 

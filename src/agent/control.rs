@@ -22,6 +22,9 @@ pub struct StoreControl {
     pub requests: mpsc::Sender<PendingRequest>,
     /// `POST /reload`: the runtime re-reads the config file, as on SIGHUP.
     pub reload: Arc<Notify>,
+    /// Wakes the loop after a write it must act on (switchover, failover, config), as Patroni does:
+    /// otherwise the request waits up to a `loop_wait`.
+    pub wake: Arc<Notify>,
 }
 
 /// An operator request waiting for the next cycle, and where its answer goes.
@@ -110,7 +113,10 @@ impl Control for StoreControl {
         let mut value = current;
         merge_patch(&mut value, &merge);
         match self.dcs.cas_config(&value, index, self.deadline()).await {
-            Ok(()) => Ok(value),
+            Ok(()) => {
+                self.wake.notify_one();
+                Ok(value)
+            }
             Err(DcsError::Conflict(_)) => Err(ControlError::new(
                 409,
                 "the config changed meanwhile; retry",
@@ -166,6 +172,7 @@ impl Control for StoreControl {
             .write_switchover(&rec, self.deadline())
             .await
             .map_err(unavailable)?;
+        self.wake.notify_one();
         Ok(if req.scheduled_at.is_some() {
             Accepted::scheduled("Switchover scheduled")
         } else {
@@ -194,6 +201,7 @@ impl Control for StoreControl {
             .write_switchover(&rec, self.deadline())
             .await
             .map_err(unavailable)?;
+        self.wake.notify_one();
         Ok(Accepted::done("Failover requested"))
     }
 

@@ -47,12 +47,14 @@ pub async fn run_loop(
     // One operator request at a time: a second one is refused while the first waits for its cycle.
     let (request_tx, mut request_rx) = tokio::sync::mpsc::channel::<PendingRequest>(1);
     let reload = Arc::new(tokio::sync::Notify::new());
+    let woken = Arc::new(tokio::sync::Notify::new());
     let control = Arc::new(StoreControl {
         dcs: dcs.clone(),
         published: rx.clone(),
         timeout_ms: retry_ms,
         requests: request_tx,
         reload: reload.clone(),
+        wake: woken.clone(),
     });
     let state = ApiState {
         published: rx,
@@ -151,6 +153,7 @@ pub async fn run_loop(
             _ = term.recv() => { shutting_down = true; info!("SIGTERM: shutting down"); }
             _ = int.recv() => { shutting_down = true; info!("SIGINT: shutting down"); }
             Some(p) = request_rx.recv() => { pending = Some(p); }
+            _ = woken.notified() => {}
             reloaded = async {
                 tokio::select! {
                     _ = hup.recv() => "SIGHUP",

@@ -45,6 +45,7 @@ async fn start_with(published: tenure::api::Published) -> AgentApi {
         timeout_ms: 1_000,
         requests: request_tx,
         reload: reload.clone(),
+        wake: Arc::new(Notify::new()),
     });
     let state = ApiState {
         published: rx,
@@ -334,4 +335,65 @@ async fn switchover_refusals_come_before_the_request_is_written() {
         "{text}"
     );
     api.shutdown().await;
+}
+
+/// A switchover, failover or config change written to the store wakes the loop at once (Patroni does the
+/// same); a refused one does not.
+#[tokio::test]
+async fn accepted_store_writes_wake_the_loop() {
+    use crate::support::consul_server::{ConsulTestOptions, ConsulTestServer};
+    let consul = ConsulTestServer::start(ConsulTestOptions::default()).await;
+    let dcs = ConsulDcs::new(ConsulSettings::new(&consul.url(), "batman", "pg1", TTL_MS))
+        .expect("consul settings");
+    let mut p = with_cluster(primary(NOW + 10_000));
+    let snap = p.cluster.as_mut().unwrap();
+    snap.cluster.members = vec![
+        member("pg1", MemberRole::Primary, 50_000),
+        member("pg2", MemberRole::Replica, 50_000),
+    ];
+    // The test double's store is empty: no config key yet, so the write creates it.
+    snap.config = None;
+    let (_tx, rx) = watch::channel(p);
+    let (request_tx, _requests) = mpsc::channel(1);
+    let wake = Arc::new(Notify::new());
+    let control = StoreControl {
+        dcs: Arc::new(dcs),
+        published: rx,
+        timeout_ms: 2_000,
+        requests: request_tx,
+        reload: Arc::new(Notify::new()),
+        wake: wake.clone(),
+    };
+    let woken = || async {
+        tokio::time::timeout(std::time::Duration::from_millis(200), wake.notified())
+            .await
+            .is_ok()
+    };
+    use tenure::api::{Control, FailoverRequest, SwitchoverRequest};
+    let refused = control
+        .failover(FailoverRequest {
+            candidate: NodeName::new("nobody"),
+        })
+        .await;
+    assert_eq!(refused.map_err(|e| e.status), Err(412));
+    assert!(!woken().await, "a refused request must not wake the loop");
+    let sw = SwitchoverRequest {
+        leader: NodeName::new("pg1"),
+        candidate: Some(NodeName::new("pg2")),
+        scheduled_at: None,
+        scheduled_at_ms: None,
+    };
+    assert_eq!(control.switchover(sw).await.map(|a| a.status), Ok(200));
+    assert!(woken().await, "switchover written: the loop wakes");
+    let fo = FailoverRequest {
+        candidate: NodeName::new("pg2"),
+    };
+    assert_eq!(control.failover(fo).await.map(|a| a.status), Ok(200));
+    assert!(woken().await, "failover written: the loop wakes");
+    let merged = control
+        .patch_config(serde_json::json!({"pause": true}))
+        .await
+        .expect("config written");
+    assert_eq!(merged["pause"], true);
+    assert!(woken().await, "config written: the loop wakes");
 }
