@@ -7,6 +7,8 @@ use tenure::ha::Millis;
 
 #[path = "api/control.rs"]
 mod control;
+#[path = "api/failsafe.rs"]
+mod failsafe;
 #[path = "api/harness.rs"]
 mod harness;
 #[path = "api/tls.rs"]

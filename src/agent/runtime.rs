@@ -49,10 +49,12 @@ pub async fn run_loop(
         published: rx.clone(),
         timeout_ms: retry_ms,
     });
+    let failsafe = crate::api::failsafe::SharedFailsafe::default();
     let state = ApiState {
         published: rx,
         clock: Arc::new(clock::monotonic),
         control,
+        failsafe: failsafe.clone(),
     };
     let (stop_api, api_stopped) = tokio::sync::oneshot::channel::<()>();
     let settings = config.restapi_settings();
@@ -69,6 +71,7 @@ pub async fn run_loop(
     let mut exec = Executor::new(dcs.clone(), pg.clone(), config.initdb.clone());
     exec.bootstrap_config = bootstrap_config(&core);
     exec.watchdog = super::watchdog::Watchdog::new(config.watchdog.clone());
+    exec.failsafe = failsafe_poster(&config, &core);
     let mut mem = Memory::default();
     let mut outcomes: Vec<ActionOutcome> = Vec::new();
     let mut shutting_down = false;
@@ -107,6 +110,8 @@ pub async fn run_loop(
             job: exec.job_status(),
             divergence: exec.divergence.take(),
             shutting_down,
+            failsafe_replies: exec.failsafe_replies.take(),
+            failsafe_grant: lock(&failsafe).grant.clone(),
         };
         let d = decide(&core, &mem, &obs);
         info!(reason = %d.reason, actions = ?d.actions, "cycle");
@@ -120,6 +125,8 @@ pub async fn run_loop(
         // (`patronictl pause --wait` waits for exactly that).
         record.pause = d.status.paused;
         publish_api(&tx, &d, &record, &exec, &counters, dcs_last_seen);
+        // Before any action runs: a POST /failsafe answered from now on sees this decision's answer.
+        lock(&failsafe).answer = d.status.failsafe;
         if matches!(obs.store, StoreView::Available(_)) {
             publish_member(dcs.as_ref(), &record, d.store_deadline).await;
         }
@@ -142,6 +149,7 @@ pub async fn run_loop(
                     tags = r.tags;
                     retry_ms = core.timing.retry_timeout_ms;
                     exec.bootstrap_config = bootstrap_config(&core);
+                    exec.failsafe = failsafe_poster(&config, &core);
                 }
             }
         }
@@ -301,6 +309,24 @@ fn publish_api(
         p.counters = counters.clone();
         p.dcs_last_seen_unix_s = dcs_last_seen;
     });
+}
+
+fn lock(
+    cell: &crate::api::failsafe::SharedFailsafe,
+) -> std::sync::MutexGuard<'_, crate::api::failsafe::FailsafeCell> {
+    cell.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Who we are in a failsafe round: our name, URLs, the timeout and the REST credentials peers expect.
+fn failsafe_poster(config: &Config, core: &crate::ha::CoreConfig) -> super::peers::FailsafePoster {
+    let api = config.restapi_settings();
+    super::peers::FailsafePoster {
+        name: core.name.to_string(),
+        conn_url: config.pg_settings().conn_url(),
+        api_url: config.api_url(),
+        timeout_ms: core.failsafe_timeout_ms,
+        basic_auth: api.username.clone().zip(api.password.clone()),
+    }
 }
 
 fn error_kind(e: &crate::dcs::DcsError) -> &'static str {

@@ -379,6 +379,8 @@ pub struct RawWatchdog {
 pub struct RawTenure {
     pub fence_budget: Option<Seconds>,
     pub drift_max_ppm: Option<u64>,
+    /// Seconds every member has to answer the primary's `POST /failsafe` (Patroni: a fixed 2 s).
+    pub failsafe_timeout: Option<Seconds>,
     pub fencer: Option<RawFencer>,
     /// Run PostgreSQL's binaries as this user (the agent itself may then run as root).
     pub run_as: Option<String>,

@@ -3,6 +3,7 @@ pub mod action;
 pub mod config;
 mod decide;
 mod election;
+mod failsafe;
 mod follower;
 pub mod health;
 mod leader;
@@ -13,7 +14,9 @@ pub mod observation;
 mod status;
 pub mod types;
 
-pub use action::{Action, Decision, Job, MemberStatus, NodeRole, NodeStatus, Reason, StopMode};
+pub use action::{
+    Action, Decision, FailsafeAnswer, Job, MemberStatus, NodeRole, NodeStatus, Reason, StopMode,
+};
 pub use config::{CoreConfig, Timing, TimingError, WatchdogMode};
 pub use decide::decide;
 pub use lease::Lease;

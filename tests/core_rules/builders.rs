@@ -207,6 +207,8 @@ pub fn obs(now: u64) -> Observation {
         job: JobStatus::Idle,
         divergence: None,
         shutting_down: false,
+        failsafe_replies: None,
+        failsafe_grant: None,
     }
 }
 

@@ -3,8 +3,8 @@ use std::cmp::Reverse;
 use std::collections::{BTreeSet, BinaryHeap};
 
 use tenure::ha::{
-    ActionOutcome, CoreConfig, Divergence, JobStatus, Memory, Millis, NodeName, NodeStatus,
-    PeerProbe, Tags, Timing,
+    ActionOutcome, CoreConfig, Divergence, FailsafeGrant, FailsafeReply, JobStatus, Memory, Millis,
+    NodeName, NodeStatus, PeerProbe, Tags, Timing,
 };
 
 use crate::pgmodel::{Data, Pg, Run};
@@ -92,6 +92,9 @@ pub struct Agent {
     pub deferred: Vec<Ev>,
     pub status: Option<NodeStatus>,
     pub last_reason: String,
+    /// Answers to the last failsafe round, and the last grant this agent's REST API gave.
+    pub failsafe_replies: Option<Vec<FailsafeReply>>,
+    pub failsafe_grant: Option<FailsafeGrant>,
 }
 
 impl Agent {
@@ -118,6 +121,8 @@ impl Agent {
             deferred: Vec::new(),
             status: None,
             last_reason: String::new(),
+            failsafe_replies: None,
+            failsafe_grant: None,
         }
     }
 }
