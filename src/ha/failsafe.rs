@@ -219,6 +219,7 @@ pub(crate) fn guard(ctx: &Ctx, mem: &mut Memory, c: Option<&Cluster>, plan: Plan
     if ctx.local.is_primary() || !plan.actions.iter().any(takes_lead) {
         return plan;
     }
+    let next_loop = ctx.now.plus_ms(ctx.cfg.timing.loop_wait_ms);
     let refuse = |reason: Reason, until: Millis| {
         // Holding the key already (won a race before the grant arrived): give it up, do not promote.
         let actions = if mem.lease.is_some() {
@@ -226,7 +227,7 @@ pub(crate) fn guard(ctx: &Ctx, mem: &mut Memory, c: Option<&Cluster>, plan: Plan
         } else {
             vec![]
         };
-        Plan::act(reason, actions).wake(until)
+        Plan::act(reason, actions).wake(until.min(next_loop))
     };
     if let Some((leader, end)) = live_grant(ctx) {
         if !ctx.cfg.mutant(MutantName::FailsafeIgnoreGrant) {
@@ -244,9 +245,10 @@ pub(crate) fn guard(ctx: &Ctx, mem: &mut Memory, c: Option<&Cluster>, plan: Plan
         return plan;
     }
     let warm_until = started.plus_ms(ctx.cfg.timing.ttl_ms);
-    // Before the cluster exists nobody can have given a grant.
+    // Before the cluster exists nobody can have given a grant; a lease this agent holds was acquired
+    // under this very rule (or for the primary it already runs).
     let bootstrapping = mem.bootstrapping || c.is_some_and(|c| c.initialize.is_none());
-    if ctx.now < warm_until && !bootstrapping {
+    if ctx.now < warm_until && !bootstrapping && mem.lease.is_none() {
         let remaining_ms = warm_until.since(ctx.now);
         return refuse(Reason::FailsafeStartupWait { remaining_ms }, warm_until);
     }

@@ -5,7 +5,10 @@ use crate::dsl::Sim;
 
 /// Three nodes, failsafe on, settled long enough for the leader to have written the `failsafe` key.
 fn three_failsafe(seed: u64) -> Sim {
-    let mut sim = Sim::with(seed, 3, |_, _| {}).started();
+    with_failsafe_key(Sim::with(seed, 3, |_, _| {}).started(), seed)
+}
+
+fn with_failsafe_key(mut sim: Sim, seed: u64) -> Sim {
     sim.failsafe_on();
     for _ in 0..10 {
         sim.run_for(1_000);
@@ -191,4 +194,31 @@ fn replica_agent_restarted_during_an_outage_withholds_its_confirmation() {
     sim.assert_no_primary();
     sim.store_back();
     sim.run_until_converged(sim.ttl() * 4);
+}
+
+/// The primary loses the store (reads hang for `retry_timeout`), keeps running on its peers' grants with
+/// slow replies, then loses its peers too: it must be fenced before their grants end. The mutants of
+/// `sim/mutants.rs` run the same scenario.
+pub fn cut_from_store_then_from_peers(
+    seed: u64,
+    adjust: impl Fn(usize, &mut tenure::ha::CoreConfig),
+) {
+    let mut sim = Sim::with(seed, 3, adjust);
+    sim.w.knobs.drop_reply_pct = 0;
+    let mut sim = with_failsafe_key(sim.started(), seed);
+    sim.w.knobs.slow_ms = 900;
+    let p = sim.primary_now();
+    sim.partition_from_store(p);
+    sim.run_for(sim.ttl() * 2 + seed % 3_000);
+    sim.isolate(p);
+    sim.run_for(sim.ttl() * 2);
+    sim.heal_all();
+    sim.run_until_converged(sim.ttl() * 4);
+}
+
+#[test]
+fn cut_from_store_then_from_peers_keeps_one_writer() {
+    for seed in 101..121 {
+        cut_from_store_then_from_peers(seed, |_, _| {});
+    }
 }
