@@ -452,6 +452,30 @@ mod tests {
     }
 
     #[test]
+    fn failsafe_key_and_mode_read_as_patroni_writes_them() {
+        let k = failsafe_from_json(
+            r#"{"pg1": "http://h1:8008/patroni", "pg2": "http://h2:8008/patroni"}"#,
+        )
+        .expect("a valid key");
+        assert_eq!(
+            k.get(&NodeName::new("pg2")).map(String::as_str),
+            Some("http://h2:8008/patroni")
+        );
+        assert_eq!(failsafe_from_json("[1, 2]"), None, "garbage is no key");
+        assert_eq!(failsafe_from_json(r#"{"pg1": 5}"#), None);
+        let members = [("pg1".to_string(), "u".to_string())].into_iter().collect();
+        assert_eq!(failsafe_json(&members), r#"{"pg1":"u"}"#);
+        assert!(
+            dynamic_config_from_json(&serde_json::json!({"failsafe_mode": true})).failsafe_mode
+        );
+        assert!(!dynamic_config_from_json(&serde_json::json!({})).failsafe_mode);
+        assert_eq!(
+            KeyLayout::new("service", "batman").failsafe(),
+            "service/batman/failsafe"
+        );
+    }
+
+    #[test]
     fn config_status_and_switchover_convert() {
         assert!(dynamic_config_from_json(&serde_json::json!({"pause": true})).pause);
         assert!(!dynamic_config_from_json(&serde_json::json!({"ttl": 30})).pause);
