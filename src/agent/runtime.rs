@@ -69,7 +69,7 @@ pub async fn run_loop(
     let mut int = signal(SignalKind::interrupt()).map_err(AgentError::Signals)?;
     let mut hup = signal(SignalKind::hangup()).map_err(AgentError::Signals)?;
     let mut exec = Executor::new(dcs.clone(), pg.clone(), config.initdb.clone());
-    exec.bootstrap_config = bootstrap_config(&core);
+    exec.bootstrap_config = bootstrap_config(&core, &config);
     exec.watchdog = super::watchdog::Watchdog::new(config.watchdog.clone());
     exec.failsafe = failsafe_poster(&config, &core);
     let mut mem = Memory::default();
@@ -148,7 +148,7 @@ pub async fn run_loop(
                     core = r.core;
                     tags = r.tags;
                     retry_ms = core.timing.retry_timeout_ms;
-                    exec.bootstrap_config = bootstrap_config(&core);
+                    exec.bootstrap_config = bootstrap_config(&core, &config);
                     exec.failsafe = failsafe_poster(&config, &core);
                 }
             }
@@ -339,14 +339,18 @@ fn error_kind(e: &crate::dcs::DcsError) -> &'static str {
 }
 
 /// The dynamic settings a new cluster's leader uploads (Patroni's `bootstrap.dcs`, in seconds).
-fn bootstrap_config(core: &crate::ha::CoreConfig) -> serde_json::Value {
+fn bootstrap_config(core: &crate::ha::CoreConfig, config: &Config) -> serde_json::Value {
     let t = &core.timing;
-    serde_json::json!({
+    let mut v = serde_json::json!({
         "ttl": t.ttl_ms / 1000,
         "loop_wait": t.loop_wait_ms / 1000,
         "retry_timeout": t.retry_timeout_ms / 1000,
         "maximum_lag_on_failover": core.maximum_lag_on_failover_bytes,
         "primary_start_timeout": core.primary_start_timeout_ms / 1000,
         "postgresql": {"use_pg_rewind": core.use_pg_rewind},
-    })
+    });
+    if config.bootstrap_failsafe_mode {
+        v["failsafe_mode"] = serde_json::json!(true);
+    }
+    v
 }

@@ -290,7 +290,8 @@ pub struct RawDcs {
     pub synchronous_mode_strict: Option<Ignored>,
     pub synchronous_node_count: Option<Ignored>,
     pub maximum_lag_on_syncnode: Option<Ignored>,
-    pub failsafe_mode: Option<Ignored>,
+    /// Patroni's `failsafe_mode`, uploaded with the rest of `bootstrap.dcs`.
+    pub failsafe_mode: Option<bool>,
     pub slots: Option<Ignored>,
     pub ignore_slots: Option<Ignored>,
     pub check_timeline: Option<Ignored>,

@@ -13,7 +13,7 @@ pub fn run_seed(seed: u64, adjust: impl Fn(usize, &mut tenure::ha::CoreConfig)) 
         }
         adjust(i, c)
     });
-    // Failsafe mode in three seeds out of ten (decided without drawing from `pick`, so the fault sequence
+    // Failsafe mode in three seeds out of eight (decided without drawing from `pick`, so the fault sequence
     // of every seed stays what it was).
     sim.w.store.failsafe_mode = failsafe_seed(seed);
     sim.w.knobs.slow_ms = if pick.chance(30) { 800 } else { 0 };
