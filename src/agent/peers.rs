@@ -154,6 +154,8 @@ pub struct FailsafePoster {
     pub timeout_ms: u64,
     /// The REST API's basic credentials: every member of a cluster is configured with the same ones.
     pub basic_auth: Option<(String, String)>,
+    /// `restapi.token`, used when no basic credentials are configured.
+    pub token: Option<String>,
 }
 
 /// `POST /failsafe` to every member in parallel, each bounded by the failsafe timeout (one try).
@@ -179,11 +181,13 @@ pub async fn post_failsafe(
             name.clone(),
             failsafe_url(api_url),
         );
-        let auth = me.basic_auth.clone();
+        let (auth, token) = (me.basic_auth.clone(), me.token.clone());
         set.spawn(async move {
             let mut req = client.post(&url).json(&body);
             if let Some((u, p)) = auth {
                 req = req.basic_auth(u, Some(p));
+            } else if let Some(t) = token {
+                req = req.bearer_auth(t);
             }
             let sent = tokio::time::timeout(limit, req.send()).await;
             let accepted = matches!(sent, Ok(Ok(r)) if r.status().as_u16() == 200);
@@ -200,5 +204,20 @@ pub fn failsafe_url(api_url: &str) -> String {
     match api_url.rsplit_once('/') {
         Some((base, _)) if base.contains("://") => format!("{base}/failsafe"),
         _ => format!("{}/failsafe", api_url.trim_end_matches('/')),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::failsafe_url;
+
+    #[test]
+    fn failsafe_url_replaces_the_last_segment_as_patroni_does() {
+        assert_eq!(
+            failsafe_url("http://10.0.0.1:8008/patroni"),
+            "http://10.0.0.1:8008/failsafe"
+        );
+        assert_eq!(failsafe_url("https://h:8008"), "https://h:8008/failsafe");
+        assert_eq!(failsafe_url("http://h:8008/"), "http://h:8008/failsafe");
     }
 }

@@ -326,6 +326,7 @@ fn failsafe_poster(config: &Config, core: &crate::ha::CoreConfig) -> super::peer
         api_url: config.api_url(),
         timeout_ms: core.failsafe_timeout_ms,
         basic_auth: api.username.clone().zip(api.password.clone()),
+        token: api.token.clone(),
     }
 }
 
