@@ -355,27 +355,31 @@ fn store_unavailable(ctx: &Ctx, mem: &mut Memory) -> Plan {
         Local::Primary(_) if ctx.cfg.mutant(MutantName::NoFenceWhenStoreDown) => {
             Plan::idle(Reason::StoreUnavailableKeeping { remaining_ms: 0 }).wake(retry_at)
         }
-        Local::Primary(_) if failsafe::store_down_primary(ctx, mem, retry_at).is_some() => {
-            failsafe::store_down_primary(ctx, mem, retry_at).expect("checked")
-        }
-        Local::Primary(_) => match mem.lease {
-            Some(l) => Plan::act(
-                Reason::StoreUnavailableKeeping {
-                    remaining_ms: l.remaining_ms(ctx.now),
-                },
-                vec![Action::RenewLeader],
-            )
-            .wake(retry_at.min(l.deadline)),
-            None => Plan::act(
-                Reason::FencingStoreUnavailable,
-                vec![Action::Stop {
-                    mode: StopMode::Fast,
-                }],
-            )
-            .wake(retry_at),
-        },
+        // Failsafe: every member confirms us (or is asked to); where it does not apply, as without it.
+        Local::Primary(_) => failsafe::store_down_primary(ctx, mem, retry_at)
+            .unwrap_or_else(|| fence_or_renew(ctx, mem, retry_at)),
         Local::Replica(_) => Plan::idle(Reason::StoreUnavailableFollowing).wake(retry_at),
         _ => Plan::idle(Reason::StoreUnavailableStopped).wake(retry_at),
+    }
+}
+
+/// The store is unreachable and failsafe does not apply: renew until the lease deadline, then stop.
+fn fence_or_renew(ctx: &Ctx, mem: &Memory, retry_at: Millis) -> Plan {
+    match mem.lease {
+        Some(l) => Plan::act(
+            Reason::StoreUnavailableKeeping {
+                remaining_ms: l.remaining_ms(ctx.now),
+            },
+            vec![Action::RenewLeader],
+        )
+        .wake(retry_at.min(l.deadline)),
+        None => Plan::act(
+            Reason::FencingStoreUnavailable,
+            vec![Action::Stop {
+                mode: StopMode::Fast,
+            }],
+        )
+        .wake(retry_at),
     }
 }
 

@@ -14,6 +14,7 @@ use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use support::cluster::{Cluster, StoreKind, NODES};
+use support::consul_server::Fault;
 use tenure::demo::local::API_USER;
 
 /// The harness's ttl (`Timings::FAST`): the lease bound after which an unconfirmed primary is fenced.
@@ -90,9 +91,10 @@ fn hold(c: &mut Cluster, d: Duration) {
     }
 }
 
-/// etcd frozen for `OUTAGE`, optionally with one replica's agent frozen too; returns (cluster, old primary,
+/// The store frozen for `OUTAGE`, optionally with one replica's agent frozen too; returns (cluster, old primary,
 /// fault, healing) with the writer's log, after the cluster converged again.
-fn frozen_etcd(
+fn frozen_store(
+    kind: StoreKind,
     freeze_replica: bool,
 ) -> (
     Cluster,
@@ -101,7 +103,7 @@ fn frozen_etcd(
     Duration,
     support::cluster::WriteLog,
 ) {
-    let mut c = Cluster::start(StoreKind::Etcd);
+    let mut c = Cluster::start(kind);
     let p = c.primary().expect("one primary");
     create_table(&c, p);
     enable_failsafe(&mut c, p);
@@ -116,23 +118,23 @@ fn frozen_etcd(
         );
     }
     let fault = c.epoch.elapsed();
-    c.etcd().expect("etcd").sigstop();
+    freeze(&c, true);
     log(
         &c,
         &format!(
-            "etcd frozen for {} s; primary {}",
+            "{kind:?} frozen for {} s; primary {}",
             OUTAGE.as_secs(),
             c.nodes[p].name
         ),
     );
     hold(&mut c, OUTAGE);
     let healing = c.epoch.elapsed();
-    c.etcd().expect("etcd").sigcont();
+    freeze(&c, false);
     if freeze_replica {
         c.sigcont_agent(frozen);
     }
     let t_back = Instant::now();
-    log(&c, "etcd back");
+    log(&c, "store back");
     let now_primary = c.wait_until("one primary after the outage", CONVERGE_BUDGET, |c| {
         c.primary()
     });
@@ -168,6 +170,16 @@ fn frozen_etcd(
     (c, p, fault, healing, writes)
 }
 
+/// etcd: SIGSTOP/SIGCONT; the Consul test double: every request hangs while frozen.
+fn freeze(c: &Cluster, on: bool) {
+    match (c.etcd(), c.consul()) {
+        (Some(e), _) if on => e.sigstop(),
+        (Some(e), _) => e.sigcont(),
+        (None, Some(s)) => s.set_fault(if on { Fault::Freeze } else { Fault::None }),
+        (None, None) => panic!("no store"),
+    }
+}
+
 /// No node but `p` was writable or answered 200 on `GET /primary` during `[fault, healing]`.
 fn assert_no_promotion(c: &Cluster, p: usize, fault: Duration, healing: Duration) {
     for (what, samples) in [
@@ -190,7 +202,16 @@ fn assert_no_promotion(c: &Cluster, p: usize, fault: Duration, healing: Duration
 
 #[test]
 fn etcd_frozen_every_member_confirms_the_primary_keeps_writing() {
-    let (mut c, p, fault, healing, writes) = frozen_etcd(false);
+    keeps_writing(StoreKind::Etcd);
+}
+
+#[test]
+fn consul_frozen_every_member_confirms_the_primary_keeps_writing() {
+    keeps_writing(StoreKind::Consul);
+}
+
+fn keeps_writing(kind: StoreKind) {
+    let (mut c, p, fault, healing, writes) = frozen_store(kind, false);
     assert_no_promotion(&c, p, fault, healing);
     // Acknowledged writes all through the outage, well past the lease bound.
     let late = fault + TTL * 2;
@@ -231,7 +252,7 @@ fn etcd_frozen_every_member_confirms_the_primary_keeps_writing() {
 
 #[test]
 fn etcd_frozen_with_a_replica_agent_frozen_the_primary_is_fenced_by_its_lease() {
-    let (mut c, p, fault, healing, writes) = frozen_etcd(true);
+    let (mut c, p, fault, healing, writes) = frozen_store(StoreKind::Etcd, true);
     assert_no_promotion(&c, p, fault, healing);
     let late: Vec<_> = writes
         .acked
