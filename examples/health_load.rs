@@ -94,6 +94,7 @@ async fn start(listener: tokio::net::TcpListener) -> std::net::SocketAddr {
         published: rx,
         clock: Arc::new(move || Millis(started.elapsed().as_millis() as u64)),
         control: Arc::new(NoControl),
+        failsafe: Default::default(),
     };
     let settings = RestApiSettings::new(listener.local_addr().expect("addr"), 30_000);
     let shutdown = async {

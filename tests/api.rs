@@ -9,6 +9,8 @@ use tenure::ha::Millis;
 mod agent_control;
 #[path = "api/control.rs"]
 mod control;
+#[path = "api/failsafe.rs"]
+mod failsafe;
 #[path = "api/harness.rs"]
 mod harness;
 #[path = "support/mod.rs"]

@@ -695,3 +695,21 @@ fn store_addresses_as_patroni_writes_them() {
     let text = etcd + "etcd3: {hosts: [e1], username: u}\n";
     assert!(err(&text).contains("etcd3.username"));
 }
+
+#[test]
+fn failsafe_settings_parse_and_a_timeout_that_cannot_land_is_refused() {
+    let c = ok(&base_with("tenure.failsafe_timeout", "1.5")).config;
+    assert_eq!(c.core_config().failsafe_timeout_ms, 1_500);
+    assert!(!c.bootstrap_failsafe_mode);
+    let c = ok(&base_with("bootstrap.dcs.failsafe_mode", "true"));
+    assert!(c.config.bootstrap_failsafe_mode);
+    assert!(
+        c.warnings
+            .iter()
+            .all(|w| !w.to_string().contains("failsafe")),
+        "failsafe_mode is no longer ignored"
+    );
+    let e = err(&base_with("tenure.failsafe_timeout", "60"));
+    assert!(e.contains("tenure.failsafe_timeout"), "{e}");
+    assert!(e.contains("failsafe"), "{e}");
+}

@@ -31,6 +31,10 @@ pub struct Executor {
     pub seen: BTreeMap<String, MemberRecord>,
     pub peers: Option<Vec<PeerProbe>>,
     pub divergence: Option<Divergence>,
+    /// Answers of the last failsafe round, for the next observation.
+    pub failsafe_replies: Option<Vec<crate::ha::FailsafeReply>>,
+    /// Who we are in a failsafe round (the runtime fills it in from the config).
+    pub failsafe: super::peers::FailsafePoster,
     job: Option<(Job, JoinHandle<Result<(), String>>)>,
     finished: Option<(Job, JobResult)>,
 }
@@ -53,6 +57,8 @@ impl Executor {
             seen: BTreeMap::new(),
             peers: None,
             divergence: None,
+            failsafe_replies: None,
+            failsafe: Default::default(),
             job: None,
             finished: None,
         }
@@ -167,6 +173,27 @@ impl Executor {
                 );
                 self.peers = Some(super::peers::probe_all(&members, &self.pg.name, creds).await);
                 Outcome::Done
+            }
+            Action::PostFailsafe { members } => {
+                let replies = super::peers::post_failsafe(members, &self.failsafe).await;
+                let missing: Vec<String> = replies
+                    .iter()
+                    .filter(|r| !r.accepted)
+                    .map(|r| r.name.to_string())
+                    .collect();
+                self.failsafe_replies = Some(replies);
+                if missing.is_empty() {
+                    Outcome::Done
+                } else {
+                    Outcome::Failed(format!("not confirmed by {}", missing.join(", ")))
+                }
+            }
+            Action::WriteFailsafe(members) => {
+                let members = members
+                    .iter()
+                    .map(|(n, u)| (n.to_string(), u.clone()))
+                    .collect();
+                store(self.dcs.write_failsafe(&members, deadline).await)
             }
             Action::StartJob(job) => self.start_job(job.clone()).await,
             Action::ArmFence { deadline } => {

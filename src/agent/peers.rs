@@ -144,3 +144,80 @@ pub fn tags_from_json(v: &serde_json::Value) -> Tags {
         other: Default::default(),
     }
 }
+
+/// Who we are in a `POST /failsafe` round, and how to reach the others.
+#[derive(Clone, Debug, Default)]
+pub struct FailsafePoster {
+    pub name: String,
+    pub conn_url: String,
+    pub api_url: String,
+    pub timeout_ms: u64,
+    /// The REST API's basic credentials: every member of a cluster is configured with the same ones.
+    pub basic_auth: Option<(String, String)>,
+    /// `restapi.token`, used when no basic credentials are configured.
+    pub token: Option<String>,
+}
+
+/// `POST /failsafe` to every member in parallel, each bounded by the failsafe timeout (one try).
+/// A member counts as accepting only on 200.
+pub async fn post_failsafe(
+    members: &[(NodeName, String)],
+    me: &FailsafePoster,
+) -> Vec<crate::ha::FailsafeReply> {
+    let limit = Duration::from_millis(me.timeout_ms.max(1));
+    let client = reqwest::Client::builder()
+        .timeout(limit)
+        .connect_timeout(limit)
+        .build()
+        .unwrap_or_default();
+    let body = serde_json::json!({
+        "name": me.name, "conn_url": me.conn_url, "api_url": me.api_url,
+    });
+    let mut set = tokio::task::JoinSet::new();
+    for (name, api_url) in members {
+        let (client, body, name, url) = (
+            client.clone(),
+            body.clone(),
+            name.clone(),
+            failsafe_url(api_url),
+        );
+        let (auth, token) = (me.basic_auth.clone(), me.token.clone());
+        set.spawn(async move {
+            let mut req = client.post(&url).json(&body);
+            if let Some((u, p)) = auth {
+                req = req.basic_auth(u, Some(p));
+            } else if let Some(t) = token {
+                req = req.bearer_auth(t);
+            }
+            let sent = tokio::time::timeout(limit, req.send()).await;
+            let accepted = matches!(sent, Ok(Ok(r)) if r.status().as_u16() == 200);
+            crate::ha::FailsafeReply { name, accepted }
+        });
+    }
+    let mut out: Vec<_> = set.join_all().await;
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    out
+}
+
+/// `http://h:8008/patroni` → `http://h:8008/failsafe` (Patroni's `urljoin(api_url, 'failsafe')`).
+pub fn failsafe_url(api_url: &str) -> String {
+    match api_url.rsplit_once('/') {
+        Some((base, _)) if base.contains("://") => format!("{base}/failsafe"),
+        _ => format!("{}/failsafe", api_url.trim_end_matches('/')),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::failsafe_url;
+
+    #[test]
+    fn failsafe_url_replaces_the_last_segment_as_patroni_does() {
+        assert_eq!(
+            failsafe_url("http://10.0.0.1:8008/patroni"),
+            "http://10.0.0.1:8008/failsafe"
+        );
+        assert_eq!(failsafe_url("https://h:8008"), "https://h:8008/failsafe");
+        assert_eq!(failsafe_url("http://h:8008/"), "http://h:8008/failsafe");
+    }
+}

@@ -124,6 +124,11 @@ pub fn apply_core(
         next.primary_start_timeout_ms = want.primary_start_timeout_ms;
         applied.push("primary_start_timeout");
     }
+    if want.failsafe_timeout_ms != core.failsafe_timeout_ms {
+        // Checked against the timing at load; a timing that leaves no room makes failsafe inert.
+        next.failsafe_timeout_ms = want.failsafe_timeout_ms;
+        applied.push("tenure.failsafe_timeout");
+    }
     let (old_t, new_t) = (core.timing, want.timing);
     if new_t.ttl_ms != old_t.ttl_ms || new_t.session_ttl_ms != old_t.session_ttl_ms {
         restart.push("ttl");

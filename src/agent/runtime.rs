@@ -56,10 +56,12 @@ pub async fn run_loop(
         reload: reload.clone(),
         wake: woken.clone(),
     });
+    let failsafe = crate::api::failsafe::SharedFailsafe::default();
     let state = ApiState {
         published: rx,
         clock: Arc::new(clock::monotonic),
         control,
+        failsafe: failsafe.clone(),
     };
     let (stop_api, api_stopped) = tokio::sync::oneshot::channel::<()>();
     let settings = config.restapi_settings();
@@ -74,8 +76,9 @@ pub async fn run_loop(
     let mut int = signal(SignalKind::interrupt()).map_err(AgentError::Signals)?;
     let mut hup = signal(SignalKind::hangup()).map_err(AgentError::Signals)?;
     let mut exec = Executor::new(dcs.clone(), pg.clone(), config.initdb.clone());
-    exec.bootstrap_config = bootstrap_config(&core);
+    exec.bootstrap_config = bootstrap_config(&core, &config);
     exec.watchdog = super::watchdog::Watchdog::new(config.watchdog.clone());
+    exec.failsafe = failsafe_poster(&config, &core);
     let mut mem = Memory::default();
     let mut outcomes: Vec<ActionOutcome> = Vec::new();
     let mut shutting_down = false;
@@ -116,6 +119,8 @@ pub async fn run_loop(
             divergence: exec.divergence.take(),
             shutting_down,
             request: pending.as_ref().map(|p| p.request.clone()),
+            failsafe_replies: exec.failsafe_replies.take(),
+            failsafe_grant: lock(&failsafe).grant.clone(),
         };
         let d = decide(&core, &mem, &obs);
         info!(reason = %d.reason, actions = ?d.actions, "cycle");
@@ -130,6 +135,8 @@ pub async fn run_loop(
         record.pause = d.status.paused;
         publish_api(&tx, &d, &record, &exec, &counters, dcs_last_seen);
         tx.send_modify(|p| p.maximum_lag_on_failover_bytes = core.maximum_lag_on_failover_bytes);
+        // Before any action runs: a POST /failsafe answered from now on sees this decision's answer.
+        lock(&failsafe).answer = d.status.failsafe;
         if matches!(obs.store, StoreView::Available(_)) {
             publish_member(dcs.as_ref(), &record, d.store_deadline).await;
         }
@@ -165,7 +172,8 @@ pub async fn run_loop(
                     core = r.core;
                     tags = r.tags;
                     retry_ms = core.timing.retry_timeout_ms;
-                    exec.bootstrap_config = bootstrap_config(&core);
+                    exec.bootstrap_config = bootstrap_config(&core, &config);
+                    exec.failsafe = failsafe_poster(&config, &core);
                 }
             }
         }
@@ -327,6 +335,25 @@ fn publish_api(
     });
 }
 
+fn lock(
+    cell: &crate::api::failsafe::SharedFailsafe,
+) -> std::sync::MutexGuard<'_, crate::api::failsafe::FailsafeCell> {
+    cell.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Who we are in a failsafe round: our name, URLs, the timeout and the REST credentials peers expect.
+fn failsafe_poster(config: &Config, core: &crate::ha::CoreConfig) -> super::peers::FailsafePoster {
+    let api = config.restapi_settings();
+    super::peers::FailsafePoster {
+        name: core.name.to_string(),
+        conn_url: config.pg_settings().conn_url(),
+        api_url: config.api_url(),
+        timeout_ms: core.failsafe_timeout_ms,
+        basic_auth: api.username.clone().zip(api.password.clone()),
+        token: api.token.clone(),
+    }
+}
+
 fn error_kind(e: &crate::dcs::DcsError) -> &'static str {
     match e {
         crate::dcs::DcsError::Unavailable(_) => "unavailable",
@@ -337,14 +364,18 @@ fn error_kind(e: &crate::dcs::DcsError) -> &'static str {
 }
 
 /// The dynamic settings a new cluster's leader uploads (Patroni's `bootstrap.dcs`, in seconds).
-fn bootstrap_config(core: &crate::ha::CoreConfig) -> serde_json::Value {
+fn bootstrap_config(core: &crate::ha::CoreConfig, config: &Config) -> serde_json::Value {
     let t = &core.timing;
-    serde_json::json!({
+    let mut v = serde_json::json!({
         "ttl": t.ttl_ms / 1000,
         "loop_wait": t.loop_wait_ms / 1000,
         "retry_timeout": t.retry_timeout_ms / 1000,
         "maximum_lag_on_failover": core.maximum_lag_on_failover_bytes,
         "primary_start_timeout": core.primary_start_timeout_ms / 1000,
         "postgresql": {"use_pg_rewind": core.use_pg_rewind},
-    })
+    });
+    if config.bootstrap_failsafe_mode {
+        v["failsafe_mode"] = serde_json::json!(true);
+    }
+    v
 }

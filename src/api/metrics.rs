@@ -115,11 +115,6 @@ pub fn render(p: &Published, now: Millis) -> String {
         flag(p.cluster.as_ref().is_some_and(unlocked)),
     );
     w.gauge(
-        "patroni_failsafe_mode_is_active",
-        "Value is 1 if failsafe mode is active (not supported).",
-        0.0,
-    );
-    w.gauge(
         "patroni_postgres_timeline",
         "PostgreSQL timeline of this node.",
         num(s.timeline.map(|t| u64::from(t.0))),
@@ -133,6 +128,11 @@ pub fn render(p: &Published, now: Millis) -> String {
         "patroni_pending_restart",
         "Value is 1 if PostgreSQL needs a restart (not reported).",
         0.0,
+    );
+    w.gauge(
+        "patroni_failsafe_mode_is_active",
+        "Value is 1 if failsafe mode is currently active.",
+        flag(s.failsafe_active),
     );
     w.gauge(
         "patroni_is_paused",

@@ -1,6 +1,7 @@
 //! The REST API (warp): health checks, status, metrics and control, answered from the agent's published status.
 mod auth;
 pub mod control;
+pub mod failsafe;
 pub mod health;
 mod metrics;
 pub mod requests;

@@ -20,8 +20,9 @@ use super::{metrics, status};
 pub const MAX_BODY_BYTES: usize = 64 * 1024;
 
 /// Paths served other than the health checks (for 405 versus 404).
-const PATHS: [&str; 10] = [
+const PATHS: [&str; 11] = [
     "/patroni",
+    "/failsafe",
     "/cluster",
     "/history",
     "/config",
@@ -92,6 +93,10 @@ where
                 c.history.clone().unwrap_or_else(|| serde_json::json!([])),
             )
         }),
+        (true, "/failsafe") => from_snapshot(ctx, |_, c| match &c.cluster.failsafe {
+            Some(k) => (200, serde_json::json!(k)),
+            None => (502, serde_json::json!("no valid failsafe key in the store")),
+        }),
         (true, "/config") => from_snapshot(ctx, |_, c| match &c.config {
             Some((v, _)) => (200, v.clone()),
             None => (502, serde_json::json!("no config in the store")),
@@ -104,7 +109,7 @@ where
         _ => match (method, path) {
             ("PATCH", "/config")
             | ("POST" | "DELETE", "/switchover")
-            | ("POST", "/failover" | "/restart" | "/reinitialize" | "/reload") => {
+            | ("POST", "/failover" | "/restart" | "/reinitialize" | "/reload" | "/failsafe") => {
                 control(ctx, method, path, headers, body).await
             }
             _ if PATHS.contains(&path) => text(405, "method not allowed"),
@@ -185,6 +190,13 @@ where
         Ok(b) => b,
         Err(r) => return r,
     };
+    if path == "/failsafe" {
+        // Peer to peer, with the same credentials as every control request (Patroni's check_access).
+        let now = (ctx.state.clock)();
+        let (code, message) = super::failsafe::post(&ctx.state.failsafe, now, &bytes);
+        tracing::debug!(code, %message, "REST API: POST /failsafe");
+        return text(code, &message);
+    }
     let c = &ctx.state.control;
     let outcome: Result<Response<Body>, ControlError> = async {
         Ok(match (method, path) {

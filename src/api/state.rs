@@ -71,6 +71,8 @@ impl Published {
                 lsn: None,
                 cycle_at: now,
                 leader: None,
+                failsafe: crate::ha::FailsafeAnswer::Off,
+                failsafe_active: false,
             },
             member: MemberRecord {
                 state: "stopped".into(),
@@ -96,4 +98,6 @@ pub struct ApiState {
     pub published: watch::Receiver<Published>,
     pub clock: Clock,
     pub control: Arc<dyn Control>,
+    /// Failsafe answer and grant, shared with the runtime (`api::failsafe`).
+    pub failsafe: super::failsafe::SharedFailsafe,
 }

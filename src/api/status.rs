@@ -40,6 +40,9 @@ pub fn patroni_json(p: &Published) -> Value {
     if p.status.paused {
         out.insert("pause".into(), json!(true));
     }
+    if p.status.failsafe_active {
+        out.insert("failsafe_mode_is_active".into(), json!(true));
+    }
     if p.cluster.as_ref().is_some_and(unlocked) {
         out.insert("cluster_unlocked".into(), json!(true));
     }

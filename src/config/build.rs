@@ -132,6 +132,13 @@ pub(crate) fn build(
         defaults::FENCE_BUDGET_MS,
     );
     let drift_max_ppm = tenure.drift_max_ppm.unwrap_or(defaults::DRIFT_MAX_PPM);
+    let bootstrap_failsafe_mode = dcs.failsafe_mode.unwrap_or(false);
+    let failsafe_set = tenure.failsafe_timeout.is_some();
+    let failsafe_timeout_ms = ctx.ms(
+        tenure.failsafe_timeout,
+        "tenure.failsafe_timeout",
+        crate::ha::config::DEFAULT_FAILSAFE_TIMEOUT_MS,
+    );
     let primary_start_timeout_ms = ctx.ms(
         dcs.primary_start_timeout,
         "bootstrap.dcs.primary_start_timeout",
@@ -173,6 +180,15 @@ pub(crate) fn build(
     };
     if let Some(consul) = is_consul {
         timing::check(&timing, consul, ctx);
+    }
+    // Only an explicit setting is an error: with the default, settings that leave no room for failsafe
+    // rounds stay valid, and failsafe mode then never extends the fence (it fences as without it).
+    if let (true, Err(e)) = (failsafe_set, timing.validate_failsafe(failsafe_timeout_ms)) {
+        ctx.invalid(
+            "tenure.failsafe_timeout",
+            e.to_string(),
+            Some("lower tenure.failsafe_timeout, or raise ttl"),
+        );
     }
 
     let restapi = super::restapi::build(raw.restapi.take(), ctx);
@@ -252,6 +268,7 @@ pub(crate) fn build(
     core.remove_data_directory_on_rewind_failure = rewind.on_rewind_failure;
     core.remove_data_directory_on_diverged_timelines = rewind.on_diverged_timelines;
     core.watchdog = watchdog.mode;
+    core.failsafe_timeout_ms = failsafe_timeout_ms;
     Some(Config {
         file: ctx.file.to_path_buf(),
         scope,
@@ -265,6 +282,7 @@ pub(crate) fn build(
         clonefrom: tags.clonefrom,
         watchdog,
         fencer,
+        bootstrap_failsafe_mode,
     })
 }
 

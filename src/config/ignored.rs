@@ -52,10 +52,6 @@ pub const IGNORED: &[(&str, &str)] = &[
         "tenure replicates asynchronously only",
     ),
     (
-        "bootstrap.dcs.failsafe_mode",
-        "a primary without its lease always stops (no failsafe mode)",
-    ),
-    (
         "bootstrap.dcs.slots",
         "permanent replication slots are not managed",
     ),

@@ -106,6 +106,8 @@ pub struct Config {
     pub clonefrom: bool,
     pub watchdog: WatchdogSettings,
     pub fencer: FencerSettings,
+    /// `bootstrap.dcs.failsafe_mode`: written to the `config` key when this node creates the cluster.
+    pub bootstrap_failsafe_mode: bool,
 }
 
 /// A config and the warnings (ignored keys, unknown variables) found while reading it.

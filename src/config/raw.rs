@@ -290,7 +290,8 @@ pub struct RawDcs {
     pub synchronous_mode_strict: Option<Ignored>,
     pub synchronous_node_count: Option<Ignored>,
     pub maximum_lag_on_syncnode: Option<Ignored>,
-    pub failsafe_mode: Option<Ignored>,
+    /// Patroni's `failsafe_mode`, uploaded with the rest of `bootstrap.dcs`.
+    pub failsafe_mode: Option<bool>,
     pub slots: Option<Ignored>,
     pub ignore_slots: Option<Ignored>,
     pub check_timeline: Option<Ignored>,
@@ -379,6 +380,8 @@ pub struct RawWatchdog {
 pub struct RawTenure {
     pub fence_budget: Option<Seconds>,
     pub drift_max_ppm: Option<u64>,
+    /// Seconds every member has to answer the primary's `POST /failsafe` (Patroni: a fixed 2 s).
+    pub failsafe_timeout: Option<Seconds>,
     pub fencer: Option<RawFencer>,
     /// Run PostgreSQL's binaries as this user (the agent itself may then run as root).
     pub run_as: Option<String>,

@@ -70,6 +70,14 @@ pub(crate) fn check(t: &Timing, consul: bool, ctx: &mut Ctx) {
             s => format!("bootstrap.dcs.{s}"),
         },
         TimingError::DriftTooLarge(_) => "tenure.drift_max_ppm".to_string(),
+        TimingError::FailsafeCannotLand { .. } => format!(
+            "bootstrap.dcs.ttl ({}), loop_wait ({}), retry_timeout ({}), tenure.fence_budget ({}) and \
+             tenure.failsafe_timeout",
+            secs(t.ttl_ms),
+            secs(t.loop_wait_ms),
+            secs(t.retry_timeout_ms),
+            secs(t.fence_budget_ms)
+        ),
         TimingError::LoopTooSlowForTtl { .. } => format!(
             "bootstrap.dcs.ttl ({}), loop_wait ({}) and retry_timeout ({})",
             secs(t.ttl_ms),

@@ -53,6 +53,9 @@ impl KeyLayout {
     pub fn status(&self) -> String {
         format!("{}status", self.prefix)
     }
+    pub fn failsafe(&self) -> String {
+        format!("{}failsafe", self.prefix)
+    }
 }
 
 /// The `members/<name>` JSON, field for field as Patroni writes it (patroni-compat §2.2).
@@ -201,7 +204,22 @@ pub fn dynamic_config_from_json(config: &serde_json::Value) -> DynamicConfig {
     DynamicConfig {
         pause: config.get("pause").is_some_and(json_truthy),
         missing: false,
+        failsafe_mode: config.get("failsafe_mode").is_some_and(json_truthy),
     }
+}
+
+/// The `failsafe` key's JSON (`{"pg1": "http://10.0.0.1:8008/patroni", ...}`), as Patroni writes it.
+pub fn failsafe_json(members: &BTreeMap<String, String>) -> String {
+    serde_json::to_string(members).unwrap_or_else(|_| "{}".into())
+}
+
+/// The `failsafe` key as the core reads it; `None` when it is not a JSON object of strings (Patroni
+/// discards a garbage key too).
+pub fn failsafe_from_json(text: &str) -> Option<BTreeMap<NodeName, String>> {
+    let v: BTreeMap<String, serde_json::Value> = serde_json::from_str(text).ok()?;
+    v.into_iter()
+        .map(|(k, u)| Some((NodeName::new(k), u.as_str()?.to_string())))
+        .collect()
 }
 
 /// The `status` key's `optime`, if present and numeric.
@@ -430,6 +448,30 @@ mod tests {
         assert_eq!(
             (m.role, m.state, m.lsn),
             (MemberRole::Primary, MemberState::Stopped, None)
+        );
+    }
+
+    #[test]
+    fn failsafe_key_and_mode_read_as_patroni_writes_them() {
+        let k = failsafe_from_json(
+            r#"{"pg1": "http://h1:8008/patroni", "pg2": "http://h2:8008/patroni"}"#,
+        )
+        .expect("a valid key");
+        assert_eq!(
+            k.get(&NodeName::new("pg2")).map(String::as_str),
+            Some("http://h2:8008/patroni")
+        );
+        assert_eq!(failsafe_from_json("[1, 2]"), None, "garbage is no key");
+        assert_eq!(failsafe_from_json(r#"{"pg1": 5}"#), None);
+        let members = [("pg1".to_string(), "u".to_string())].into_iter().collect();
+        assert_eq!(failsafe_json(&members), r#"{"pg1":"u"}"#);
+        assert!(
+            dynamic_config_from_json(&serde_json::json!({"failsafe_mode": true})).failsafe_mode
+        );
+        assert!(!dynamic_config_from_json(&serde_json::json!({})).failsafe_mode);
+        assert_eq!(
+            KeyLayout::new("service", "batman").failsafe(),
+            "service/batman/failsafe"
         );
     }
 

@@ -84,6 +84,12 @@ pub trait Dcs: Send + Sync {
         history: &serde_json::Value,
         deadline: Instant,
     ) -> Result<(), DcsError>;
+    /// Write `failsafe` (`{name: api_url}` of every member) as the leader, in failsafe mode.
+    async fn write_failsafe(
+        &self,
+        members: &std::collections::BTreeMap<String, String>,
+        deadline: Instant,
+    ) -> Result<(), DcsError>;
     /// Block until the leader key changes from `index` or `wait_ms` passes; returns the new index.
     async fn watch_leader(&self, index: u64, wait_ms: u64) -> Result<u64, DcsError>;
     /// Destroy our session/lease (and so every key bound to it). Used on shutdown and in tests.

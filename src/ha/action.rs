@@ -1,4 +1,5 @@
 //! What the core asks the shell to do, and what it reports: actions, the decision, node status, the reason.
+use std::collections::BTreeMap;
 use std::fmt;
 
 use super::memory::Memory;
@@ -28,6 +29,8 @@ pub enum Action {
     WriteConfig,
     /// Publish our timeline history to `history` (after a promotion: our timeline is newer than the store's).
     WriteHistory(Timeline),
+    /// The leader writes the `failsafe` key: `{name: api_url}` of every member (failsafe mode only).
+    WriteFailsafe(BTreeMap<NodeName, String>),
     // --- PostgreSQL ---
     /// Start as a replica streaming from `upstream` (none: read-only, no upstream).
     StartReplica { upstream: Option<NodeName> },
@@ -45,6 +48,10 @@ pub enum Action {
     CheckDivergence { leader: NodeName },
     /// Probe every member's REST API (results in `Observation::peers`).
     ProbePeers,
+    /// `POST /failsafe` to each of these members (name, api_url) in parallel, bounded by the failsafe
+    /// timeout; answers in `Observation::failsafe_replies`, the round's send time in the outcome's `sent_at`.
+    /// `Done` only if every member answered 200, so an `ArmFence` after it runs only on a full confirmation.
+    PostFailsafe { members: Vec<(NodeName, String)> },
     /// Start a long job in the background.
     StartJob(Job),
     // --- fencing ---
@@ -70,6 +77,7 @@ impl Action {
                 | Action::ClearSwitchover
                 | Action::WriteOptime(_)
                 | Action::WriteHistory(_)
+                | Action::WriteFailsafe(_)
                 | Action::WriteConfig
         )
     }
@@ -204,6 +212,22 @@ pub struct NodeStatus {
     /// When the cycle that produced this status ran (liveness).
     pub cycle_at: Millis,
     pub leader: Option<NodeName>,
+    /// How `POST /failsafe` is answered until the next decision.
+    pub failsafe: FailsafeAnswer,
+    /// The primary runs on its failsafe extension (the store is unreachable, every member confirmed it).
+    pub failsafe_active: bool,
+}
+
+/// The answer to a peer's `POST /failsafe` (Patroni's codes).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum FailsafeAnswer {
+    /// 502: failsafe_mode is off (or not known yet).
+    #[default]
+    Off,
+    /// 200 "Accepted": the shell records the grant, then answers.
+    Accept,
+    /// 500 "Running as a leader": we run (or are about to run) as primary, or hold the leader lease.
+    Leader,
 }
 
 /// Why the cycle did what it did: exactly one per cycle; its Display is the cycle's INFO log line.
@@ -215,11 +239,21 @@ pub enum Reason {
     Bootstrapping,
     WaitingForBootstrap,
     NoFailoverNeverBootstraps,
-    SystemIdMismatch { ours: String, cluster: String },
-    Cloning { from: NodeName },
+    SystemIdMismatch {
+        ours: String,
+        cluster: String,
+    },
+    Cloning {
+        from: NodeName,
+    },
     WaitingForLeaderToClone,
-    JobRunning { job: Job },
-    JobFailed { job: Job, why: String },
+    JobRunning {
+        job: Job,
+    },
+    JobFailed {
+        job: Job,
+        why: String,
+    },
     // leading
     AcquiringAfterBootstrap,
     Leading,
@@ -228,50 +262,124 @@ pub enum Reason {
     CrashedPrimaryGaveUp,
     Renewing,
     // following
-    Following { leader: NodeName },
-    StartingReplica { leader: Option<NodeName> },
-    Reconfiguring { leader: NodeName },
-    CheckingDivergence { leader: NodeName },
-    Rewinding { leader: NodeName },
-    Reinitializing { leader: NodeName },
-    DivergedNoRewind { leader: NodeName },
-    RewindFailedStaying { leader: NodeName },
+    Following {
+        leader: NodeName,
+    },
+    StartingReplica {
+        leader: Option<NodeName>,
+    },
+    Reconfiguring {
+        leader: NodeName,
+    },
+    CheckingDivergence {
+        leader: NodeName,
+    },
+    Rewinding {
+        leader: NodeName,
+    },
+    Reinitializing {
+        leader: NodeName,
+    },
+    DivergedNoRewind {
+        leader: NodeName,
+    },
+    RewindFailedStaying {
+        leader: NodeName,
+    },
     // race
     ProbingPeers,
     Acquiring,
-    NotHealthiest { better: NodeName },
-    PrimaryStillRunning { peer: NodeName },
-    TooMuchLag { lag_bytes: u64 },
+    NotHealthiest {
+        better: NodeName,
+    },
+    PrimaryStillRunning {
+        peer: NodeName,
+    },
+    TooMuchLag {
+        lag_bytes: u64,
+    },
     NoFailover,
-    BehindClusterTimeline { ours: Timeline, cluster: Timeline },
-    LostRace { leader: NodeName },
+    BehindClusterTimeline {
+        ours: Timeline,
+        cluster: Timeline,
+    },
+    LostRace {
+        leader: NodeName,
+    },
     NoLeaderWaiting,
-    ResumeGrace { remaining_ms: u64 },
+    ResumeGrace {
+        remaining_ms: u64,
+    },
     // demotion
     DemotingLockLost,
-    FenceUnavailable { why: String },
-    DemotingOtherLeader { leader: NodeName },
+    FenceUnavailable {
+        why: String,
+    },
+    DemotingOtherLeader {
+        leader: NodeName,
+    },
     DemotingNoLease,
     FencingStoreUnavailable,
     // switchover
-    SwitchoverScheduled { at_ms: u64 },
-    SwitchoverStopping { candidate: Option<NodeName> },
-    SwitchoverWaitingForCandidate { candidate: Option<NodeName> },
+    SwitchoverScheduled {
+        at_ms: u64,
+    },
+    SwitchoverStopping {
+        candidate: Option<NodeName>,
+    },
+    SwitchoverWaitingForCandidate {
+        candidate: Option<NodeName>,
+    },
     SwitchoverReleasing,
-    SwitchoverCatchingUp { ours: Lsn, wanted: Lsn },
-    SwitchoverRefused { why: String },
+    SwitchoverCatchingUp {
+        ours: Lsn,
+        wanted: Lsn,
+    },
+    SwitchoverRefused {
+        why: String,
+    },
     FailoverCandidateAcquiring,
-    WaitingForSwitchoverCandidate { candidate: NodeName },
+    WaitingForSwitchoverCandidate {
+        candidate: NodeName,
+    },
+    // failsafe
+    FailsafeKeeping {
+        remaining_ms: u64,
+        members: usize,
+    },
+    FailsafeNotConfirmed {
+        missing: Vec<NodeName>,
+        remaining_ms: u64,
+    },
+    FailsafeReacquiring,
+    FailsafeGrantHeld {
+        leader: NodeName,
+        remaining_ms: u64,
+    },
+    FailsafeStartupWait {
+        remaining_ms: u64,
+    },
+    NotInFailsafeKey,
     // store
-    StoreUnavailableKeeping { remaining_ms: u64 },
+    StoreUnavailableKeeping {
+        remaining_ms: u64,
+    },
     StoreUnavailableFollowing,
     StoreUnavailableStopped,
     // pause
-    Paused { what: String },
+    Paused {
+        what: String,
+    },
     // operator requests (REST /restart, /reinitialize)
-    OperatorRestart { role: NodeRole },
-    OperatorReinitialize { leader: NodeName },
-    OperatorRequestRefused { why: Refusal },
+    OperatorRestart {
+        role: NodeRole,
+    },
+    OperatorReinitialize {
+        leader: NodeName,
+    },
+    OperatorRequestRefused {
+        why: Refusal,
+    },
     // shutdown
     ShuttingDown,
     ShutdownComplete,
@@ -371,6 +479,40 @@ impl fmt::Display for Reason {
             StoreUnavailableKeeping { remaining_ms } => write!(
                 f,
                 "the store is unreachable: still primary for {remaining_ms} ms of lease unless renewed"
+            ),
+            FailsafeKeeping { remaining_ms, members } => write!(
+                f,
+                "the store is unreachable: continue to run as a leader because failsafe mode is enabled and all \
+                 {members} members are accessible ({remaining_ms} ms left unless confirmed again)"
+            ),
+            FailsafeNotConfirmed { missing, remaining_ms } => {
+                let names: Vec<&str> = missing.iter().map(|n| n.as_str()).collect();
+                write!(
+                    f,
+                    "the store is unreachable and failsafe mode could not confirm us ({} did not accept): \
+                     fencing at the deadline in {remaining_ms} ms",
+                    names.join(", ")
+                )
+            }
+            FailsafeReacquiring => write!(
+                f,
+                "the store is back and the leader key is free: the failsafe primary takes it again"
+            ),
+            FailsafeGrantHeld {
+                leader,
+                remaining_ms,
+            } => write!(
+                f,
+                "not racing: {leader} ran as a failsafe leader confirmed by us; its grant ends in {remaining_ms} ms"
+            ),
+            FailsafeStartupWait { remaining_ms } => write!(
+                f,
+                "not racing: failsafe mode is on and this agent just started (a grant it gave before may still \
+                 run for {remaining_ms} ms)"
+            ),
+            NotInFailsafeKey => write!(
+                f,
+                "not racing: failsafe mode is on and this member is not in the failsafe key"
             ),
             StoreUnavailableFollowing => write!(f, "the store is unreachable: following as before, not racing"),
             StoreUnavailableStopped => write!(f, "the store is unreachable: staying as we are"),

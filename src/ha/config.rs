@@ -29,6 +29,9 @@ pub struct CoreConfig {
     pub remove_data_directory_on_rewind_failure: bool,
     pub remove_data_directory_on_diverged_timelines: bool,
     pub watchdog: WatchdogMode,
+    /// How long a failsafe round waits for every member's answer to `POST /failsafe` (Patroni: 2 s).
+    /// Checked against the timing by [`Timing::validate_failsafe`].
+    pub failsafe_timeout_ms: u64,
     /// Test-only: a deliberately broken rule, to prove the simulator's checkers can fail.
     #[cfg(feature = "mutants")]
     pub mutant: Option<super::mutants::Mutant>,
@@ -83,12 +86,68 @@ pub enum TimingError {
     },
     #[error("drift_max_ppm ({0}) must be below 100000 (10%)")]
     DriftTooLarge(u64),
+    #[error(
+        "loop_wait ({loop_wait_ms} ms) + retry_timeout ({retry_timeout_ms} ms) + 2 * failsafe_timeout \
+         ({failsafe_timeout_ms} ms) + fence_budget ({fence_budget_ms} ms) must not exceed the failsafe \
+         extension ttl * (1 - 2 * drift) = {usable_ms} ms: a failsafe round must be able to land before the last \
+         one runs out; lower failsafe_timeout or raise ttl"
+    )]
+    FailsafeCannotLand {
+        loop_wait_ms: u64,
+        retry_timeout_ms: u64,
+        failsafe_timeout_ms: u64,
+        fence_budget_ms: u64,
+        usable_ms: u64,
+    },
 }
+
+/// Patroni's hard-coded `POST /failsafe` timeout.
+pub const DEFAULT_FAILSAFE_TIMEOUT_MS: u64 = 2_000;
 
 impl Timing {
     /// The part of a session TTL we may count on, given clock drift.
     pub fn usable_session_ms(&self) -> u64 {
         self.session_ttl_ms * (1_000_000 - self.drift_max_ppm) / 1_000_000
+    }
+
+    /// The part of a failsafe grant (`ttl` on the granting replica's clock) the primary may count on: both
+    /// clocks may drift, each by `drift_max`, so `ttl * (1 - 2 * drift)` true time is covered by the grant.
+    pub fn failsafe_usable_ms(&self) -> u64 {
+        self.ttl_ms * (1_000_000 - 2 * self.drift_max_ppm) / 1_000_000
+    }
+
+    /// How far an accepted failsafe round sent at `t` extends the fence: `t + failsafe_extension_ms()`, so
+    /// PostgreSQL is stopped (fence budget included) before any confirming replica's grant ends.
+    pub fn failsafe_extension_ms(&self) -> u64 {
+        self.failsafe_usable_ms()
+            .saturating_sub(self.fence_budget_ms)
+    }
+
+    /// The failsafe rule: the next round (decided within a loop, a store timeout and the previous round's
+    /// `failsafe_timeout` of the last, answered within another) must land before the last extension runs out.
+    pub fn validate_failsafe(&self, failsafe_timeout_ms: u64) -> Result<(), TimingError> {
+        if failsafe_timeout_ms < 100 {
+            return Err(TimingError::TooSmall {
+                setting: "failsafe_timeout",
+                min_ms: 100,
+                got_ms: failsafe_timeout_ms,
+            });
+        }
+        let usable_ms = self.failsafe_usable_ms();
+        let need = self.loop_wait_ms
+            + self.retry_timeout_ms
+            + 2 * failsafe_timeout_ms
+            + self.fence_budget_ms;
+        if need > usable_ms {
+            return Err(TimingError::FailsafeCannotLand {
+                loop_wait_ms: self.loop_wait_ms,
+                retry_timeout_ms: self.retry_timeout_ms,
+                failsafe_timeout_ms,
+                fence_budget_ms: self.fence_budget_ms,
+                usable_ms,
+            });
+        }
+        Ok(())
     }
 
     /// Check every rule of GUIDE §4.
@@ -149,9 +208,17 @@ impl CoreConfig {
             remove_data_directory_on_rewind_failure: false,
             remove_data_directory_on_diverged_timelines: false,
             watchdog: WatchdogMode::Off,
+            failsafe_timeout_ms: DEFAULT_FAILSAFE_TIMEOUT_MS,
             #[cfg(feature = "mutants")]
             mutant: None,
         })
+    }
+
+    /// Whether failsafe mode can work with these settings (otherwise the core never extends on it).
+    pub fn failsafe_fits(&self) -> bool {
+        self.timing
+            .validate_failsafe(self.failsafe_timeout_ms)
+            .is_ok()
     }
 
     /// Whether this node may ever become primary.

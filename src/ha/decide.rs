@@ -1,6 +1,7 @@
 //! `decide()`: the one place with top-level branching. Absorbs last actions' outcomes, picks a path, fences.
 use super::action::{Action, Decision, Refusal, RequestAnswer, StopMode};
 use super::config::{CoreConfig, MutantName};
+use super::failsafe;
 use super::follower;
 use super::leader;
 use super::lease::{call_budget_ms, Lease};
@@ -97,6 +98,7 @@ pub(crate) struct Ctx<'a> {
 /// The decision core's entry point: total and pure.
 pub fn decide(cfg: &CoreConfig, mem: &Memory, obs: &Observation) -> Decision {
     let mut mem = absorb(cfg, mem, obs);
+    mem.started_at.get_or_insert(obs.now);
     if matches!(obs.pg, PgState::Running(ref r) if r.role == PgRole::Primary) {
         // Whatever we knew about our history against the leader is void once we ran as a primary (even one
         // promoted behind our back): check again before following anyone.
@@ -126,8 +128,16 @@ pub fn decide(cfg: &CoreConfig, mem: &Memory, obs: &Observation) -> Decision {
     } else {
         let fresh = obs.now.since(obs.store_read_at) <= cfg.timing.retry_timeout_ms;
         match &obs.store {
-            StoreView::Available(c) if fresh => with_store(&ctx, &mut mem, c, &mut answer),
-            _ => store_unavailable(&ctx, &mut mem),
+            StoreView::Available(c) if fresh => {
+                failsafe::remember(&ctx, &mut mem, c);
+                let mut plan = with_store(&ctx, &mut mem, c, &mut answer);
+                failsafe::write_key(&ctx, &mem, c, &mut plan);
+                failsafe::guard(&ctx, &mut mem, Some(c), plan)
+            }
+            _ => {
+                let plan = store_unavailable(&ctx, &mut mem);
+                failsafe::guard(&ctx, &mut mem, None, plan)
+            }
         }
     };
     // A request the cycle had no room for (shutdown, no fresh store snapshot, a safety path first) is
@@ -141,7 +151,14 @@ pub fn decide(cfg: &CoreConfig, mem: &Memory, obs: &Observation) -> Decision {
     });
     let actions = fence(&ctx, &mem, plan.actions);
     mem.probes_sent_at = actions.contains(&Action::ProbePeers).then_some(ctx.now);
+    if actions
+        .iter()
+        .any(|a| matches!(a, Action::PostFailsafe { .. }))
+    {
+        mem.failsafe_sent_at = Some(ctx.now);
+    }
     check_rules(&ctx, &mem, &actions);
+    failsafe::check(&ctx, &actions);
     let wake_at = plan
         .wake_at
         .unwrap_or_else(|| ctx.now.plus_ms(cfg.timing.loop_wait_ms))
@@ -156,9 +173,13 @@ pub fn decide(cfg: &CoreConfig, mem: &Memory, obs: &Observation) -> Decision {
         .now
         .plus_ms(call_budget_ms(&cfg.timing, mem.lease.as_ref(), ctx.now));
     let consistent_read = actions.contains(&Action::AcquireLeader);
+    let mut node_status = status::node(&ctx, &mem);
+    node_status.failsafe = failsafe::answer(&ctx, &mem, &actions);
+    node_status.failsafe_active =
+        ctx.local.is_primary() && mem.lease.is_none() && failsafe::until(&mem, ctx.now).is_some();
     Decision {
         member: status::member(&ctx),
-        status: status::node(&ctx, &mem),
+        status: node_status,
         memory: mem,
         actions,
         reason: plan.reason,
@@ -186,6 +207,10 @@ pub(crate) fn absorb(cfg: &CoreConfig, mem: &Memory, obs: &Observation) -> Memor
             *sent_at
         };
         absorb_one(cfg, &mut m, action, from, result);
+        if let (Action::PostFailsafe { members }, Outcome::Done) = (action, result) {
+            let replies = obs.failsafe_replies.as_deref();
+            failsafe::absorb_round(cfg, &mut m, members, *sent_at, replies, obs.now);
+        }
     }
     if let Some(d) = &obs.divergence {
         m.divergence = Some(d.clone());
@@ -195,6 +220,9 @@ pub(crate) fn absorb(cfg: &CoreConfig, mem: &Memory, obs: &Observation) -> Memor
     }
     if m.lease.is_some_and(|l| !l.valid_at(obs.now)) {
         m.lease = None;
+    }
+    if m.failsafe_until.is_some_and(|u| obs.now >= u) {
+        m.failsafe_until = None;
     }
     m
 }
@@ -208,10 +236,16 @@ fn absorb_one(
 ) {
     let t = &cfg.timing;
     match (action, result) {
-        (Action::AcquireLeader, Outcome::Done) => m.lease = Some(Lease::from_ack(t, sent_at)),
+        (Action::AcquireLeader, Outcome::Done) => {
+            m.lease = Some(Lease::from_ack(t, sent_at));
+            m.failsafe_until = None;
+        }
         (Action::RenewLeader, Outcome::Done) => {
             // A renew only extends a lease we still hold; it never resurrects one.
             m.lease = m.lease.map(|l| l.extended(t, sent_at));
+            if m.lease.is_some() {
+                m.failsafe_until = None;
+            }
         }
         (Action::AcquireLeader | Action::RenewLeader, Outcome::Rejected) => m.lease = None,
         (Action::ReleaseLeader, Outcome::Done | Outcome::Unknown) => {
@@ -268,6 +302,12 @@ fn with_store(
     }
     if let Some(plan) = follower::system_id_mismatch(ctx, c) {
         return plan;
+    }
+    if let Some(plan) = failsafe::reacquire(ctx, mem, c) {
+        return plan;
+    }
+    if c.leader.is_some() && !mine {
+        mem.failsafe_until = None;
     }
     if let Some(plan) = leader::stop_unleased_primary(ctx, mem, c) {
         return plan;
@@ -344,24 +384,31 @@ fn store_unavailable(ctx: &Ctx, mem: &mut Memory) -> Plan {
         Local::Primary(_) if ctx.cfg.mutant(MutantName::NoFenceWhenStoreDown) => {
             Plan::idle(Reason::StoreUnavailableKeeping { remaining_ms: 0 }).wake(retry_at)
         }
-        Local::Primary(_) => match mem.lease {
-            Some(l) => Plan::act(
-                Reason::StoreUnavailableKeeping {
-                    remaining_ms: l.remaining_ms(ctx.now),
-                },
-                vec![Action::RenewLeader],
-            )
-            .wake(retry_at.min(l.deadline)),
-            None => Plan::act(
-                Reason::FencingStoreUnavailable,
-                vec![Action::Stop {
-                    mode: StopMode::Fast,
-                }],
-            )
-            .wake(retry_at),
-        },
+        // Failsafe: every member confirms us (or is asked to); where it does not apply, as without it.
+        Local::Primary(_) => failsafe::store_down_primary(ctx, mem, retry_at)
+            .unwrap_or_else(|| fence_or_renew(ctx, mem, retry_at)),
         Local::Replica(_) => Plan::idle(Reason::StoreUnavailableFollowing).wake(retry_at),
         _ => Plan::idle(Reason::StoreUnavailableStopped).wake(retry_at),
+    }
+}
+
+/// The store is unreachable and failsafe does not apply: renew until the lease deadline, then stop.
+fn fence_or_renew(ctx: &Ctx, mem: &Memory, retry_at: Millis) -> Plan {
+    match mem.lease {
+        Some(l) => Plan::act(
+            Reason::StoreUnavailableKeeping {
+                remaining_ms: l.remaining_ms(ctx.now),
+            },
+            vec![Action::RenewLeader],
+        )
+        .wake(retry_at.min(l.deadline)),
+        None => Plan::act(
+            Reason::FencingStoreUnavailable,
+            vec![Action::Stop {
+                mode: StopMode::Fast,
+            }],
+        )
+        .wake(retry_at),
     }
 }
 
@@ -443,7 +490,10 @@ fn fence(ctx: &Ctx, mem: &Memory, mut actions: Vec<Action>) -> Vec<Action> {
 /// The fence deadline: the lease's; in pause, while this agent lives, at least one usable TTL from now
 /// (pause must not stop PostgreSQL because the store is away, but a dead agent still fences).
 pub(crate) fn fence_deadline(ctx: &Ctx, mem: &Memory) -> Option<Millis> {
-    let lease = mem.lease.map(|l| l.deadline);
+    let lease = mem
+        .lease
+        .map(|l| l.deadline)
+        .max(failsafe::until(mem, ctx.now));
     let store_down = matches!(ctx.obs.store, StoreView::Unavailable);
     let naive = store_down && ctx.cfg.mutant(MutantName::NoFenceWhenStoreDown);
     if (mem.paused || naive) && !ctx.obs.shutting_down {

@@ -264,7 +264,9 @@ pub(crate) fn no_leader(ctx: &Ctx, mem: &mut Memory, c: &Cluster) -> Plan {
                     ctx.now,
                 );
             }
-        } else if candidate_alive(ctx, &cand) != Some(false) {
+        } else if super::failsafe::may_race(mem, c, &cand)
+            && candidate_alive(ctx, &cand) != Some(false)
+        {
             return wait_for_candidate(cand);
         }
     }

@@ -1,4 +1,6 @@
 //! What the core remembers between cycles. Never persisted: a restarted agent re-derives it.
+use std::collections::BTreeMap;
+
 use super::lease::Lease;
 use super::observation::Divergence;
 use super::types::{Millis, NodeName};
@@ -39,4 +41,18 @@ pub struct Memory {
     /// An operator's restart or reinitialize stopped PostgreSQL: start it again even in pause (cleared
     /// once it runs).
     pub operator_start: bool,
+    /// The last `failsafe_mode` seen in the store (kept while the store is unreachable).
+    pub failsafe_mode: bool,
+    /// Whom a failsafe round must reach: every name in the `failsafe` key we read and in the value we want
+    /// written, with its api_url and when we last saw it there (dropped after a ttl unseen).
+    pub failsafe_members: BTreeMap<NodeName, (String, Millis)>,
+    /// The last read found a `failsafe` key (a primary never extends on a key it has not seen).
+    pub failsafe_key_seen: bool,
+    /// Primary: the failsafe extension, derived from the send time of a round every member accepted.
+    pub failsafe_until: Option<Millis>,
+    /// Primary: when the last failsafe round was sent.
+    pub failsafe_sent_at: Option<Millis>,
+    /// When this agent's first decision ran: a grant given by an earlier incarnation is lost with its
+    /// memory, so with failsafe on a fresh agent does not race for a ttl.
+    pub started_at: Option<Millis>,
 }

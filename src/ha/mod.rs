@@ -3,6 +3,7 @@ pub mod action;
 pub mod config;
 mod decide;
 mod election;
+mod failsafe;
 mod follower;
 pub mod health;
 mod leader;
@@ -15,8 +16,8 @@ mod status;
 pub mod types;
 
 pub use action::{
-    Action, Decision, Job, MemberStatus, NodeRole, NodeStatus, Reason, Refusal, RequestAnswer,
-    StopMode,
+    Action, Decision, FailsafeAnswer, Job, MemberStatus, NodeRole, NodeStatus, Reason, Refusal,
+    RequestAnswer, StopMode,
 };
 pub use config::{CoreConfig, Timing, TimingError, WatchdogMode};
 pub use decide::decide;

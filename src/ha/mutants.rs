@@ -17,6 +17,10 @@ pub enum Mutant {
     NeverRace,
     /// Race even from a timeline older than the cluster's.
     RaceIgnoresTimeline,
+    /// Extend the failsafe fence from when the round's answers were observed instead of when it was sent.
+    FailsafeFromReceive,
+    /// A replica ignores the failsafe grant it gave and races as soon as the leader key is free.
+    FailsafeIgnoreGrant,
     /// Simulator-only: the watchdog never fires.
     WatchdogNeverFires,
 }

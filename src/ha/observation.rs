@@ -26,6 +26,10 @@ pub struct Observation {
     pub divergence: Option<Divergence>,
     /// The agent was asked to stop (SIGTERM): the core plans the orderly exit.
     pub shutting_down: bool,
+    /// Answers to the previous decision's `PostFailsafe` round (its send time is the action outcome's).
+    pub failsafe_replies: Option<Vec<FailsafeReply>>,
+    /// The last `POST /failsafe` this node accepted (a replica), as the shell recorded it.
+    pub failsafe_grant: Option<FailsafeGrant>,
     /// An operator's request to this node (REST `POST /restart`, `/reinitialize`), answered by this
     /// decision's `answer`.
     pub request: Option<OperatorRequest>,
@@ -39,6 +43,22 @@ pub enum OperatorRequest {
     /// Throw the data directory away and clone it again from the leader. `force` is accepted for
     /// Patroni's sake but cannot cancel a running job: a running job refuses the request either way.
     Reinitialize { force: bool },
+}
+
+/// One member's answer to `POST /failsafe`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FailsafeReply {
+    pub name: NodeName,
+    /// 200 "Accepted" within the timeout; anything else (500, 502, timeout, no route) is false.
+    pub accepted: bool,
+}
+
+/// A leader this node confirmed over REST while the store was down, and when (our monotonic clock) the
+/// request was received, stamped *before* the 200 was sent. The core does not race against it for `ttl`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FailsafeGrant {
+    pub leader: NodeName,
+    pub received_at: Millis,
 }
 
 /// The coordination store as seen this cycle.
@@ -66,6 +86,9 @@ pub struct Cluster {
     pub timeline: Option<Timeline>,
     /// Who announced `timeline` (the `new_leader` of the last `history` line).
     pub timeline_owner: Option<NodeName>,
+    /// The `failsafe` key (`{name: api_url}`), written by the leader while `failsafe_mode` is on.
+    /// `None` when absent or unreadable.
+    pub failsafe: Option<BTreeMap<NodeName, String>>,
 }
 
 impl Cluster {
@@ -83,6 +106,8 @@ pub struct DynamicConfig {
     pub pause: bool,
     /// The store has no `config` key at all (Patroni's leader then uploads its bootstrap settings).
     pub missing: bool,
+    /// Patroni's `failsafe_mode`: a primary that every member confirms keeps running while the store is down.
+    pub failsafe_mode: bool,
 }
 
 /// The `leader` key: whose it is, the session that holds it, and its modify index (for watches and CAS).

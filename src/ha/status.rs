@@ -122,6 +122,9 @@ pub(crate) fn node(ctx: &Ctx, mem: &Memory) -> NodeStatus {
         leader: cluster
             .and_then(|c| c.leader_name().cloned())
             .or_else(|| mem.last_leader.clone()),
+        // Set by `decide` once the actions are known.
+        failsafe: super::action::FailsafeAnswer::Off,
+        failsafe_active: false,
     }
 }
 

@@ -51,6 +51,7 @@ async fn start_with(published: tenure::api::Published) -> AgentApi {
         published: rx,
         clock: Arc::new(|| Millis(NOW)),
         control,
+        failsafe: Default::default(),
     };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let (stop, stopped) = oneshot::channel::<()>();

@@ -88,6 +88,7 @@ pub struct Api {
     pub published: watch::Sender<Published>,
     pub now: Arc<AtomicU64>,
     pub control: Arc<FakeControl>,
+    pub failsafe: tenure::api::failsafe::SharedFailsafe,
     pub http: reqwest::Client,
     pub stop: Option<oneshot::Sender<()>>,
     pub task: Option<JoinHandle<()>>,
@@ -116,10 +117,12 @@ impl Api {
         let now = Arc::new(AtomicU64::new(NOW));
         let clock_now = now.clone();
         let control = Arc::new(FakeControl::default());
+        let failsafe = tenure::api::failsafe::SharedFailsafe::default();
         let state = ApiState {
             published: rx,
             clock: Arc::new(move || Millis(clock_now.load(Ordering::SeqCst))),
             control: control.clone(),
+            failsafe: failsafe.clone(),
         };
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let (stop, stopped) = oneshot::channel::<()>();
@@ -133,6 +136,7 @@ impl Api {
             published: tx,
             now,
             control,
+            failsafe,
             http,
             stop: Some(stop),
             task: Some(task),

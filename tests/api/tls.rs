@@ -139,6 +139,7 @@ async fn https_with_and_without_client_certificates() {
         published: tokio::sync::watch::channel(primary(NOW)).1,
         clock: std::sync::Arc::new(|| tenure::ha::Millis(NOW)),
         control: std::sync::Arc::new(FakeControl::default()),
+        failsafe: Default::default(),
     };
     let err = tenure::api::serve(s, state, listener, std::future::pending())
         .await

@@ -208,6 +208,8 @@ pub fn obs(now: u64) -> Observation {
         divergence: None,
         shutting_down: false,
         request: None,
+        failsafe_replies: None,
+        failsafe_grant: None,
     }
 }
 

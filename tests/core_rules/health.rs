@@ -18,6 +18,8 @@ fn status(role: NodeRole) -> NodeStatus {
         lsn: Some(Lsn(500)),
         cycle_at: Millis(1_000),
         leader: Some(n("pg1")),
+        failsafe: FailsafeAnswer::Off,
+        failsafe_active: false,
     }
 }
 

@@ -4,6 +4,7 @@
 //! Core bugs found by this tier were fixed in src/ha; their tests now run with the rest.
 mod bootstrap;
 mod builders;
+mod failsafe;
 mod following;
 mod health;
 mod leading;

@@ -53,7 +53,7 @@ macro_rules! contract_tests {
             exclusive_acquire_under_contention, expiry_frees_leader_not_before_ttl, release_frees_at_once,
             renewing_after_expiry_is_session_invalid, member_keys_vanish_with_their_session,
             restarted_agent_takes_over_its_own_leader_key, cas_config_conflicts, race_initialize_is_create_only,
-            snapshot_carries_every_key, watch_wakes_on_leader_change, watch_times_out_without_change,
+            snapshot_carries_every_key, failsafe_key_round_trips, watch_wakes_on_leader_change, watch_times_out_without_change,
             passed_deadline_is_unavailable, no_cluster_leader_is_unavailable, frozen_store_answers_by_deadline,
             dropped_connection_is_unavailable);
     };
@@ -412,6 +412,47 @@ pub async fn race_initialize_is_create_only(b: &dyn Backend) {
     assert_eq!(
         snapshot(&*o).await.cluster.initialize.as_deref(),
         Some("7301234567890123456")
+    );
+}
+
+/// The `failsafe` key (Patroni's JSON `{name: api_url}`) and `failsafe_mode` in `config` reach the snapshot.
+pub async fn failsafe_key_round_trips(b: &dyn Backend) {
+    let scope = scope("failsafe");
+    let a = client(b, &scope, "a").await;
+    let s = snapshot(&*a).await;
+    assert_eq!(
+        (s.cluster.failsafe, s.cluster.config.failsafe_mode),
+        (None, false)
+    );
+    let members: std::collections::BTreeMap<String, String> = [
+        ("a".to_string(), "http://10.0.0.1:8008/patroni".to_string()),
+        ("b".to_string(), "http://10.0.0.2:8008/patroni".to_string()),
+    ]
+    .into_iter()
+    .collect();
+    a.write_failsafe(&members, deadline())
+        .await
+        .expect("write failsafe");
+    a.cas_config(
+        &serde_json::json!({"ttl": 30, "failsafe_mode": true}),
+        None,
+        deadline(),
+    )
+    .await
+    .expect("config");
+    let s = snapshot(&*a).await;
+    let want = members
+        .iter()
+        .map(|(k, v)| (NodeName::new(k.as_str()), v.clone()))
+        .collect();
+    assert_eq!(s.cluster.failsafe, Some(want));
+    assert!(s.cluster.config.failsafe_mode);
+    // Overwritten as a whole (a member that left is gone from the key).
+    let one: std::collections::BTreeMap<String, String> = members.into_iter().take(1).collect();
+    a.write_failsafe(&one, deadline()).await.expect("rewrite");
+    assert_eq!(
+        snapshot(&*a).await.cluster.failsafe.map(|k| k.len()),
+        Some(1)
     );
 }
 

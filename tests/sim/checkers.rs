@@ -27,7 +27,9 @@ pub fn single_writer(w: &mut World) {
     }
 }
 
-/// Every writable primary holds the leader key through a live session (pause is the explicit exception).
+/// Every writable primary holds the leader key through a live session (pause is the explicit exception),
+/// or, in failsafe mode, no other member could take the lead: each holds a live grant for it, has an agent
+/// that is down or younger than a ttl (its grant died with it), or is outside the `failsafe` key.
 pub fn lease_covers(w: &mut World) {
     if w.store.pause {
         return;
@@ -46,7 +48,7 @@ pub fn lease_covers(w: &mut World) {
             .leader
             .as_ref()
             .is_some_and(|h| h.node == i && w.store.alive(h.session));
-        if !covered {
+        if !covered && !failsafe_covers(w, i) {
             w.violations.push(format!(
                 "LeaseCovers: {} is writable without holding the leader key",
                 n.name
@@ -54,6 +56,31 @@ pub fn lease_covers(w: &mut World) {
             return;
         }
     }
+}
+
+/// Failsafe's half of LeaseCovers: nobody but `i` can take the lead now.
+fn failsafe_covers(w: &World, i: usize) -> bool {
+    if !w.store.failsafe_mode {
+        return false;
+    }
+    let ttl = w.timing().ttl_ms;
+    let leader = &w.nodes[i].name;
+    (0..w.nodes.len()).filter(|&j| j != i).all(|j| {
+        let n = &w.nodes[j];
+        let now = w.local(j);
+        let granted = n
+            .agent
+            .failsafe_grant
+            .as_ref()
+            .is_some_and(|g| &g.leader == leader && now < g.received_at.plus_ms(ttl));
+        let young = n.agent.mem.started_at.is_none_or(|s| now < s.plus_ms(ttl));
+        let outside = w
+            .store
+            .failsafe
+            .as_ref()
+            .is_some_and(|k| !k.is_empty() && !k.contains_key(&n.name));
+        !n.agent.alive || granted || young || outside
+    })
 }
 
 /// At most one node answers `GET /primary` with 200 at any instant (only live agents answer HTTP).

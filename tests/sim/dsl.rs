@@ -103,6 +103,19 @@ impl Sim {
             .collect()
     }
 
+    pub fn lsn_of(&self, i: usize) -> u64 {
+        self.w.nodes[i].pg.data.as_ref().map_or(0, |d| d.lsn)
+    }
+
+    /// The true time at which the last failsafe grant node `i` gave ends (0: none).
+    pub fn grant_end(&self, i: usize) -> u64 {
+        let ttl = self.ttl();
+        match &self.w.nodes[i].agent.failsafe_grant {
+            Some(g) => self.w.true_at(i, g.received_at.0 + ttl),
+            None => 0,
+        }
+    }
+
     pub fn timeline_of(&self, i: usize) -> u32 {
         self.w.nodes[i].pg.data.as_ref().map_or(0, |d| d.tl)
     }
@@ -203,6 +216,11 @@ impl Sim {
     }
 
     // --- operator ---
+    /// `failsafe_mode: true` in the `config` key.
+    pub fn failsafe_on(&mut self) {
+        self.w.store.failsafe_mode = true;
+        self.w.note("OPERATOR: failsafe_mode on".into());
+    }
     pub fn pause(&mut self) {
         self.w.store.pause = true;
         self.w.note("OPERATOR: pause".into());

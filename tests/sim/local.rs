@@ -64,6 +64,12 @@ pub fn execute(w: &mut World, i: usize, action: &Action) -> (ActionOutcomeKind, 
             w.nodes[i].agent.peers = Some(probes);
             (Done, took)
         }
+        Action::PostFailsafe { members } => {
+            let (replies, took) = crate::shell::post_failsafe(w, i, members);
+            let all = replies.iter().all(|r| r.accepted);
+            w.nodes[i].agent.failsafe_replies = Some(replies);
+            (if all { Done } else { Failed }, took)
+        }
         Action::CheckDivergence { leader } => {
             let d = crate::shell::check_divergence(w, i, leader);
             w.nodes[i].agent.divergence = Some(d);

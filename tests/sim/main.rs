@@ -4,6 +4,7 @@
 mod checker_tests;
 mod checkers;
 mod dsl;
+mod failsafe;
 mod local;
 #[cfg(feature = "mutants")]
 mod mutants;

@@ -136,3 +136,23 @@ fn mutant_race_ignores_timeline_trips_timeline_monotone() {
     });
     assert_tripped(&msg, &["TimelineMonotone"]);
 }
+
+#[test]
+fn mutant_failsafe_from_receive_trips_lease_covers() {
+    let msg = first_failure(101..141, |seed| {
+        crate::failsafe::cut_from_store_then_from_peers(seed, |_, c| {
+            c.mutant = Some(Mutant::FailsafeFromReceive)
+        })
+    });
+    assert_tripped(&msg, &["LeaseCovers", "SingleWriter"]);
+}
+
+#[test]
+fn mutant_failsafe_ignore_grant_trips_single_writer() {
+    let msg = first_failure(101..141, |seed| {
+        crate::failsafe::cut_from_store_then_from_peers(seed, |_, c| {
+            c.mutant = Some(Mutant::FailsafeIgnoreGrant)
+        })
+    });
+    assert_tripped(&msg, &["SingleWriter", "LeaseCovers"]);
+}

@@ -14,6 +14,9 @@ pub fn run_seed(seed: u64, adjust: impl Fn(usize, &mut tenure::ha::CoreConfig)) 
         }
         adjust(i, c)
     });
+    // Failsafe mode in three seeds out of eight (decided without drawing from `pick`, so the fault sequence
+    // of every seed stays what it was).
+    sim.w.store.failsafe_mode = failsafe_seed(seed);
     sim.w.knobs.slow_ms = if pick.chance(30) { 800 } else { 0 };
     sim = sim.started();
     let ttl = sim.ttl();
@@ -106,4 +109,9 @@ fn resume_is_safe(sim: &Sim) -> bool {
     !w.store_down
         && w.store_cut.iter().all(|c| !c)
         && w.nodes.iter().all(|n| n.agent.alive && !n.agent.frozen)
+}
+
+/// Whether this seed runs with `failsafe_mode: true`.
+pub fn failsafe_seed(seed: u64) -> bool {
+    seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 61 < 3
 }

@@ -1,7 +1,8 @@
 //! The simulated agent shell: observe, `decide`, execute actions one by one with latency, publish, sleep.
 use tenure::ha::{
-    decide, Action, ActionOutcome, Cluster, Job, JobResult, JobStatus, MemberStatus, Millis,
-    Observation, Outcome, PeerProbe, PeerStatus, PgRole, StoreView,
+    decide, Action, ActionOutcome, Cluster, FailsafeAnswer, FailsafeGrant, FailsafeReply, Job,
+    JobResult, JobStatus, MemberStatus, Millis, Observation, Outcome, PeerProbe, PeerStatus,
+    PgRole, StoreView,
 };
 
 use crate::pgmodel::{divergence, Data, Run};
@@ -135,6 +136,8 @@ fn observe_and_decide(w: &mut World, i: usize, view: Option<Cluster>) {
         divergence: w.nodes[i].agent.divergence.take(),
         shutting_down: w.nodes[i].agent.shutting_down,
         request: w.nodes[i].agent.request.take(),
+        failsafe_replies: w.nodes[i].agent.failsafe_replies.take(),
+        failsafe_grant: w.nodes[i].agent.failsafe_grant.clone(),
     };
     let d = decide(&w.nodes[i].cfg, &w.nodes[i].agent.mem, &obs);
     let a = &mut w.nodes[i].agent;
@@ -330,6 +333,10 @@ fn apply(w: &mut World, i: usize, action: &Action) -> ActionOutcomeKind {
             w.store.timeline = Some((tl.0, i));
             Done
         }
+        Action::WriteFailsafe(members) => {
+            w.store.failsafe = Some(members.clone());
+            Done
+        }
         other => unreachable!("not a store call: {other:?}"),
     }
 }
@@ -405,6 +412,56 @@ pub fn probe_peers(w: &mut World, i: usize) -> (Vec<PeerProbe>, u64) {
         });
     }
     (probes, slowest)
+}
+
+/// A failsafe round: `POST /failsafe` to each member through the simulated network. A live, unfrozen
+/// agent whose link works answers from its published status; an accepted request is recorded as a grant
+/// at once (before the reply travels back). Returns the replies and how long the round took.
+pub fn post_failsafe(
+    w: &mut World,
+    i: usize,
+    members: &[(tenure::ha::NodeName, String)],
+) -> (Vec<FailsafeReply>, u64) {
+    let timeout = w.nodes[i].cfg.failsafe_timeout_ms;
+    let leader = w.nodes[i].name.clone();
+    let mut slowest = 1;
+    let mut replies = Vec::new();
+    for (name, _) in members {
+        let j = w.nodes.iter().position(|n| &n.name == name);
+        let rtt = 2 * latency(w);
+        let answer = j.filter(|&j| {
+            let a = &w.nodes[j].agent;
+            w.link(i, j) && a.alive && !a.frozen
+        });
+        let accepted = match answer {
+            Some(j) => {
+                let at = w.local(j);
+                let a = &mut w.nodes[j].agent;
+                let said = a
+                    .status
+                    .as_ref()
+                    .map_or(FailsafeAnswer::Off, |s| s.failsafe);
+                if said == FailsafeAnswer::Accept {
+                    a.failsafe_grant = Some(FailsafeGrant {
+                        leader: leader.clone(),
+                        received_at: at,
+                    });
+                }
+                said == FailsafeAnswer::Accept && rtt <= timeout
+            }
+            None => false,
+        };
+        slowest = slowest.max(if answer.is_some() {
+            rtt.min(timeout)
+        } else {
+            timeout
+        });
+        replies.push(FailsafeReply {
+            name: name.clone(),
+            accepted,
+        });
+    }
+    (replies, slowest)
 }
 
 /// The divergence check against `leader`: Unknown if it is unreachable or not a running primary.

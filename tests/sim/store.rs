@@ -34,6 +34,9 @@ pub struct Store {
     pub members: BTreeMap<usize, (MemberStatus, u64)>,
     pub initialize: Option<String>,
     pub pause: bool,
+    /// `failsafe_mode` in the `config` key, and the `failsafe` key.
+    pub failsafe_mode: bool,
+    pub failsafe: Option<BTreeMap<NodeName, String>>,
     pub switchover: Option<Switchover>,
     pub optime: Option<u64>,
     pub timeline: Option<(u32, usize)>,
@@ -56,6 +59,8 @@ impl Store {
             members: BTreeMap::new(),
             initialize: None,
             pause: false,
+            failsafe_mode: false,
+            failsafe: None,
             switchover: None,
             optime: None,
             timeline: None,
@@ -185,6 +190,7 @@ impl Store {
             config: DynamicConfig {
                 pause: self.pause,
                 missing: false,
+                failsafe_mode: self.failsafe_mode,
             },
             leader: self.leader.as_ref().map(|h| LeaderKey {
                 name: names[h.node].clone(),
@@ -200,6 +206,7 @@ impl Store {
             optime: self.optime.map(Lsn),
             timeline: self.timeline.map(|(tl, _)| Timeline(tl)),
             timeline_owner: self.timeline.map(|(_, owner)| names[owner].clone()),
+            failsafe: self.failsafe.clone(),
         }
     }
 
@@ -242,11 +249,12 @@ impl Store {
 }
 
 fn member(name: NodeName, m: &MemberStatus, tags: &Tags) -> Member {
+    let url = format!("http://{name}:8008/patroni");
     Member {
         name,
         role: m.role,
         state: m.state,
-        api_url: None,
+        api_url: Some(url),
         conn_url: None,
         timeline: m.timeline,
         lsn: m.lsn,

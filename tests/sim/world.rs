@@ -3,8 +3,8 @@ use std::cmp::Reverse;
 use std::collections::{BTreeSet, BinaryHeap};
 
 use tenure::ha::{
-    ActionOutcome, CoreConfig, Divergence, JobStatus, Memory, Millis, NodeName, NodeStatus,
-    PeerProbe, Tags, Timing,
+    ActionOutcome, CoreConfig, Divergence, FailsafeGrant, FailsafeReply, JobStatus, Memory, Millis,
+    NodeName, NodeStatus, PeerProbe, Tags, Timing,
 };
 
 use crate::pgmodel::{Data, Pg, Run};
@@ -94,6 +94,9 @@ pub struct Agent {
     pub last_reason: String,
     /// An operator's restart or reinitialize for this node, handed to the next `decide`.
     pub request: Option<tenure::ha::OperatorRequest>,
+    /// Answers to the last failsafe round, and the last grant this agent's REST API gave.
+    pub failsafe_replies: Option<Vec<FailsafeReply>>,
+    pub failsafe_grant: Option<FailsafeGrant>,
 }
 
 impl Agent {
@@ -121,6 +124,8 @@ impl Agent {
             status: None,
             last_reason: String::new(),
             request: None,
+            failsafe_replies: None,
+            failsafe_grant: None,
         }
     }
 }

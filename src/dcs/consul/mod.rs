@@ -6,6 +6,7 @@ mod http;
 mod settings;
 mod snapshot;
 
+use std::collections::BTreeMap;
 use std::sync::Mutex;
 
 use async_trait::async_trait;
@@ -432,6 +433,16 @@ impl Dcs for ConsulDcs {
         deadline: Instant,
     ) -> Result<(), DcsError> {
         self.put_plain(&self.layout.history(), json_bytes(history)?, deadline)
+            .await
+    }
+
+    async fn write_failsafe(
+        &self,
+        members: &BTreeMap<String, String>,
+        deadline: Instant,
+    ) -> Result<(), DcsError> {
+        let json = crate::dcs::keys::failsafe_json(members);
+        self.put_plain(&self.layout.failsafe(), json.into_bytes(), deadline)
             .await
     }
 

@@ -69,6 +69,12 @@ pub fn snapshot_from_entries(
                 Some(status) => snap.cluster.optime = optime_from_status(&status),
                 None => warn!(key = %entry.key, "ignoring unreadable status"),
             },
+            "failsafe" => {
+                snap.cluster.failsafe = entry
+                    .text()
+                    .ok()
+                    .and_then(|t| crate::dcs::keys::failsafe_from_json(&t))
+            }
             "history" => match entry
                 .text()
                 .ok()
@@ -96,7 +102,7 @@ pub fn snapshot_from_entries(
                         Err(why) => warn!(key = %entry.key, %why, "ignoring unreadable member"),
                     }
                 }
-                // `sync`, `failsafe`, `optime/leader`: not read by tenure yet.
+                // `sync`, `optime/leader`: not read by tenure yet.
             }
         }
     }

@@ -9,6 +9,7 @@ mod settings;
 mod snapshot;
 mod watch;
 
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex as StdMutex;
@@ -461,6 +462,15 @@ impl Dcs for EtcdDcs {
     ) -> Result<(), DcsError> {
         self.put(&self.keys.history, history.to_string(), deadline)
             .await
+    }
+
+    async fn write_failsafe(
+        &self,
+        members: &BTreeMap<String, String>,
+        deadline: Instant,
+    ) -> Result<(), DcsError> {
+        let json = crate::dcs::keys::failsafe_json(members);
+        self.put(&self.keys.failsafe, json, deadline).await
     }
 
     async fn watch_leader(&self, index: u64, wait_ms: u64) -> Result<u64, DcsError> {

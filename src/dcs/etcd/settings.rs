@@ -56,6 +56,7 @@ pub(super) struct Keys {
     pub(super) failover: String,
     pub(super) status: String,
     pub(super) history: String,
+    pub(super) failsafe: String,
 }
 
 impl Keys {
@@ -70,6 +71,7 @@ impl Keys {
             failover: abs(layout.failover()),
             status: abs(layout.status()),
             history: abs(layout.history()),
+            failsafe: abs(layout.failsafe()),
         }
     }
 }

@@ -4,8 +4,8 @@
 //! `pause` wrong would make the core act), while an unreadable member, `failover`, `status` or `history` is
 //! skipped with a warning, since its absence only makes the core more cautious.
 use crate::dcs::keys::{
-    dynamic_config_from_json, fill_timeline, member_from_record, optime_from_status,
-    switchover_from_record,
+    dynamic_config_from_json, failsafe_from_json, fill_timeline, member_from_record,
+    optime_from_status, switchover_from_record,
 };
 use crate::dcs::{ClusterSnapshot, DcsError, MemberRecord, SwitchoverRecord};
 use crate::ha::observation::LeaderKey;
@@ -76,6 +76,7 @@ pub(super) fn build<'a>(
                     snap.cluster.optime = optime_from_status(&json);
                 }
             }
+            "failsafe" => snap.cluster.failsafe = failsafe_from_json(value),
             "history" => {
                 snap.history = parse(key, value);
                 fill_timeline(&mut snap);

@@ -1,0 +1,270 @@
+//! Failsafe mode end to end (issue 6), on real agents, PostgreSQL 15 and a real etcd: with
+//! `failsafe_mode: true` set through `PATCH /config`, etcd frozen (SIGSTOP) while every agent answers
+//! `POST /failsafe` keeps the primary writable throughout and nobody promotes; with one replica's agent
+//! frozen as well, the primary is fenced by its lease deadline as without failsafe. The checker samples
+//! every node every 100 ms: never two writable primaries, never two 200s on `GET /primary`.
+//!
+//! Run with `cargo test --test e2e_failsafe -- --test-threads=1 --nocapture` (as root or as `postgres`).
+#[path = "../support/mod.rs"]
+#[allow(dead_code)]
+mod support;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use support::cluster::{Cluster, StoreKind, NODES};
+use support::consul_server::Fault;
+use tenure::demo::local::API_USER;
+
+/// The harness's ttl (`Timings::FAST`): the lease bound after which an unconfirmed primary is fenced.
+const TTL: Duration = Duration::from_secs(10);
+const OUTAGE: Duration = Duration::from_secs(35);
+const CONVERGE_BUDGET: Duration = Duration::from_secs(31);
+
+fn log(c: &Cluster, msg: &str) {
+    eprintln!("[e2e failsafe {:>6.1}s] {msg}", c.now_s());
+}
+
+/// `method path` with a JSON body and the admin's basic auth on node `i`'s REST API: (status, body).
+fn api(c: &Cluster, i: usize, method: &str, path: &str, body: &str) -> (u16, String) {
+    use base64::Engine;
+    let addr = c.nodes[i].api_addr();
+    let auth =
+        base64::engine::general_purpose::STANDARD.encode(format!("{}:{}", API_USER.0, API_USER.1));
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2))
+        .unwrap_or_else(|e| panic!("connect to {addr}: {e}"));
+    s.set_read_timeout(Some(Duration::from_secs(30)))
+        .expect("timeout");
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Basic {auth}\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .expect("send request");
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    let status = out
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let body = out.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+    (status, body.to_string())
+}
+
+/// Create the writer's table on `p`, retrying while connections are slow.
+fn create_table(c: &Cluster, p: usize) {
+    let ok = support::cluster::wait_for(
+        || {
+            c.sql(
+                p,
+                "CREATE TABLE IF NOT EXISTS e2e_writes (id bigint PRIMARY KEY)",
+            )
+            .ok()
+        },
+        Duration::from_secs(20),
+    );
+    assert!(ok.is_some(), "create table");
+}
+
+/// `failsafe_mode: true` through the leader's REST API, then wait until the leader wrote the `failsafe`
+/// key with every member and the replicas have had a few loops to read the mode.
+fn enable_failsafe(c: &mut Cluster, p: usize) {
+    let (code, body) = api(c, p, "PATCH", "/config", r#"{"failsafe_mode": true}"#);
+    assert_eq!(code, 200, "PATCH /config: {body}");
+    c.wait_until("the failsafe key with every member", TTL, |c| {
+        let (code, body) = c.rest_get(p, "/failsafe");
+        let v: serde_json::Value = serde_json::from_str(&body).ok()?;
+        (code == 200 && v.as_object().is_some_and(|o| o.len() == NODES)).then_some(())
+    });
+    std::thread::sleep(Duration::from_secs(3));
+    log(c, "failsafe_mode on, failsafe key written");
+}
+
+fn hold(c: &mut Cluster, d: Duration) {
+    let until = Instant::now() + d;
+    while Instant::now() < until {
+        c.check_agents();
+        std::thread::sleep(Duration::from_millis(500).min(until - Instant::now()));
+    }
+}
+
+/// The store frozen for `OUTAGE`, optionally with one replica's agent frozen too; returns (cluster, old primary,
+/// fault, healing) with the writer's log, after the cluster converged again.
+fn frozen_store(
+    kind: StoreKind,
+    freeze_replica: bool,
+) -> (
+    Cluster,
+    usize,
+    Duration,
+    Duration,
+    support::cluster::WriteLog,
+) {
+    let mut c = Cluster::start(kind);
+    let p = c.primary().expect("one primary");
+    create_table(&c, p);
+    enable_failsafe(&mut c, p);
+    let frozen = (p + 1) % NODES;
+    let writer = c.start_writer(p);
+    std::thread::sleep(Duration::from_secs(2));
+    if freeze_replica {
+        c.sigstop_agent(frozen);
+        log(
+            &c,
+            &format!("agent of {} frozen (SIGSTOP)", c.nodes[frozen].name),
+        );
+    }
+    let fault = c.epoch.elapsed();
+    freeze(&c, true);
+    log(
+        &c,
+        &format!(
+            "{kind:?} frozen for {} s; primary {}",
+            OUTAGE.as_secs(),
+            c.nodes[p].name
+        ),
+    );
+    hold(&mut c, OUTAGE);
+    let healing = c.epoch.elapsed();
+    freeze(&c, false);
+    if freeze_replica {
+        c.sigcont_agent(frozen);
+    }
+    let t_back = Instant::now();
+    log(&c, "store back");
+    let now_primary = c.wait_until("one primary after the outage", CONVERGE_BUDGET, |c| {
+        c.primary()
+    });
+    log(
+        &c,
+        &format!(
+            "one primary ({}) {:.1} s after the store came back",
+            c.nodes[now_primary].name,
+            t_back.elapsed().as_secs_f64()
+        ),
+    );
+    if !freeze_replica {
+        assert_eq!(now_primary, p, "the failsafe primary stays the primary");
+    }
+    let healthy = c.wait_healthy(Duration::from_secs(90));
+    log(
+        &c,
+        &format!(
+            "{} primary with two streaming replicas",
+            c.nodes[healthy].name
+        ),
+    );
+    let writes = writer.stop();
+    log(
+        &c,
+        &format!(
+            "writer: {} acknowledged (last at {:?} s), {} failed",
+            writes.acked.len(),
+            writes.acked.last().map(|(_, at)| at.as_secs_f64()),
+            writes.failed
+        ),
+    );
+    (c, p, fault, healing, writes)
+}
+
+/// etcd: SIGSTOP/SIGCONT; the Consul test double: every request hangs while frozen.
+fn freeze(c: &Cluster, on: bool) {
+    match (c.etcd(), c.consul()) {
+        (Some(e), _) if on => e.sigstop(),
+        (Some(e), _) => e.sigcont(),
+        (None, Some(s)) => s.set_fault(if on { Fault::Freeze } else { Fault::None }),
+        (None, None) => panic!("no store"),
+    }
+}
+
+/// No node but `p` was writable or answered 200 on `GET /primary` during `[fault, healing]`.
+fn assert_no_promotion(c: &Cluster, p: usize, fault: Duration, healing: Duration) {
+    for (what, samples) in [
+        ("writable", c.samples()),
+        ("GET /primary 200", c.health_samples()),
+    ] {
+        for s in samples.iter().filter(|s| s.at >= fault && s.at <= healing) {
+            for r in (0..NODES).filter(|r| *r != p) {
+                assert_ne!(
+                    s.writable[r],
+                    Some(true),
+                    "{} was {what} at {:.2} s during the outage",
+                    c.nodes[r].name,
+                    s.at.as_secs_f64()
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn etcd_frozen_every_member_confirms_the_primary_keeps_writing() {
+    keeps_writing(StoreKind::Etcd);
+}
+
+#[test]
+fn consul_frozen_every_member_confirms_the_primary_keeps_writing() {
+    keeps_writing(StoreKind::Consul);
+}
+
+fn keeps_writing(kind: StoreKind) {
+    let (mut c, p, fault, healing, writes) = frozen_store(kind, false);
+    assert_no_promotion(&c, p, fault, healing);
+    // Acknowledged writes all through the outage, well past the lease bound.
+    let late = fault + TTL * 2;
+    let acked_late = writes
+        .acked
+        .iter()
+        .filter(|(_, at)| *at > late && *at <= healing)
+        .count();
+    let last = writes
+        .acked
+        .iter()
+        .filter(|(_, at)| *at <= healing)
+        .map(|(_, at)| *at)
+        .max()
+        .unwrap_or_default();
+    log(
+        &c,
+        &format!(
+            "{acked_late} writes acknowledged between {:.1} s and the end of the outage at {:.1} s (last {:.1} s)",
+            late.as_secs_f64(),
+            healing.as_secs_f64(),
+            last.as_secs_f64()
+        ),
+    );
+    assert!(
+        acked_late > 100,
+        "the primary kept accepting writes during the outage"
+    );
+    assert!(
+        last + Duration::from_secs(3) >= healing,
+        "writes were acknowledged until the end of the outage (last at {:.1} s)",
+        last.as_secs_f64()
+    );
+    let (code, body) = c.rest_get(p, "/patroni");
+    assert_eq!(code, 200, "{body}");
+    c.assert_never_two_primaries();
+}
+
+#[test]
+fn etcd_frozen_with_a_replica_agent_frozen_the_primary_is_fenced_by_its_lease() {
+    let (mut c, p, fault, healing, writes) = frozen_store(StoreKind::Etcd, true);
+    assert_no_promotion(&c, p, fault, healing);
+    let late: Vec<_> = writes
+        .acked
+        .iter()
+        .filter(|(_, at)| *at > fault + TTL && *at <= healing)
+        .collect();
+    assert!(
+        late.is_empty(),
+        "{} writes acknowledged after the lease bound {:.1} s: first {:?}",
+        late.len(),
+        (fault + TTL).as_secs_f64(),
+        late.first()
+    );
+    c.assert_never_two_primaries();
+}
