@@ -4,11 +4,10 @@ use super::config::{CoreConfig, MutantName};
 use super::failsafe;
 use super::follower;
 use super::leader;
-use super::lease::{call_budget_ms, Lease};
+use super::lease::call_budget_ms;
 use super::memory::Memory;
 use super::observation::{
-    ActionOutcome, Cluster, Controldata, JobStatus, Observation, Outcome, PgRole, PgState,
-    RunningPg, StoreView,
+    Cluster, Controldata, JobStatus, Observation, PgRole, PgState, RunningPg, StoreView,
 };
 use super::operator;
 use super::status;
@@ -97,7 +96,7 @@ pub(crate) struct Ctx<'a> {
 
 /// The decision core's entry point: total and pure.
 pub fn decide(cfg: &CoreConfig, mem: &Memory, obs: &Observation) -> Decision {
-    let mut mem = absorb(cfg, mem, obs);
+    let mut mem = super::absorb::absorb(cfg, mem, obs);
     mem.started_at.get_or_insert(obs.now);
     if matches!(obs.pg, PgState::Running(ref r) if r.role == PgRole::Primary) {
         // Whatever we knew about our history against the leader is void once we ran as a primary (even one
@@ -187,76 +186,6 @@ pub fn decide(cfg: &CoreConfig, mem: &Memory, obs: &Observation) -> Decision {
         store_deadline,
         consistent_read,
         answer,
-    }
-}
-
-/// Fold the previous decision's outcomes into memory. Only acknowledged acquires and renews extend the lease,
-/// and only from their send time (R3); a rejection drops it; an unknown outcome changes nothing.
-pub(crate) fn absorb(cfg: &CoreConfig, mem: &Memory, obs: &Observation) -> Memory {
-    let mut m = mem.clone();
-    for ActionOutcome {
-        action,
-        sent_at,
-        result,
-    } in &obs.outcomes
-    {
-        // Mutant LeaseFromReply counts from when we learned of the reply, not from when we asked.
-        let from = if cfg.mutant(MutantName::LeaseFromReply) {
-            obs.now
-        } else {
-            *sent_at
-        };
-        absorb_one(cfg, &mut m, action, from, result);
-        if let (Action::PostFailsafe { members }, Outcome::Done) = (action, result) {
-            let replies = obs.failsafe_replies.as_deref();
-            failsafe::absorb_round(cfg, &mut m, members, *sent_at, replies, obs.now);
-        }
-    }
-    if let Some(d) = &obs.divergence {
-        m.divergence = Some(d.clone());
-    }
-    if let JobStatus::Finished(job, result) = &obs.job {
-        follower::absorb_job(&mut m, job, result);
-    }
-    if m.lease.is_some_and(|l| !l.valid_at(obs.now)) {
-        m.lease = None;
-    }
-    if m.failsafe_until.is_some_and(|u| obs.now >= u) {
-        m.failsafe_until = None;
-    }
-    m
-}
-
-fn absorb_one(
-    cfg: &CoreConfig,
-    m: &mut Memory,
-    action: &Action,
-    sent_at: Millis,
-    result: &Outcome,
-) {
-    let t = &cfg.timing;
-    match (action, result) {
-        (Action::AcquireLeader, Outcome::Done) => {
-            m.lease = Some(Lease::from_ack(t, sent_at));
-            m.failsafe_until = None;
-        }
-        (Action::RenewLeader, Outcome::Done) => {
-            // A renew only extends a lease we still hold; it never resurrects one.
-            m.lease = m.lease.map(|l| l.extended(t, sent_at));
-            if m.lease.is_some() {
-                m.failsafe_until = None;
-            }
-        }
-        (Action::AcquireLeader | Action::RenewLeader, Outcome::Rejected) => m.lease = None,
-        (Action::ReleaseLeader, Outcome::Done | Outcome::Unknown) => {
-            m.lease = None;
-            m.switchover_stopped_at = None;
-        }
-        (Action::RaceInitialize, Outcome::Done) => m.bootstrapping = true,
-        (Action::ArmFence { deadline }, Outcome::Done) => m.fence_armed = Some(*deadline),
-        (Action::DisarmFence, Outcome::Done) => m.fence_armed = None,
-        (Action::ArmFence { .. }, Outcome::Failed(_)) => m.fence_failed_at = Some(sent_at),
-        _ => {}
     }
 }
 

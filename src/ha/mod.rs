@@ -1,4 +1,5 @@
 //! The pure decision core: `decide(config, memory, observation) -> Decision`. No I/O, clock, randomness or env.
+mod absorb;
 pub mod action;
 pub mod config;
 mod decide;
@@ -12,6 +13,7 @@ pub mod memory;
 pub mod mutants;
 pub mod observation;
 mod operator;
+mod reason;
 mod status;
 pub mod types;
 

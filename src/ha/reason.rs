@@ -1,0 +1,308 @@
+//! Why a cycle did what it did: one `Reason` per decision, whose Display is the cycle's INFO log line.
+use std::fmt;
+
+use super::action::{Job, NodeRole, Refusal};
+use super::types::{Lsn, NodeName, Timeline};
+
+/// Why the cycle did what it did: exactly one per cycle; its Display is the cycle's INFO log line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Reason {
+    // bootstrap
+    RacingInitialize,
+    LostInitializeRace,
+    Bootstrapping,
+    WaitingForBootstrap,
+    NoFailoverNeverBootstraps,
+    SystemIdMismatch {
+        ours: String,
+        cluster: String,
+    },
+    Cloning {
+        from: NodeName,
+    },
+    WaitingForLeaderToClone,
+    JobRunning {
+        job: Job,
+    },
+    JobFailed {
+        job: Job,
+        why: String,
+    },
+    // leading
+    AcquiringAfterBootstrap,
+    Leading,
+    Promoting,
+    RestartingCrashedPrimary,
+    CrashedPrimaryGaveUp,
+    Renewing,
+    // following
+    Following {
+        leader: NodeName,
+    },
+    StartingReplica {
+        leader: Option<NodeName>,
+    },
+    Reconfiguring {
+        leader: NodeName,
+    },
+    CheckingDivergence {
+        leader: NodeName,
+    },
+    Rewinding {
+        leader: NodeName,
+    },
+    Reinitializing {
+        leader: NodeName,
+    },
+    DivergedNoRewind {
+        leader: NodeName,
+    },
+    RewindFailedStaying {
+        leader: NodeName,
+    },
+    // race
+    ProbingPeers,
+    Acquiring,
+    NotHealthiest {
+        better: NodeName,
+    },
+    PrimaryStillRunning {
+        peer: NodeName,
+    },
+    TooMuchLag {
+        lag_bytes: u64,
+    },
+    NoFailover,
+    BehindClusterTimeline {
+        ours: Timeline,
+        cluster: Timeline,
+    },
+    LostRace {
+        leader: NodeName,
+    },
+    NoLeaderWaiting,
+    ResumeGrace {
+        remaining_ms: u64,
+    },
+    // demotion
+    DemotingLockLost,
+    FenceUnavailable {
+        why: String,
+    },
+    DemotingOtherLeader {
+        leader: NodeName,
+    },
+    DemotingNoLease,
+    FencingStoreUnavailable,
+    // switchover
+    SwitchoverScheduled {
+        at_ms: u64,
+    },
+    SwitchoverStopping {
+        candidate: Option<NodeName>,
+    },
+    SwitchoverWaitingForCandidate {
+        candidate: Option<NodeName>,
+    },
+    SwitchoverReleasing,
+    SwitchoverCatchingUp {
+        ours: Lsn,
+        wanted: Lsn,
+    },
+    SwitchoverRefused {
+        why: String,
+    },
+    FailoverCandidateAcquiring,
+    WaitingForSwitchoverCandidate {
+        candidate: NodeName,
+    },
+    // failsafe
+    FailsafeKeeping {
+        remaining_ms: u64,
+        members: usize,
+    },
+    FailsafeNotConfirmed {
+        missing: Vec<NodeName>,
+        remaining_ms: u64,
+    },
+    FailsafeReacquiring,
+    FailsafeGrantHeld {
+        leader: NodeName,
+        remaining_ms: u64,
+    },
+    FailsafeStartupWait {
+        remaining_ms: u64,
+    },
+    NotInFailsafeKey,
+    // store
+    StoreUnavailableKeeping {
+        remaining_ms: u64,
+    },
+    StoreUnavailableFollowing,
+    StoreUnavailableStopped,
+    // pause
+    Paused {
+        what: String,
+    },
+    // operator requests (REST /restart, /reinitialize)
+    OperatorRestart {
+        role: NodeRole,
+    },
+    OperatorReinitialize {
+        leader: NodeName,
+    },
+    OperatorRequestRefused {
+        why: Refusal,
+    },
+    // shutdown
+    ShuttingDown,
+    ShutdownComplete,
+    ShutdownLeavingPostgres,
+    // idle
+    WaitingForPostgres,
+}
+
+impl fmt::Display for Reason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use Reason::*;
+        match self {
+            RacingInitialize => write!(f, "racing for the initialize key"),
+            LostInitializeRace => write!(f, "another member is bootstrapping the cluster"),
+            Bootstrapping => write!(f, "bootstrapping a new cluster"),
+            WaitingForBootstrap => write!(f, "waiting for the cluster to be bootstrapped"),
+            NoFailoverNeverBootstraps => write!(f, "nofailover is set: not bootstrapping, waiting for a leader"),
+            SystemIdMismatch { ours, cluster } => write!(
+                f,
+                "refusing to join: our system identifier {ours} differs from the cluster's {cluster}"
+            ),
+            Cloning { from } => write!(f, "creating a replica from {from}"),
+            WaitingForLeaderToClone => write!(f, "no leader to clone from; waiting"),
+            JobRunning { job } => write!(f, "{job} in progress"),
+            JobFailed { job, why } => write!(f, "{job} failed: {why}"),
+            AcquiringAfterBootstrap => write!(f, "taking the leader key for the bootstrapped cluster"),
+            Leading => write!(f, "no action: I am the leader with the lock"),
+            Promoting => write!(f, "promoted self to leader by acquiring the lock"),
+            RestartingCrashedPrimary => write!(f, "starting the primary in place"),
+            CrashedPrimaryGaveUp => {
+                write!(f, "primary did not start within primary_start_timeout: releasing the leader key")
+            }
+            Renewing => write!(f, "renewing the leader lock"),
+            Following { leader } => write!(f, "no action: I am a replica following the leader {leader}"),
+            StartingReplica { leader: Some(l) } => write!(f, "starting as a replica of {l}"),
+            StartingReplica { leader: None } => write!(f, "starting as a read-only replica without an upstream"),
+            Reconfiguring { leader } => write!(f, "following the new leader {leader}"),
+            CheckingDivergence { leader } => write!(f, "checking our timeline against {leader}'s history"),
+            Rewinding { leader } => write!(f, "running pg_rewind from {leader}"),
+            Reinitializing { leader } => write!(f, "reinitializing from {leader} (diverged timelines)"),
+            DivergedNoRewind { leader } => write!(
+                f,
+                "our timeline diverged from {leader}'s and neither use_pg_rewind nor \
+                 remove_data_directory_on_diverged_timelines allows a repair: staying stopped"
+            ),
+            RewindFailedStaying { leader } => write!(
+                f,
+                "pg_rewind from {leader} failed and remove_data_directory_on_rewind_failure is off: staying stopped"
+            ),
+            ProbingPeers => write!(f, "the leader key is free: asking the members whether I am the healthiest"),
+            Acquiring => write!(f, "I am the healthiest: trying to acquire the leader key"),
+            NotHealthiest { better } => write!(f, "not the healthiest candidate: {better} is ahead"),
+            PrimaryStillRunning { peer } => write!(f, "not racing: the former primary {peer} is still running"),
+            TooMuchLag { lag_bytes } => {
+                write!(f, "not racing: {lag_bytes} bytes behind is more than maximum_lag_on_failover")
+            }
+            NoFailover => write!(f, "not racing: nofailover is set"),
+            BehindClusterTimeline { ours, cluster } => write!(
+                f,
+                "not racing: our timeline {ours} is older than the cluster's {cluster} (promoting would fork history)"
+            ),
+            LostRace { leader } => write!(f, "following new leader {leader} after failing to obtain the lock"),
+            NoLeaderWaiting => write!(f, "the leader key is free; waiting"),
+            ResumeGrace { remaining_ms } => write!(
+                f,
+                "the cluster was just resumed: not racing for {remaining_ms} ms, until a paused primary's fence lapses"
+            ),
+            DemotingLockLost => write!(f, "demoting: the leader lock was lost"),
+            FenceUnavailable { why } => write!(
+                f,
+                "the fencing process (or a required watchdog) cannot be armed ({why}): giving the leader key up"
+            ),
+            DemotingOtherLeader { leader } => write!(f, "demoting: {leader} holds the leader key"),
+            DemotingNoLease => write!(f, "stopping a primary that holds no lease"),
+            FencingStoreUnavailable => {
+                write!(f, "fencing: the store is unreachable and the lease deadline has come")
+            }
+            SwitchoverScheduled { at_ms } => write!(f, "switchover scheduled at {at_ms} (unix ms)"),
+            SwitchoverStopping { candidate } => match candidate {
+                Some(c) => write!(f, "switchover: stopping gracefully for {c}"),
+                None => write!(f, "switchover: stopping gracefully"),
+            },
+            SwitchoverWaitingForCandidate { candidate } => match candidate {
+                Some(c) => write!(f, "switchover: waiting for {c} to receive the shutdown checkpoint"),
+                None => write!(f, "switchover: waiting for a replica to receive the shutdown checkpoint"),
+            },
+            SwitchoverReleasing => write!(f, "switchover: releasing the leader key"),
+            SwitchoverCatchingUp { ours, wanted } => write!(
+                f,
+                "switchover: waiting to receive the old leader's final WAL ({ours} of {wanted}) before racing"
+            ),
+            SwitchoverRefused { why } => write!(f, "switchover refused: {why}"),
+            FailoverCandidateAcquiring => write!(f, "I am the requested candidate: acquiring the leader key"),
+            WaitingForSwitchoverCandidate { candidate } => {
+                write!(f, "waiting for the requested candidate {candidate} to take over")
+            }
+            StoreUnavailableKeeping { remaining_ms } => write!(
+                f,
+                "the store is unreachable: still primary for {remaining_ms} ms of lease unless renewed"
+            ),
+            FailsafeKeeping { remaining_ms, members } => write!(
+                f,
+                "the store is unreachable: continue to run as a leader because failsafe mode is enabled and all \
+                 {members} members are accessible ({remaining_ms} ms left unless confirmed again)"
+            ),
+            FailsafeNotConfirmed { missing, remaining_ms } => {
+                let names: Vec<&str> = missing.iter().map(|n| n.as_str()).collect();
+                write!(
+                    f,
+                    "the store is unreachable and failsafe mode could not confirm us ({} did not accept): \
+                     fencing at the deadline in {remaining_ms} ms",
+                    names.join(", ")
+                )
+            }
+            FailsafeReacquiring => write!(
+                f,
+                "the store is back and the leader key is free: the failsafe primary takes it again"
+            ),
+            FailsafeGrantHeld {
+                leader,
+                remaining_ms,
+            } => write!(
+                f,
+                "not racing: {leader} ran as a failsafe leader confirmed by us; its grant ends in {remaining_ms} ms"
+            ),
+            FailsafeStartupWait { remaining_ms } => write!(
+                f,
+                "not racing: failsafe mode is on and this agent just started (a grant it gave before may still \
+                 run for {remaining_ms} ms)"
+            ),
+            NotInFailsafeKey => write!(
+                f,
+                "not racing: failsafe mode is on and this member is not in the failsafe key"
+            ),
+            StoreUnavailableFollowing => write!(f, "the store is unreachable: following as before, not racing"),
+            StoreUnavailableStopped => write!(f, "the store is unreachable: staying as we are"),
+            Paused { what } => write!(f, "PAUSE: {what}"),
+            OperatorRestart { role } => {
+                let role = if *role == NodeRole::Primary { "primary" } else { "replica" };
+                write!(f, "restarting PostgreSQL as {role} on the operator's request")
+            }
+            OperatorReinitialize { leader } => {
+                write!(f, "reinitializing from {leader} on the operator's request")
+            }
+            OperatorRequestRefused { why } => write!(f, "operator request refused: {why}"),
+            ShuttingDown => write!(f, "shutting down"),
+            ShutdownComplete => write!(f, "shutdown complete"),
+            ShutdownLeavingPostgres => write!(f, "PAUSE: shutting down the agent, leaving PostgreSQL running"),
+            WaitingForPostgres => write!(f, "waiting for PostgreSQL to accept connections"),
+        }
+    }
+}
