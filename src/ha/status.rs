@@ -148,6 +148,12 @@ fn diverged(ctx: &Ctx, mem: &Memory, cluster: Option<&super::observation::Cluste
         .and_then(|m| m.timeline);
     // Not streaming and unable to compare with the leader (no store, or the leader on another timeline):
     // we cannot vouch for this replica's history.
-    let unverifiable = cluster.is_none() || leader_tl.is_some_and(|tl| tl != r.timeline);
+    // The store's `history` may also know a newer timeline than the leader's member record shows (a
+    // leader frozen right after promoting, its member key expired).
+    let behind_cluster = cluster
+        .and_then(|c| c.timeline)
+        .is_some_and(|tl| tl > r.timeline);
+    let unverifiable =
+        cluster.is_none() || leader_tl.is_some_and(|tl| tl != r.timeline) || behind_cluster;
     known_forked || (!r.streaming && unverifiable)
 }

@@ -197,3 +197,33 @@ fn the_status_carries_the_cycle_time_and_the_leader() {
     assert_eq!(d.status.leader, Some(n("pg2")));
     assert!(d.status.streaming);
 }
+
+#[test]
+fn a_replica_not_streaming_behind_the_clusters_timeline_is_published_as_diverged() {
+    // The leader promoted (history says timeline 2) and froze before its member record said so; in pause
+    // nobody rewinds, but this replica must not answer /replica as healthy (found by simulator seed 53084).
+    let c = cluster()
+        .leader("pg2")
+        .optime(500)
+        .timeline(2, "pg2")
+        .paused();
+    let o = obs(1_000).pg_replica(1, 600).store(c);
+    let d = decide(&cfg("pg1"), &mem().paused(), &o);
+    assert!(d.status.diverged);
+    assert!(!replica_ok(&d.status, None));
+    let streaming = decide(
+        &cfg("pg1"),
+        &mem().paused(),
+        &obs(1_000).pg_replica_of(2, 600, "pg2").store(
+            cluster()
+                .leader("pg2")
+                .optime(500)
+                .timeline(2, "pg2")
+                .paused(),
+        ),
+    );
+    assert!(
+        !streaming.status.diverged,
+        "a streaming replica on the new timeline is fine"
+    );
+}
