@@ -35,6 +35,8 @@ pub struct Executor {
     pub failsafe_replies: Option<Vec<crate::ha::FailsafeReply>>,
     /// Who we are in a failsafe round (the runtime fills it in from the config).
     pub failsafe: super::peers::FailsafePoster,
+    /// For requests to the other members' REST APIs (`peers::client`; the runtime installs it).
+    pub peer_client: reqwest::Client,
     job: Option<(Job, JoinHandle<Result<(), String>>)>,
     finished: Option<(Job, JobResult)>,
 }
@@ -59,6 +61,7 @@ impl Executor {
             divergence: None,
             failsafe_replies: None,
             failsafe: Default::default(),
+            peer_client: reqwest::Client::new(),
             job: None,
             finished: None,
         }
@@ -171,11 +174,15 @@ impl Executor {
                     self.pg.superuser.username.clone(),
                     self.pg.superuser.password.clone(),
                 );
-                self.peers = Some(super::peers::probe_all(&members, &self.pg.name, creds).await);
+                self.peers = Some(
+                    super::peers::probe_all(&self.peer_client, &members, &self.pg.name, creds)
+                        .await,
+                );
                 Outcome::Done
             }
             Action::PostFailsafe { members } => {
-                let replies = super::peers::post_failsafe(members, &self.failsafe).await;
+                let replies =
+                    super::peers::post_failsafe(&self.peer_client, members, &self.failsafe).await;
                 let missing: Vec<String> = replies
                     .iter()
                     .filter(|r| !r.accepted)

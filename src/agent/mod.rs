@@ -29,6 +29,8 @@ pub enum AgentError {
     Api(#[from] crate::api::ApiError),
     #[error("cannot install signal handlers: {0}")]
     Signals(std::io::Error),
+    #[error("cannot set up requests to the other members: {0}")]
+    PeerClient(String),
     #[error(
         "another agent named {name} is running at {api_url} in this scope; give this node another `name` \
          (or stop the other agent)"

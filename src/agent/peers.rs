@@ -7,17 +7,44 @@ use crate::ha::{Lsn, NodeName, PeerProbe, PeerStatus, PgRole, Tags, Timeline};
 /// Patroni probes with 2 s and no retries.
 const PROBE_TIMEOUT_MS: u64 = 2_000;
 
+/// The client for requests to the other members' REST APIs (probes, failsafe rounds), built once at start.
+/// As Patroni's peer requests do, it trusts `restapi.cafile` besides the system roots and, when the
+/// members check client certificates (`verify_client`), presents `restapi.certfile`/`keyfile`: a REST
+/// API behind a private CA stays reachable by its peers instead of every probe falling back to SQL and
+/// every failsafe round failing. Timeouts are set per request.
+pub fn client(api: &crate::api::RestApiSettings) -> Result<reqwest::Client, String> {
+    let read = |key: &str, p: &std::path::Path| {
+        std::fs::read(p).map_err(|e| format!("restapi.{key} {}: {e}", p.display()))
+    };
+    let mut b = reqwest::Client::builder()
+        .use_rustls_tls()
+        .connect_timeout(Duration::from_millis(PROBE_TIMEOUT_MS));
+    if let Some(ca) = &api.cafile {
+        let certs = reqwest::Certificate::from_pem_bundle(&read("cafile", ca)?)
+            .map_err(|e| format!("restapi.cafile {}: not a PEM bundle: {e}", ca.display()))?;
+        for cert in certs {
+            b = b.add_root_certificate(cert);
+        }
+    }
+    if let (true, Some(cert), Some(key)) = (api.verify_client, &api.certfile, &api.keyfile) {
+        let mut pem = read("certfile", cert)?;
+        pem.push(b'\n');
+        pem.extend(read("keyfile", key)?);
+        let identity = reqwest::Identity::from_pem(&pem)
+            .map_err(|e| format!("restapi.certfile/keyfile as a client certificate: {e}"))?;
+        b = b.identity(identity);
+    }
+    b.build()
+        .map_err(|e| format!("cannot build the peer HTTP client: {e}"))
+}
+
 /// Probe every member but us, in parallel (the agent runtime owns these short-lived tasks).
 pub async fn probe_all(
+    client: &reqwest::Client,
     members: &[(String, MemberRecord)],
     me: &NodeName,
     pg_creds: (String, String),
 ) -> Vec<PeerProbe> {
-    let client = reqwest::Client::builder()
-        .timeout(Duration::from_millis(PROBE_TIMEOUT_MS))
-        .connect_timeout(Duration::from_millis(PROBE_TIMEOUT_MS))
-        .build()
-        .unwrap_or_default();
     let started = crate::clock::monotonic();
     let mut set = tokio::task::JoinSet::new();
     for (name, rec) in members.iter().filter(|(n, _)| n != me.as_str()) {
@@ -65,7 +92,15 @@ async fn rest(client: &reqwest::Client, url: &str) -> Option<PeerStatus> {
     if url.is_empty() {
         return None;
     }
-    let v: serde_json::Value = client.get(url).send().await.ok()?.json().await.ok()?;
+    let v: serde_json::Value = client
+        .get(url)
+        .timeout(Duration::from_millis(PROBE_TIMEOUT_MS))
+        .send()
+        .await
+        .ok()?
+        .json()
+        .await
+        .ok()?;
     let role = match v.get("role").and_then(|r| r.as_str()) {
         Some("primary" | "master")
             if v.get("state").and_then(|s| s.as_str()) == Some("running") =>
@@ -161,15 +196,11 @@ pub struct FailsafePoster {
 /// `POST /failsafe` to every member in parallel, each bounded by the failsafe timeout (one try).
 /// A member counts as accepting only on 200.
 pub async fn post_failsafe(
+    client: &reqwest::Client,
     members: &[(NodeName, String)],
     me: &FailsafePoster,
 ) -> Vec<crate::ha::FailsafeReply> {
     let limit = Duration::from_millis(me.timeout_ms.max(1));
-    let client = reqwest::Client::builder()
-        .timeout(limit)
-        .connect_timeout(limit)
-        .build()
-        .unwrap_or_default();
     let body = serde_json::json!({
         "name": me.name, "conn_url": me.conn_url, "api_url": me.api_url,
     });
@@ -183,7 +214,7 @@ pub async fn post_failsafe(
         );
         let (auth, token) = (me.basic_auth.clone(), me.token.clone());
         set.spawn(async move {
-            let mut req = client.post(&url).json(&body);
+            let mut req = client.post(&url).timeout(limit).json(&body);
             if let Some((u, p)) = auth {
                 req = req.basic_auth(u, Some(p));
             } else if let Some(t) = token {

@@ -79,6 +79,8 @@ pub async fn run_loop(
     exec.bootstrap_config = bootstrap_config(&core, &config);
     exec.watchdog = super::watchdog::Watchdog::new(config.watchdog.clone());
     exec.failsafe = failsafe_poster(&config, &core);
+    exec.peer_client =
+        super::peers::client(&config.restapi_settings()).map_err(AgentError::PeerClient)?;
     let mut mem = Memory::default();
     let mut outcomes: Vec<ActionOutcome> = Vec::new();
     let mut shutting_down = false;

@@ -149,3 +149,49 @@ async fn https_with_and_without_client_certificates() {
         "{err:?}"
     );
 }
+
+/// The agent's client for its peers' REST APIs (probes, failsafe rounds) trusts `restapi.cafile` and, when
+/// the members check client certificates, presents `restapi.certfile`/`keyfile`.
+#[tokio::test]
+async fn the_peer_client_reaches_members_behind_a_private_ca_and_client_certificates() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    if !pki(d) {
+        return;
+    }
+    let mut server = settings();
+    server.certfile = Some(d.join("server.pem"));
+    server.keyfile = Some(d.join("server.key"));
+    server.cafile = Some(d.join("ca.pem"));
+    server.verify_client = true;
+    let api = Api::start_with(server, primary(NOW + 10_000), "https", client(d, true)).await;
+    let url = format!("{}/patroni", api.base);
+
+    // What every member's config says, with a certificate this test's CA issued for client use.
+    let mut mine = settings();
+    mine.cafile = Some(d.join("ca.pem"));
+    mine.certfile = Some(d.join("client.pem"));
+    mine.keyfile = Some(d.join("client.key"));
+    mine.verify_client = true;
+    let peer = tenure::agent::peers::client(&mine).expect("peer client");
+    let r = peer.get(&url).send().await.expect("reaches the member");
+    assert_eq!(r.status(), 200);
+
+    mine.verify_client = false;
+    let no_cert = tenure::agent::peers::client(&mine).expect("peer client");
+    assert!(
+        no_cert.get(&url).send().await.is_err(),
+        "without its certificate the member refuses the connection"
+    );
+    mine.cafile = None;
+    mine.verify_client = true;
+    let no_ca = tenure::agent::peers::client(&mine).expect("peer client");
+    assert!(
+        no_ca.get(&url).send().await.is_err(),
+        "without the CA the member's certificate is not trusted"
+    );
+    mine.cafile = Some(d.join("missing.pem"));
+    let err = tenure::agent::peers::client(&mine).unwrap_err();
+    assert!(err.contains("restapi.cafile"), "{err}");
+    api.shutdown().await;
+}
