@@ -10,7 +10,7 @@ use crate::api::control::{
     RestartRole, SwitchoverRequest,
 };
 use crate::api::Published;
-use crate::dcs::{Dcs, DcsError, SwitchoverRecord};
+use crate::dcs::{ClusterSnapshot, Dcs, DcsError, SwitchoverRecord};
 use crate::ha::{switchover_request_problem, OperatorRequest, PgRole, SwitchoverProblem};
 
 /// Operator requests through the store; `decide()` on every agent acts on them. Requests for this node
@@ -41,24 +41,17 @@ impl StoreControl {
         Instant::now() + Duration::from_millis(self.timeout_ms)
     }
 
-    /// Why `name` cannot be a candidate, from its member record (Patroni answers 412 for these).
-    fn candidate_problem(&self, name: &str) -> Option<String> {
-        let p = self.published.borrow();
-        let Some(rec) = p
-            .cluster
-            .as_ref()
-            .and_then(|c| c.members.get(name).cloned())
-        else {
-            return Some(format!("candidate {name} does not exist"));
-        };
-        let tags =
-            super::peers::tags_from_json(&serde_json::to_value(&rec.tags).unwrap_or_default());
-        if !tags.can_promote() {
-            return Some(format!(
-                "candidate {name} has nofailover set (or failover_priority <= 0)"
-            ));
+    /// The cluster as the store has it now (a quorum read, as Patroni's handlers read the store); the
+    /// last published snapshot when the store does not answer (the write that follows will fail anyway).
+    /// The published one alone can be a loop old: a tag set a moment ago would be missed.
+    async fn current(&self) -> Option<ClusterSnapshot> {
+        match self.dcs.get_cluster(true, self.deadline()).await {
+            Ok(mut snap) => {
+                crate::dcs::keys::fill_derived(&mut snap);
+                Some(snap)
+            }
+            Err(_) => self.published.borrow().cluster.clone(),
         }
-        None
     }
 
     /// Hand `request` to the runtime loop and wait (at most `timeout_s`) for the outcome.
@@ -84,13 +77,24 @@ impl StoreControl {
             )),
         }
     }
+}
 
-    fn leader(&self) -> Option<String> {
-        let p = self.published.borrow();
-        p.cluster
-            .as_ref()
-            .and_then(|c| c.cluster.leader_name().map(|l| l.to_string()))
+/// Why `name` cannot be a candidate, from its member record (Patroni answers 412 for these).
+fn candidate_problem(snap: Option<&ClusterSnapshot>, name: &str) -> Option<String> {
+    let Some(rec) = snap.and_then(|c| c.members.get(name)) else {
+        return Some(format!("candidate {name} does not exist"));
+    };
+    let tags = super::peers::tags_from_json(&serde_json::to_value(&rec.tags).unwrap_or_default());
+    if !tags.can_promote() {
+        return Some(format!(
+            "candidate {name} has nofailover set (or failover_priority <= 0)"
+        ));
     }
+    None
+}
+
+fn leader(snap: Option<&ClusterSnapshot>) -> Option<String> {
+    snap.and_then(|c| c.cluster.leader_name().map(|l| l.to_string()))
 }
 
 fn unavailable(e: DcsError) -> ControlError {
@@ -126,7 +130,8 @@ impl Control for StoreControl {
     }
 
     async fn switchover(&self, req: SwitchoverRequest) -> Result<Accepted, ControlError> {
-        if self.leader().as_deref() != Some(req.leader.as_str()) {
+        let snap = self.current().await;
+        if leader(snap.as_ref()).as_deref() != Some(req.leader.as_str()) {
             return Err(ControlError::new(
                 412,
                 format!(
@@ -136,23 +141,17 @@ impl Control for StoreControl {
             ));
         }
         if let Some(c) = &req.candidate {
-            if let Some(why) = self.candidate_problem(c.as_str()) {
+            if let Some(why) = candidate_problem(snap.as_ref(), c.as_str()) {
                 return Err(ControlError::new(412, why));
             }
         }
         if req.scheduled_at.is_none() {
             // The core's rules on the last snapshot (pause needs a candidate; a candidate must be a running
             // replica within maximum_lag_on_failover): refused here rather than written and then dropped.
-            let problem = {
-                let p = self.published.borrow();
-                p.cluster.as_ref().and_then(|c| {
-                    switchover_request_problem(
-                        p.maximum_lag_on_failover_bytes,
-                        &c.cluster,
-                        req.candidate.as_ref(),
-                    )
-                })
-            };
+            let max_lag_bytes = self.published.borrow().maximum_lag_on_failover_bytes;
+            let problem = snap.as_ref().and_then(|c| {
+                switchover_request_problem(max_lag_bytes, &c.cluster, req.candidate.as_ref())
+            });
             match problem {
                 Some(why @ SwitchoverProblem::PausedWithoutCandidate) => {
                     return Err(ControlError::new(400, why.to_string()))
@@ -189,7 +188,8 @@ impl Control for StoreControl {
     }
 
     async fn failover(&self, req: FailoverRequest) -> Result<Accepted, ControlError> {
-        if let Some(why) = self.candidate_problem(req.candidate.as_str()) {
+        let snap = self.current().await;
+        if let Some(why) = candidate_problem(snap.as_ref(), req.candidate.as_str()) {
             return Err(ControlError::new(412, why));
         }
         let rec = SwitchoverRecord {

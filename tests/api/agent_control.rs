@@ -338,27 +338,66 @@ async fn switchover_refusals_come_before_the_request_is_written() {
     api.shutdown().await;
 }
 
-/// A switchover, failover or config change written to the store wakes the loop at once (Patroni does the
-/// same); a refused one does not.
+/// A member record for the store.
+fn record(role: &str, lsn: u64) -> tenure::dcs::MemberRecord {
+    tenure::dcs::MemberRecord {
+        conn_url: "postgres://127.0.0.1:5432/postgres".into(),
+        api_url: "http://127.0.0.1:9/patroni".into(),
+        state: "running".into(),
+        role: role.into(),
+        version: "0.1.0".into(),
+        xlog_location: Some(lsn),
+        receive_lsn: Some(lsn),
+        replay_lsn: Some(lsn),
+        timeline: Some(1),
+        ..Default::default()
+    }
+}
+
+/// Switchover and failover are checked against the store as it is now, not the snapshot the agent
+/// published a loop ago; an accepted write wakes the loop at once (Patroni does the same), a refused one
+/// does not.
 #[tokio::test]
-async fn accepted_store_writes_wake_the_loop() {
+async fn switchover_checks_the_store_now_and_accepted_writes_wake_the_loop() {
     use crate::support::consul_server::{ConsulTestOptions, ConsulTestServer};
+    use tenure::api::{Control, FailoverRequest, SwitchoverRequest};
+    use tenure::dcs::Dcs;
     let consul = ConsulTestServer::start(ConsulTestOptions::default()).await;
-    let dcs = ConsulDcs::new(ConsulSettings::new(&consul.url(), "batman", "pg1", TTL_MS))
-        .expect("consul settings");
+    let store = |name: &str| {
+        ConsulDcs::new(ConsulSettings::new(&consul.url(), "batman", name, 120_000))
+            .expect("consul settings")
+    };
+    let deadline = || tokio::time::Instant::now() + std::time::Duration::from_secs(3);
+    let (pg1, pg2, pg3) = (store("pg1"), store("pg2"), store("pg3"));
+    pg1.ensure_session(deadline()).await.unwrap();
+    pg1.acquire_leader(deadline()).await.unwrap();
+    pg1.publish_member(&record("primary", 50_000), deadline())
+        .await
+        .unwrap();
+    for (dcs, tagged) in [(&pg2, false), (&pg3, true)] {
+        let mut rec = record("replica", 50_000);
+        if tagged {
+            rec.tags
+                .insert("nofailover".into(), serde_json::json!(true));
+        }
+        dcs.ensure_session(deadline()).await.unwrap();
+        dcs.publish_member(&rec, deadline()).await.unwrap();
+    }
+    // The agent's published snapshot is older: it has not seen pg3's nofailover tag yet.
     let mut p = with_cluster(primary(NOW + 10_000));
     let snap = p.cluster.as_mut().unwrap();
     snap.cluster.members = vec![
         member("pg1", MemberRole::Primary, 50_000),
         member("pg2", MemberRole::Replica, 50_000),
+        member("pg3", MemberRole::Replica, 50_000),
     ];
-    // The test double's store is empty: no config key yet, so the write creates it.
+    snap.members.insert("pg3".into(), replica(0).member);
     snap.config = None;
     let (_tx, rx) = watch::channel(p);
     let (request_tx, _requests) = mpsc::channel(1);
     let wake = Arc::new(Notify::new());
     let control = StoreControl {
-        dcs: Arc::new(dcs),
+        dcs: Arc::new(store("pg1")),
         published: rx,
         timeout_ms: 2_000,
         requests: request_tx,
@@ -370,21 +409,30 @@ async fn accepted_store_writes_wake_the_loop() {
             .await
             .is_ok()
     };
-    use tenure::api::{Control, FailoverRequest, SwitchoverRequest};
-    let refused = control
-        .failover(FailoverRequest {
-            candidate: NodeName::new("nobody"),
-        })
-        .await;
-    assert_eq!(refused.map_err(|e| e.status), Err(412));
-    assert!(!woken().await, "a refused request must not wake the loop");
-    let sw = SwitchoverRequest {
+    let to = |candidate: &str| SwitchoverRequest {
         leader: NodeName::new("pg1"),
-        candidate: Some(NodeName::new("pg2")),
+        candidate: Some(NodeName::new(candidate)),
         scheduled_at: None,
         scheduled_at_ms: None,
     };
-    assert_eq!(control.switchover(sw).await.map(|a| a.status), Ok(200));
+    let refused = control.switchover(to("pg3")).await;
+    assert_eq!(
+        refused.map_err(|e| e.status),
+        Err(412),
+        "pg3's nofailover tag is in the store, if not yet in the published snapshot"
+    );
+    assert!(!woken().await, "a refused request must not wake the loop");
+    let refused = control
+        .failover(FailoverRequest {
+            candidate: NodeName::new("pg3"),
+        })
+        .await;
+    assert_eq!(refused.map_err(|e| e.status), Err(412));
+    assert!(!woken().await);
+    assert_eq!(
+        control.switchover(to("pg2")).await.map(|a| a.status),
+        Ok(200)
+    );
     assert!(woken().await, "switchover written: the loop wakes");
     let fo = FailoverRequest {
         candidate: NodeName::new("pg2"),
