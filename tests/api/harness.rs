@@ -71,6 +71,12 @@ impl Control for FakeControl {
             Accepted::done("restarted successfully"),
         )
     }
+    async fn cancel_restart(&self) -> Result<Accepted, ControlError> {
+        self.answer(
+            "cancel_restart".into(),
+            Accepted::done("scheduled restart deleted"),
+        )
+    }
     async fn reinitialize(&self, req: ReinitializeRequest) -> Result<Accepted, ControlError> {
         self.answer(
             format!("reinitialize {req:?}"),

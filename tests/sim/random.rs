@@ -66,7 +66,13 @@ fn inject(sim: &mut Sim, pick: &mut Rng, watchdog: bool) {
             let cand = pick.pick(n);
             sim.switchover(Some(cand), None)
         }
-        16 => sim.operator_request(target, OperatorRequest::Restart { role: None }),
+        16 => sim.operator_request(
+            target,
+            OperatorRequest::Restart {
+                role: None,
+                at_wall_ms: None,
+            },
+        ),
         17 => sim.operator_request(i, OperatorRequest::Reinitialize { force: false }),
         _ => sim.heal_all(),
     }

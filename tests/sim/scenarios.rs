@@ -319,7 +319,13 @@ fn operator_restart_and_reinit_in_pause_keep_one_primary_and_bring_the_node_back
     sim.pause();
     sim.run_for(2_000);
     let logged = |sim: &Sim, what: &str| sim.w.log.iter().any(|l| l.contains(what));
-    sim.operator_request(p, OperatorRequest::Restart { role: None });
+    sim.operator_request(
+        p,
+        OperatorRequest::Restart {
+            role: None,
+            at_wall_ms: None,
+        },
+    );
     sim.run_for(3_000);
     assert!(
         logged(
