@@ -507,6 +507,112 @@ async fn missing_or_invalid_config_exits_64() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restart_scheduled_and_flush_restart_go_to_the_named_members_api() {
+    let f = Fixture::start().await;
+    let config = f.config();
+    let at = "2030-01-01T12:00:00+00:00";
+    // Without a terminal and without --force nothing is sent; a time without a zone is bad usage.
+    let (code, _, err) = tenure(&[
+        "restart",
+        "pg2",
+        "--scheduled",
+        at,
+        "--config",
+        path(&config),
+    ])
+    .await;
+    assert_eq!(code, 64, "{err}");
+    let naive = [
+        "restart",
+        "pg2",
+        "--scheduled",
+        "2030-01-01T12:00",
+        "--force",
+        "--config",
+        path(&config),
+    ];
+    let (code, _, err) = tenure(&naive).await;
+    assert_eq!(code, 64, "{err}");
+    assert!(
+        err.contains("--scheduled") && err.contains("time zone"),
+        "{err}"
+    );
+    assert!(f.pg2_api.control.calls().is_empty());
+
+    let scheduled = [
+        "restart",
+        "pg2",
+        "--scheduled",
+        at,
+        "--force",
+        "--config",
+        path(&config),
+    ];
+    let (code, out, err) = tenure(&scheduled).await;
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("Success: restart on member pg2: Restart scheduled"),
+        "{out}"
+    );
+    let calls = f.pg2_api.control.calls();
+    assert_eq!(calls.len(), 1, "{calls:?}");
+    assert!(
+        calls[0].contains("schedule_ms: Some(1893499200000)"),
+        "{calls:?}"
+    );
+
+    // `now` is an immediate restart.
+    let args = [
+        "restart",
+        "pg2",
+        "--scheduled",
+        "now",
+        "--force",
+        "--config",
+        path(&config),
+    ];
+    let (code, out, _) = tenure(&args).await;
+    assert_eq!(code, 0);
+    assert!(out.contains("restarted successfully"), "{out}");
+
+    // flush NODE restart: DELETE /restart without a prompt (as patronictl's flush).
+    let (code, out, err) = tenure(&["flush", "pg2", "restart", "--config", path(&config)]).await;
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("scheduled restart deleted"), "{out}");
+    let calls = f.pg2_api.control.calls();
+    assert_eq!(
+        calls.last().map(String::as_str),
+        Some("cancel_restart"),
+        "{calls:?}"
+    );
+    assert!(
+        f.pg1_api.control.calls().is_empty(),
+        "only the named member is asked"
+    );
+
+    // Nothing scheduled: the member's 404, exit 1.
+    *f.pg2_api.control.refusal.lock().unwrap() =
+        Some(ControlError::new(404, "no restarts are scheduled"));
+    let (code, _, err) = tenure(&["flush", "pg2", "restart", "--config", path(&config)]).await;
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("404") && err.contains("no restarts are scheduled"),
+        "{err}"
+    );
+    // Another one already scheduled: 409, exit 1.
+    *f.pg2_api.control.refusal.lock().unwrap() = Some(ControlError::new(
+        409,
+        "Another restart is already scheduled",
+    ));
+    let (code, _, err) = tenure(&scheduled).await;
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("409") && err.contains("Another restart is already scheduled"),
+        "{err}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn restart_and_reinit_go_to_the_named_members_api_and_ask_unless_forced() {
     let f = Fixture::start().await;
     let config = f.config();
