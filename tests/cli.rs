@@ -106,6 +106,10 @@ impl Fixture {
             ..MemberRecord::default()
         };
         follower.tags.insert("zone".into(), json!("a"));
+        follower.scheduled_restart = Some(tenure::dcs::keys::ScheduledRestartRecord {
+            schedule: "2030-01-01T12:00:00+00:00".into(),
+            role: None,
+        });
         pg2.publish_member(&follower, deadline()).await.unwrap();
 
         Fixture {
@@ -210,14 +214,15 @@ async fn list_shows_both_members_with_roles_and_lag() {
             .unwrap_or_else(|| panic!("no row for {name}:\n{out}"));
         line.split('|').map(|c| c.trim().to_string()).collect()
     };
-    // | Member | Host | Role | State | TL | Lag in MB | Tags |
+    // | Member | Host | Role | State | TL | Lag in MB | Scheduled restart | Tags |
+    assert!(lines[1].contains("| Scheduled restart "), "{out}");
     assert_eq!(
-        row("pg1")[1..8],
-        ["pg1", "10.0.0.1:5432", "Leader", "running", "3", "", ""],
+        row("pg1")[1..9],
+        ["pg1", "10.0.0.1:5432", "Leader", "running", "3", "", "", ""],
         "{out}"
     );
     assert_eq!(
-        row("pg2")[1..8],
+        row("pg2")[1..9],
         [
             "pg2",
             "10.0.0.2:5433",
@@ -225,6 +230,7 @@ async fn list_shows_both_members_with_roles_and_lag() {
             "streaming",
             "3",
             "3",
+            "2030-01-01T12:00:00+00:00",
             "zone: a"
         ],
         "{out}"
@@ -245,6 +251,8 @@ async fn list_shows_both_members_with_roles_and_lag() {
     assert_eq!(members[1]["Lag in MB"], 3);
     assert_eq!(members[1]["TL"], 3);
     assert_eq!(members[1]["Tags"]["zone"], "a");
+    assert_eq!(members[1]["Scheduled restart"], "2030-01-01T12:00:00+00:00");
+    assert!(members[0].get("Scheduled restart").is_none(), "{out}");
 
     // Paused: patronictl's line under the table. TENURE_CONFIG stands in for --config.
     f.set_pause(true).await;
