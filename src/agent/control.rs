@@ -258,28 +258,31 @@ pub fn request_result(
     outcomes: &[crate::ha::ActionOutcome],
 ) -> Result<Accepted, ControlError> {
     use crate::ha::{Outcome, Refusal, RequestAnswer};
-    let (done, failed) = match request {
+    // What an accepted request answers: scheduling and cancelling run no action.
+    let (accepted, failed) = match request {
         OperatorRequest::Restart {
             at_wall_ms: Some(_),
             ..
-        } => {
-            if answer == Some(&RequestAnswer::Accepted) {
-                return Ok(Accepted::scheduled("Restart scheduled"));
-            }
-            ("", "")
-        }
-        OperatorRequest::CancelRestart => ("scheduled restart deleted", ""),
-        OperatorRequest::Restart { .. } => ("restarted successfully", "restart failed"),
-        OperatorRequest::Reinitialize { .. } => ("reinitialize started", "reinitialize failed"),
+        } => (Accepted::scheduled("Restart scheduled"), None),
+        OperatorRequest::CancelRestart => (Accepted::done("scheduled restart deleted"), None),
+        OperatorRequest::Restart { .. } => (
+            Accepted::done("restarted successfully"),
+            Some("restart failed"),
+        ),
+        OperatorRequest::Reinitialize { .. } => (
+            Accepted::done("reinitialize started"),
+            Some("reinitialize failed"),
+        ),
     };
     match answer {
         Some(RequestAnswer::Accepted) => {
-            match outcomes.iter().find(|o| o.result != Outcome::Done) {
-                None => Ok(Accepted::done(done)),
-                Some(o) => Err(ControlError::new(
+            let problem = outcomes.iter().find(|o| o.result != Outcome::Done);
+            match (problem, failed) {
+                (Some(o), Some(failed)) => Err(ControlError::new(
                     503,
                     format!("{failed}: {:?} {:?}", o.action, o.result),
                 )),
+                _ => Ok(accepted),
             }
         }
         Some(RequestAnswer::Refused(why)) => {
