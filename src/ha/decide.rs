@@ -7,7 +7,8 @@ use super::leader;
 use super::lease::call_budget_ms;
 use super::memory::Memory;
 use super::observation::{
-    Cluster, Controldata, JobStatus, Observation, PgRole, PgState, RunningPg, StoreView,
+    Cluster, Controldata, JobStatus, Observation, OperatorRequest, PgRole, PgState, RunningPg,
+    StoreView,
 };
 use super::operator;
 use super::status;
@@ -139,6 +140,11 @@ pub fn decide(cfg: &CoreConfig, mem: &Memory, obs: &Observation) -> Decision {
             }
         }
     };
+    // Forgetting a scheduled restart needs no room in the cycle (no action, no store): answered whatever
+    // the cycle did, as Patroni's DELETE /restart.
+    if answer.is_none() && obs.request == Some(OperatorRequest::CancelRestart) {
+        answer = Some(operator::cancel_now(&mut mem));
+    }
     // A request the cycle had no room for (shutdown, no fresh store snapshot, a safety path first) is
     // refused with what the cycle did instead: the operator retries.
     let answer = obs.request.as_ref().map(|_| {

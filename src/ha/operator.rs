@@ -88,6 +88,14 @@ fn cancel(ctx: &Ctx, mem: &mut Memory) -> Result<Plan, Refusal> {
     ))
 }
 
+/// `DELETE /restart` in a cycle that had no room for requests (no fresh store snapshot, a safety path).
+pub(crate) fn cancel_now(mem: &mut Memory) -> RequestAnswer {
+    match mem.scheduled_restart.take() {
+        Some(_) => RequestAnswer::Accepted,
+        None => RequestAnswer::Refused(Refusal::NoRestartScheduled),
+    }
+}
+
 /// The scheduled restart, once its time has come: run exactly as an operator's restart (same conditions,
 /// same lease rule for a primary), once; dropped with the reason when it cannot run, or when the agent
 /// finds it more than 1.5 loops late (Patroni's staleness rule). `None` while it is not due.

@@ -213,3 +213,20 @@ fn reason_scheduled_restart_cancelled() {
         Some(RequestAnswer::Refused(Refusal::NoRestartScheduled))
     );
 }
+
+#[test]
+fn a_scheduled_restart_is_cancelled_even_with_the_store_unreachable() {
+    let o = with(
+        obs(1_500).pg_replica_of(1, 500, "pg1"),
+        Some(OperatorRequest::CancelRestart),
+    );
+    let d = decide(&cfg("pg2"), &scheduled(mem(), None), &o);
+    assert_eq!(d.reason, Reason::StoreUnavailableFollowing);
+    assert_eq!(d.answer, Some(RequestAnswer::Accepted));
+    assert_eq!(d.memory.scheduled_restart, None);
+    let d = decide(&cfg("pg2"), &d.memory, &o);
+    assert_eq!(
+        d.answer,
+        Some(RequestAnswer::Refused(Refusal::NoRestartScheduled))
+    );
+}
