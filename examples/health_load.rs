@@ -53,6 +53,9 @@ impl Control for NoControl {
     async fn restart(&self, _: RestartRequest) -> Result<Accepted, ControlError> {
         Err(refused())
     }
+    async fn cancel_restart(&self) -> Result<Accepted, ControlError> {
+        Err(refused())
+    }
     async fn reinitialize(&self, _: ReinitializeRequest) -> Result<Accepted, ControlError> {
         Err(refused())
     }

@@ -57,7 +57,10 @@ enum Command {
     /// Change the dynamic configuration: --set KEY=VALUE, dotted keys, YAML values (PATCH /config).
     EditConfig(EditConfigArgs),
     /// Restart PostgreSQL on one member, in its current role; allowed in pause (POST /restart on its API).
-    Restart(NodeArgs),
+    /// With --scheduled, the member restarts at that time (not in pause).
+    Restart(RestartArgs),
+    /// Forget a member's scheduled restart (DELETE /restart on its API): `tenure flush NODE restart`.
+    Flush(FlushArgs),
     /// Throw a replica's data away and clone it again from the leader; allowed in pause
     /// (POST /reinitialize on its API).
     Reinit(NodeArgs),
@@ -201,6 +204,36 @@ struct NodeArgs {
     force: bool,
 }
 
+#[derive(Args)]
+#[command(after_help = EXIT_CODES)]
+struct RestartArgs {
+    #[command(flatten)]
+    node: NodeArgs,
+    /// When: ISO 8601 with a time zone (2030-01-01T12:00+00:00), or `now`. The member keeps it in memory
+    /// (an agent restart forgets it) and shows it as `scheduled_restart` in GET /patroni.
+    #[arg(long, value_name = "TIME")]
+    scheduled: Option<String>,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum FlushWhat {
+    /// The member's scheduled restart.
+    Restart,
+}
+
+#[derive(Args)]
+#[command(after_help = EXIT_CODES)]
+struct FlushArgs {
+    #[command(flatten)]
+    client: ClientArgs,
+    /// The member (its name in `tenure list`).
+    #[arg(value_name = "NODE")]
+    node: String,
+    /// What to forget.
+    #[arg(value_name = "WHAT", value_enum)]
+    what: FlushWhat,
+}
+
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
@@ -265,10 +298,18 @@ fn main() -> ExitCode {
             &env,
         ),
         Command::Restart(a) => operator(
-            a.client,
+            a.node.client,
             tenure::cli::Command::Restart {
-                node: a.node,
-                force: a.force,
+                node: a.node.node,
+                scheduled: a.scheduled,
+                force: a.node.force,
+            },
+            &env,
+        ),
+        Command::Flush(a) => operator(
+            a.client,
+            match a.what {
+                FlushWhat::Restart => tenure::cli::Command::FlushRestart { node: a.node },
             },
             &env,
         ),

@@ -167,6 +167,34 @@ async fn paused_primary_is_healthy_while_its_fence_deadline_holds() {
 }
 
 #[tokio::test]
+async fn a_pending_scheduled_restart_is_in_patroni_and_cluster_as_patroni_shows_it() {
+    let api = Api::start(settings(), primary(NOW + 5_000)).await;
+    let (_, body) = api.code(Method::GET, "/patroni").await;
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert!(v.get("scheduled_restart").is_none(), "{v}");
+    let record = tenure::dcs::keys::ScheduledRestartRecord {
+        schedule: "2030-01-01T00:00:00+00:00".into(),
+        role: Some("replica".into()),
+    };
+    api.set(|p| {
+        *p = with_cluster(p.clone());
+        p.member.scheduled_restart = Some(record.clone());
+        let c = p.cluster.as_mut().unwrap();
+        c.members.get_mut("pg2").unwrap().scheduled_restart = Some(record.clone());
+    });
+    let (_, body) = api.code(Method::GET, "/patroni").await;
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let expected = serde_json::json!({"schedule": "2030-01-01T00:00:00+00:00", "role": "replica"});
+    assert_eq!(v["scheduled_restart"], expected);
+    let (_, body) = api.code(Method::GET, "/cluster").await;
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["members"][1]["name"], "pg2");
+    assert_eq!(v["members"][1]["scheduled_restart"], expected);
+    assert!(v["members"][0].get("scheduled_restart").is_none());
+    api.shutdown().await;
+}
+
+#[tokio::test]
 async fn liveness_follows_the_last_cycle() {
     let api = Api::start(settings(), replica(0)).await;
     api.now.store(NOW + TTL_MS, Ordering::SeqCst);

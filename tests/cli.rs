@@ -106,6 +106,10 @@ impl Fixture {
             ..MemberRecord::default()
         };
         follower.tags.insert("zone".into(), json!("a"));
+        follower.scheduled_restart = Some(tenure::dcs::keys::ScheduledRestartRecord {
+            schedule: "2030-01-01T12:00:00+00:00".into(),
+            role: None,
+        });
         pg2.publish_member(&follower, deadline()).await.unwrap();
 
         Fixture {
@@ -210,14 +214,15 @@ async fn list_shows_both_members_with_roles_and_lag() {
             .unwrap_or_else(|| panic!("no row for {name}:\n{out}"));
         line.split('|').map(|c| c.trim().to_string()).collect()
     };
-    // | Member | Host | Role | State | TL | Lag in MB | Tags |
+    // | Member | Host | Role | State | TL | Lag in MB | Scheduled restart | Tags |
+    assert!(lines[1].contains("| Scheduled restart "), "{out}");
     assert_eq!(
-        row("pg1")[1..8],
-        ["pg1", "10.0.0.1:5432", "Leader", "running", "3", "", ""],
+        row("pg1")[1..9],
+        ["pg1", "10.0.0.1:5432", "Leader", "running", "3", "", "", ""],
         "{out}"
     );
     assert_eq!(
-        row("pg2")[1..8],
+        row("pg2")[1..9],
         [
             "pg2",
             "10.0.0.2:5433",
@@ -225,6 +230,7 @@ async fn list_shows_both_members_with_roles_and_lag() {
             "streaming",
             "3",
             "3",
+            "2030-01-01T12:00:00+00:00",
             "zone: a"
         ],
         "{out}"
@@ -245,6 +251,8 @@ async fn list_shows_both_members_with_roles_and_lag() {
     assert_eq!(members[1]["Lag in MB"], 3);
     assert_eq!(members[1]["TL"], 3);
     assert_eq!(members[1]["Tags"]["zone"], "a");
+    assert_eq!(members[1]["Scheduled restart"], "2030-01-01T12:00:00+00:00");
+    assert!(members[0].get("Scheduled restart").is_none(), "{out}");
 
     // Paused: patronictl's line under the table. TENURE_CONFIG stands in for --config.
     f.set_pause(true).await;
@@ -504,6 +512,112 @@ async fn missing_or_invalid_config_exits_64() {
     let (code, out, _) = tenure(&["--help"]).await;
     assert_eq!(code, 0);
     assert!(out.contains("Exit codes:") && out.contains("69"), "{out}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restart_scheduled_and_flush_restart_go_to_the_named_members_api() {
+    let f = Fixture::start().await;
+    let config = f.config();
+    let at = "2030-01-01T12:00:00+00:00";
+    // Without a terminal and without --force nothing is sent; a time without a zone is bad usage.
+    let (code, _, err) = tenure(&[
+        "restart",
+        "pg2",
+        "--scheduled",
+        at,
+        "--config",
+        path(&config),
+    ])
+    .await;
+    assert_eq!(code, 64, "{err}");
+    let naive = [
+        "restart",
+        "pg2",
+        "--scheduled",
+        "2030-01-01T12:00",
+        "--force",
+        "--config",
+        path(&config),
+    ];
+    let (code, _, err) = tenure(&naive).await;
+    assert_eq!(code, 64, "{err}");
+    assert!(
+        err.contains("--scheduled") && err.contains("time zone"),
+        "{err}"
+    );
+    assert!(f.pg2_api.control.calls().is_empty());
+
+    let scheduled = [
+        "restart",
+        "pg2",
+        "--scheduled",
+        at,
+        "--force",
+        "--config",
+        path(&config),
+    ];
+    let (code, out, err) = tenure(&scheduled).await;
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("Success: restart on member pg2: Restart scheduled"),
+        "{out}"
+    );
+    let calls = f.pg2_api.control.calls();
+    assert_eq!(calls.len(), 1, "{calls:?}");
+    assert!(
+        calls[0].contains("schedule_ms: Some(1893499200000)"),
+        "{calls:?}"
+    );
+
+    // `now` is an immediate restart.
+    let args = [
+        "restart",
+        "pg2",
+        "--scheduled",
+        "now",
+        "--force",
+        "--config",
+        path(&config),
+    ];
+    let (code, out, _) = tenure(&args).await;
+    assert_eq!(code, 0);
+    assert!(out.contains("restarted successfully"), "{out}");
+
+    // flush NODE restart: DELETE /restart without a prompt (as patronictl's flush).
+    let (code, out, err) = tenure(&["flush", "pg2", "restart", "--config", path(&config)]).await;
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("scheduled restart deleted"), "{out}");
+    let calls = f.pg2_api.control.calls();
+    assert_eq!(
+        calls.last().map(String::as_str),
+        Some("cancel_restart"),
+        "{calls:?}"
+    );
+    assert!(
+        f.pg1_api.control.calls().is_empty(),
+        "only the named member is asked"
+    );
+
+    // Nothing scheduled: the member's 404, exit 1.
+    *f.pg2_api.control.refusal.lock().unwrap() =
+        Some(ControlError::new(404, "no restarts are scheduled"));
+    let (code, _, err) = tenure(&["flush", "pg2", "restart", "--config", path(&config)]).await;
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("404") && err.contains("no restarts are scheduled"),
+        "{err}"
+    );
+    // Another one already scheduled: 409, exit 1.
+    *f.pg2_api.control.refusal.lock().unwrap() = Some(ControlError::new(
+        409,
+        "Another restart is already scheduled",
+    ));
+    let (code, _, err) = tenure(&scheduled).await;
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("409") && err.contains("Another restart is already scheduled"),
+        "{err}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

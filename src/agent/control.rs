@@ -206,13 +206,7 @@ impl Control for StoreControl {
     }
 
     async fn restart(&self, req: RestartRequest) -> Result<Accepted, ControlError> {
-        // Filters and schedules tenure does not implement are refused, not ignored.
-        if req.schedule.is_some() {
-            return Err(ControlError::new(
-                503,
-                "scheduled restarts are not supported by tenure; restart without a schedule",
-            ));
-        }
+        // Filters tenure does not implement are refused, not ignored.
         if req.postgres_version.is_some() {
             return Err(ControlError::new(
                 400,
@@ -231,7 +225,15 @@ impl Control for StoreControl {
             RestartRole::Replica => PgRole::Replica,
         });
         let timeout_s = req.timeout_s.unwrap_or(DEFAULT_REQUEST_TIMEOUT_S).max(1);
-        self.ask_loop(OperatorRequest::Restart { role }, timeout_s)
+        let request = OperatorRequest::Restart {
+            role,
+            at_wall_ms: req.schedule_ms,
+        };
+        self.ask_loop(request, timeout_s).await
+    }
+
+    async fn cancel_restart(&self) -> Result<Accepted, ControlError> {
+        self.ask_loop(OperatorRequest::CancelRestart, DEFAULT_REQUEST_TIMEOUT_S)
             .await
     }
 
@@ -247,28 +249,52 @@ impl Control for StoreControl {
 }
 
 /// The REST answer to an operator request, from the core's answer and the outcomes of the decision's
-/// actions (`None` when the decision did not carry the request out: it was refused).
+/// actions (`None` when the decision did not carry the request out: it was refused). Scheduling and
+/// cancelling run no action: accepted is the answer (202 "Restart scheduled", 200 "scheduled restart
+/// deleted"); refusals carry Patroni's codes (409, 500, 422, 404), all others 503.
 pub fn request_result(
     request: &OperatorRequest,
     answer: Option<&crate::ha::RequestAnswer>,
     outcomes: &[crate::ha::ActionOutcome],
 ) -> Result<Accepted, ControlError> {
-    use crate::ha::{Outcome, RequestAnswer};
-    let (done, failed) = match request {
-        OperatorRequest::Restart { .. } => ("restarted successfully", "restart failed"),
-        OperatorRequest::Reinitialize { .. } => ("reinitialize started", "reinitialize failed"),
+    use crate::ha::{Outcome, Refusal, RequestAnswer};
+    // What an accepted request answers: scheduling and cancelling run no action.
+    let (accepted, failed) = match request {
+        OperatorRequest::Restart {
+            at_wall_ms: Some(_),
+            ..
+        } => (Accepted::scheduled("Restart scheduled"), None),
+        OperatorRequest::CancelRestart => (Accepted::done("scheduled restart deleted"), None),
+        OperatorRequest::Restart { .. } => (
+            Accepted::done("restarted successfully"),
+            Some("restart failed"),
+        ),
+        OperatorRequest::Reinitialize { .. } => (
+            Accepted::done("reinitialize started"),
+            Some("reinitialize failed"),
+        ),
     };
     match answer {
         Some(RequestAnswer::Accepted) => {
-            match outcomes.iter().find(|o| o.result != Outcome::Done) {
-                None => Ok(Accepted::done(done)),
-                Some(o) => Err(ControlError::new(
+            let problem = outcomes.iter().find(|o| o.result != Outcome::Done);
+            match (problem, failed) {
+                (Some(o), Some(failed)) => Err(ControlError::new(
                     503,
                     format!("{failed}: {:?} {:?}", o.action, o.result),
                 )),
+                _ => Ok(accepted),
             }
         }
-        Some(RequestAnswer::Refused(why)) => Err(ControlError::new(503, why.to_string())),
+        Some(RequestAnswer::Refused(why)) => {
+            let status = match why {
+                Refusal::RestartAlreadyScheduled => 409,
+                Refusal::ScheduleInPause => 500,
+                Refusal::ScheduleInPast => 422,
+                Refusal::NoRestartScheduled => 404,
+                _ => 503,
+            };
+            Err(ControlError::new(status, why.to_string()))
+        }
         None => Err(ControlError::new(
             503,
             "the request was not considered; retry",

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
+use crate::dcs::keys::{format_rfc3339_ms, ScheduledRestartRecord};
 use crate::dcs::{ClusterSnapshot, Dcs, DcsError, MemberRecord, SwitchoverRecord};
 use crate::ha::{
     Action, Divergence, Job, JobResult, JobStatus, Lsn, NodeName, Outcome, PeerProbe, Timeline,
@@ -392,6 +393,16 @@ pub fn member_record(
         receive_lsn: lsn.filter(|_| replica),
         replication_state: (replica && streaming).then(|| "streaming".to_string()),
         tags: tags.clone(),
+        scheduled_restart: m.scheduled_restart.map(|s| ScheduledRestartRecord {
+            schedule: format_rfc3339_ms(s.at_wall_ms),
+            role: s.role.map(|r| {
+                match r {
+                    crate::ha::PgRole::Primary => "primary",
+                    crate::ha::PgRole::Replica => "replica",
+                }
+                .to_string()
+            }),
+        }),
         ..MemberRecord::default()
     }
 }

@@ -20,8 +20,11 @@ pub trait Control: Send + Sync {
     async fn cancel_switchover(&self) -> Result<Accepted, ControlError>;
     /// `POST /failover` to a named candidate.
     async fn failover(&self, req: FailoverRequest) -> Result<Accepted, ControlError>;
-    /// `POST /restart`: 200 restarted, 202 scheduled, 409 another scheduled, 503 conditions not met.
+    /// `POST /restart`: 200 restarted, 202 scheduled, 409 another scheduled, 500 scheduled in pause,
+    /// 422 scheduled in the past, 503 conditions not met.
     async fn restart(&self, req: RestartRequest) -> Result<Accepted, ControlError>;
+    /// `DELETE /restart`: 200 "scheduled restart deleted", 404 "no restarts are scheduled".
+    async fn cancel_restart(&self) -> Result<Accepted, ControlError>;
     /// `POST /reinitialize`: 200 started; 503 with the reason ("I am the leader, can not reinitialize").
     async fn reinitialize(&self, req: ReinitializeRequest) -> Result<Accepted, ControlError>;
     /// `POST /reload`: re-read the local configuration; 202 "reload scheduled".

@@ -2,7 +2,8 @@
 use serde::Deserialize;
 
 use super::control::{
-    FailoverRequest, ReinitializeRequest, RestartRequest, RestartRole, SwitchoverRequest,
+    ControlError, FailoverRequest, ReinitializeRequest, RestartRequest, RestartRole,
+    SwitchoverRequest,
 };
 use crate::dcs::keys::parse_rfc3339_ms;
 use crate::ha::NodeName;
@@ -89,8 +90,41 @@ pub fn failover(body: &[u8]) -> Result<FailoverOrSwitchover, BadRequest> {
     }
 }
 
-/// `POST /restart`: an empty body means now, unconditionally.
-pub fn restart(body: &[u8]) -> Result<RestartRequest, BadRequest> {
+/// `POST /restart`: an empty body means now, unconditionally. Refusals are 400, except a `schedule`
+/// that does not parse (422); one without a time zone is 400, as in Patroni (a schedule in the past is
+/// the agent's to refuse: 422).
+pub fn restart(body: &[u8]) -> Result<RestartRequest, ControlError> {
+    restart_body(body)
+        .map_err(|m| ControlError::new(400, m))?
+        .schedule()
+}
+
+impl RestartRequest {
+    fn schedule(mut self) -> Result<RestartRequest, ControlError> {
+        let Some(s) = self.schedule.as_deref() else {
+            return Ok(self);
+        };
+        match parse_rfc3339_ms(s) {
+            Ok(ms) => self.schedule_ms = Some(ms),
+            // Parses once a zone is added: the zone was missing.
+            Err(_) if parse_rfc3339_ms(&format!("{}Z", s.trim())).is_ok() => {
+                return Err(ControlError::new(
+                    400,
+                    "Timezone information is mandatory for the scheduled restart",
+                ))
+            }
+            Err(e) => {
+                return Err(ControlError::new(
+                    422,
+                    format!("Unable to parse scheduled timestamp. It should be in an unambiguous format, e.g. ISO 8601 ({e})"),
+                ))
+            }
+        }
+        Ok(self)
+    }
+}
+
+fn restart_body(body: &[u8]) -> Result<RestartRequest, BadRequest> {
     if blank(body) {
         return Ok(RestartRequest::default());
     }
@@ -102,13 +136,9 @@ pub fn restart(body: &[u8]) -> Result<RestartRequest, BadRequest> {
         Some(_) => return Err("PostgreSQL role should be either primary or replica".into()),
     };
     let timeout_s = b.timeout.as_ref().map(timeout_seconds).transpose()?;
-    let schedule_ms = match b.schedule.as_deref() {
-        Some(s) => Some(parse_rfc3339_ms(s)?),
-        None => None,
-    };
     Ok(RestartRequest {
-        schedule: b.schedule,
-        schedule_ms,
+        schedule: b.schedule.filter(|s| !s.trim().is_empty()),
+        schedule_ms: None,
         role,
         postgres_version: b.postgres_version,
         timeout_s,
@@ -223,12 +253,31 @@ mod tests {
             restart(br#"{"timeout":"30s"}"#).unwrap().timeout_s,
             Some(30)
         );
-        assert!(restart(br#"{"role":"leader"}"#).is_err());
         assert!(
             reinitialize(br#"{"from_leader":true}"#)
                 .unwrap()
                 .from_leader
         );
         assert!(no_body(b"x").is_err());
+    }
+
+    #[test]
+    fn restart_schedules_need_a_time_zone_and_must_parse() {
+        let r = restart(br#"{"schedule":"2030-01-01T00:00+01:00","role":"replica"}"#).unwrap();
+        assert_eq!(r.schedule_ms, Some(1_893_452_400_000));
+        assert_eq!(r.role, Some(RestartRole::Replica));
+        assert_eq!(
+            restart(br#"{"schedule":"2030-01-01T00:00:00"}"#)
+                .unwrap_err()
+                .status,
+            400
+        );
+        assert_eq!(
+            restart(br#"{"schedule":"next tuesday"}"#)
+                .unwrap_err()
+                .status,
+            422
+        );
+        assert_eq!(restart(br#"{"role":"leader"}"#).unwrap_err().status, 400);
     }
 }

@@ -109,6 +109,7 @@ where
         _ => match (method, path) {
             ("PATCH", "/config")
             | ("POST" | "DELETE", "/switchover")
+            | ("DELETE", "/restart")
             | ("POST", "/failover" | "/restart" | "/reinitialize" | "/reload" | "/failsafe") => {
                 control(ctx, method, path, headers, body).await
             }
@@ -207,6 +208,10 @@ where
             ("POST", "/switchover") => {
                 accepted(c.switchover(bad(requests::switchover(&bytes))?).await?)
             }
+            ("DELETE", "/restart") => {
+                bad(requests::no_body(&bytes))?;
+                accepted(c.cancel_restart().await?)
+            }
             ("DELETE", _) => {
                 bad(requests::no_body(&bytes))?;
                 accepted(c.cancel_switchover().await?)
@@ -215,7 +220,7 @@ where
                 FailoverOrSwitchover::Failover(r) => accepted(c.failover(r).await?),
                 FailoverOrSwitchover::Switchover(r) => accepted(c.switchover(r).await?),
             },
-            ("POST", "/restart") => accepted(c.restart(bad(requests::restart(&bytes))?).await?),
+            ("POST", "/restart") => accepted(c.restart(requests::restart(&bytes)?).await?),
             ("POST", "/reinitialize") => {
                 accepted(c.reinitialize(bad(requests::reinitialize(&bytes))?).await?)
             }

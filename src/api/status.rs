@@ -40,6 +40,9 @@ pub fn patroni_json(p: &Published) -> Value {
     if p.status.paused {
         out.insert("pause".into(), json!(true));
     }
+    if let Some(s) = &m.scheduled_restart {
+        out.insert("scheduled_restart".into(), json!(s));
+    }
     if p.status.failsafe_active {
         out.insert("failsafe_mode_is_active".into(), json!(true));
     }
@@ -123,6 +126,9 @@ fn member_json(name: &str, m: &MemberRecord, is_leader: bool, optime: Option<u64
     }
     if !m.tags.is_empty() {
         out.insert("tags".into(), json!(m.tags));
+    }
+    if let Some(s) = &m.scheduled_restart {
+        out.insert("scheduled_restart".into(), json!(s));
     }
     if !is_leader {
         let lsn = [m.xlog_location, m.receive_lsn, m.replay_lsn]

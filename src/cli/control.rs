@@ -23,11 +23,14 @@ const WAIT_POLL: Duration = Duration::from_secs(1);
 /// The agent answers a restart once PostgreSQL is back (it waits up to 120 s), a reinit once the clone began.
 const NODE_ACTION_TIMEOUT: Duration = Duration::from_secs(150);
 
-/// What `restart` and `reinit` ask a member for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// What `restart`, `reinit` and `flush NODE restart` ask a member for.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum NodeAction {
-    /// `POST /restart`: restart PostgreSQL in its current role.
-    Restart,
+    /// `POST /restart`: restart PostgreSQL in its current role, now or at `scheduled` (ISO 8601 with a
+    /// time zone; `now` or empty means now).
+    Restart { scheduled: Option<String> },
+    /// `DELETE /restart`: forget the scheduled restart (no confirmation, as patronictl's `flush`).
+    FlushRestart,
     /// `POST /reinitialize`: throw the data away and clone it again from the leader.
     Reinitialize,
 }
@@ -55,21 +58,56 @@ pub async fn node_action(
             "{node} publishes no usable REST API address (api_url) in the store"
         )));
     }
-    let (verb, path, body) = match action {
-        NodeAction::Restart => ("restart", "/restart", json!({})),
-        NodeAction::Reinitialize => ("reinitialize", "/reinitialize", json!({"force": force})),
+    let (verb, method, path, body) = match &action {
+        NodeAction::Restart { scheduled } => {
+            let body = match restart_schedule(scheduled.as_deref())? {
+                Some(at) => json!({ "schedule": at }),
+                None => json!({}),
+            };
+            ("restart", Method::POST, "/restart", Some(body))
+        }
+        NodeAction::FlushRestart => (
+            "flush the scheduled restart",
+            Method::DELETE,
+            "/restart",
+            None,
+        ),
+        NodeAction::Reinitialize => (
+            "reinitialize",
+            Method::POST,
+            "/reinitialize",
+            Some(json!({"force": force})),
+        ),
+    };
+    let when = match body.as_ref().and_then(|b| b.get("schedule")) {
+        Some(at) => format!(" at {}", at.as_str().unwrap_or_default()),
+        None => String::new(),
     };
     confirm(
-        &format!("Are you sure you want to {verb} member {node} of cluster {scope}?"),
+        &format!("Are you sure you want to {verb} member {node} of cluster {scope}{when}?"),
         force,
     )?;
     let message = ctx
         .rest
-        .first_reachable(&to, Method::POST, path, Some(&body), NODE_ACTION_TIMEOUT)
+        .first_reachable(&to, method, path, body.as_ref(), NODE_ACTION_TIMEOUT)
         .await?
         .accepted(verb)?;
     println!("Success: {verb} on member {node}: {}", message.trim());
     Ok(())
+}
+
+/// `--scheduled`: `None` (or `now`) restarts now; a time must carry a time zone (exit 64 otherwise, as the
+/// API would refuse it with 400).
+pub fn restart_schedule(scheduled: Option<&str>) -> Result<Option<String>, CliError> {
+    let Some(s) = scheduled
+        .map(str::trim)
+        .filter(|s| !s.is_empty() && *s != "now")
+    else {
+        return Ok(None);
+    };
+    parse_rfc3339_ms(s)
+        .map_err(|e| CliError::usage(format!("--scheduled: {e}; e.g. 2030-01-01T12:00+00:00")))?;
+    Ok(Some(s.to_string()))
 }
 
 /// `pause` (`on`) or `resume`: `PATCH /config` with `{"pause": true}` or `{"pause": null}`.

@@ -21,6 +21,8 @@ pub struct Row {
     /// `None` for the leader (blank); `Some(None)` when unknown.
     pub lag_mb: Option<Option<u64>>,
     pub tags: BTreeMap<String, Value>,
+    /// The member's `scheduled_restart.schedule`, while one is pending.
+    pub scheduled_restart: Option<String>,
 }
 
 pub async fn list(ctx: &Ctx, format: Format) -> Result<(), CliError> {
@@ -73,6 +75,7 @@ pub fn rows(snapshot: &ClusterSnapshot) -> Vec<Row> {
                 timeline: rec.timeline,
                 lag_mb,
                 tags: rec.tags.clone(),
+                scheduled_restart: rec.scheduled_restart.as_ref().map(|s| s.schedule.clone()),
             }
         })
         .collect()
@@ -129,6 +132,9 @@ fn row_json(scope: &str, r: &Row) -> Value {
     if let Some(lag) = r.lag_mb {
         v["Lag in MB"] = lag.map_or(json!("unknown"), |mb| json!(mb));
     }
+    if let Some(s) = &r.scheduled_restart {
+        v["Scheduled restart"] = json!(s);
+    }
     if !r.tags.is_empty() {
         v["Tags"] = json!(r.tags);
     }
@@ -145,12 +151,17 @@ fn render(scope: &str, snapshot: &ClusterSnapshot, rows: &[Row]) -> String {
         ("TL", Align::Right),
         ("Lag in MB", Align::Right),
     ];
+    // patronictl's column, shown only while some member has a restart scheduled.
+    let with_scheduled = rows.iter().any(|r| r.scheduled_restart.is_some());
+    if with_scheduled {
+        columns.push(("Scheduled restart", Align::Left));
+    }
     if with_tags {
         columns.push(("Tags", Align::Left));
     }
     let mut table = Table::new(&columns);
     for r in rows {
-        table.row(vec![
+        let mut cells = vec![
             r.member.clone(),
             r.host.clone(),
             r.role.to_string(),
@@ -161,8 +172,12 @@ fn render(scope: &str, snapshot: &ClusterSnapshot, rows: &[Row]) -> String {
                 Some(None) => "unknown".into(),
                 Some(Some(mb)) => mb.to_string(),
             },
-            tags_text(&r.tags),
-        ]);
+        ];
+        if with_scheduled {
+            cells.push(r.scheduled_restart.clone().unwrap_or_default());
+        }
+        cells.push(tags_text(&r.tags));
+        table.row(cells);
     }
     let title = match snapshot
         .cluster

@@ -72,7 +72,13 @@ pub enum Command {
     /// Restart PostgreSQL on one member (`POST /restart` on its API).
     Restart {
         node: String,
+        /// ISO 8601 with a time zone, or `now`: the member restarts then (`POST /restart` `schedule`).
+        scheduled: Option<String>,
         force: bool,
+    },
+    /// Forget one member's scheduled restart (`DELETE /restart` on its API).
+    FlushRestart {
+        node: String,
     },
     /// Re-clone one replica from the leader (`POST /reinitialize` on its API).
     Reinit {
@@ -173,8 +179,16 @@ async fn dispatch(ctx: &Ctx, command: Command) -> Result<(), CliError> {
         } => control::switchover(ctx, candidate, scheduled, force).await,
         Command::Failover { candidate, force } => control::failover(ctx, candidate, force).await,
         Command::EditConfig { set } => control::edit_config(ctx, &set).await,
-        Command::Restart { node, force } => {
-            control::node_action(ctx, node, control::NodeAction::Restart, force).await
+        Command::Restart {
+            node,
+            scheduled,
+            force,
+        } => {
+            let action = control::NodeAction::Restart { scheduled };
+            control::node_action(ctx, node, action, force).await
+        }
+        Command::FlushRestart { node } => {
+            control::node_action(ctx, node, control::NodeAction::FlushRestart, true).await
         }
         Command::Reinit { node, force } => {
             control::node_action(ctx, node, control::NodeAction::Reinitialize, force).await

@@ -82,6 +82,17 @@ pub struct MemberRecord {
     pub pause: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub checkpoint_after_promote: Option<bool>,
+    /// `{"schedule": "<ISO 8601>", "role"?: "primary"|"replica"}` while a restart is scheduled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scheduled_restart: Option<ScheduledRestartRecord>,
+}
+
+/// Patroni's `scheduled_restart` member field (patronictl reads `schedule`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScheduledRestartRecord {
+    pub schedule: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<String>,
 }
 
 /// The `failover` key: `{"leader": .., "member": .., "scheduled_at": ..}` (ISO 8601 time).
@@ -382,6 +393,37 @@ pub fn parse_rfc3339_ms(s: &str) -> Result<u64, String> {
     u64::try_from(ms).map_err(|_| bad("before 1970"))
 }
 
+/// Unix ms as Python's `isoformat()` writes a UTC time (Patroni's `scheduled_restart.schedule`):
+/// `2030-01-01T12:00:00+00:00`, with `.ffffff` when there are milliseconds.
+pub fn format_rfc3339_ms(ms: u64) -> String {
+    let secs = i64::try_from(ms / 1000).unwrap_or(i64::MAX);
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    let (y, m, d) = civil_from_days(days);
+    let frac = match ms % 1000 {
+        0 => String::new(),
+        f => format!(".{:06}", f * 1000),
+    };
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}{frac}+00:00",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+/// The proleptic Gregorian date of a day since 1970-01-01 (Howard Hinnant's `civil_from_days`).
+fn civil_from_days(z: i64) -> (i64, i64, i64) {
+    let z = z + 719_468;
+    let era = if z >= 0 { z } else { z - 146_096 } / 146_097;
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    (yoe + era * 400 + i64::from(m <= 2), m, d)
+}
+
 /// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's `days_from_civil`).
 fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
     let y = if m <= 2 { y - 1 } else { y };
@@ -497,6 +539,21 @@ mod tests {
         assert_eq!(s.leader, Some(NodeName::new("pg1")));
         assert_eq!(s.candidate, Some(NodeName::new("pg2")));
         assert_eq!(s.scheduled_at_ms, Some(1_477_918_800_000));
+    }
+
+    #[test]
+    fn rfc3339_formats_as_isoformat_and_round_trips() {
+        assert_eq!(
+            format_rfc3339_ms(1_893_456_000_000),
+            "2030-01-01T00:00:00+00:00"
+        );
+        assert_eq!(
+            format_rfc3339_ms(951_782_400_250),
+            "2000-02-29T00:00:00.250000+00:00"
+        );
+        for ms in [0, 1_477_918_800_000, 1_709_164_799_999, 4_102_444_800_001] {
+            assert_eq!(parse_rfc3339_ms(&format_rfc3339_ms(ms)), Ok(ms));
+        }
     }
 
     #[test]

@@ -158,6 +158,14 @@ pub enum Refusal {
     JobRunning { job: Job },
     /// The cycle had something more pressing to do (or no fresh store snapshot): retry.
     Busy { doing: String },
+    /// A restart is already scheduled on this node (REST 409).
+    RestartAlreadyScheduled,
+    /// Restarts are not scheduled while the cluster is paused (REST 500, as Patroni).
+    ScheduleInPause,
+    /// The schedule's time has passed (REST 422).
+    ScheduleInPast,
+    /// `DELETE /restart` with nothing scheduled (REST 404).
+    NoRestartScheduled,
 }
 
 impl fmt::Display for Refusal {
@@ -170,6 +178,10 @@ impl fmt::Display for Refusal {
             Refusal::NoLeader => write!(f, "Cluster has no leader, can not reinitialize"),
             Refusal::JobRunning { job } => write!(f, "{job} already in progress"),
             Refusal::Busy { doing } => write!(f, "not now ({doing}); retry"),
+            Refusal::RestartAlreadyScheduled => write!(f, "Another restart is already scheduled"),
+            Refusal::ScheduleInPause => write!(f, "Can't schedule restart in the paused state"),
+            Refusal::ScheduleInPast => write!(f, "Cannot schedule restart in the past"),
+            Refusal::NoRestartScheduled => write!(f, "no restarts are scheduled"),
         }
     }
 }
@@ -181,6 +193,8 @@ pub struct MemberStatus {
     pub state: MemberState,
     pub timeline: Option<Timeline>,
     pub lsn: Option<Lsn>,
+    /// The restart scheduled on this node, while one is (Patroni's `scheduled_restart`).
+    pub scheduled_restart: Option<super::memory::ScheduledRestart>,
 }
 
 /// The role the REST API reports.

@@ -7,7 +7,8 @@ use super::leader;
 use super::lease::call_budget_ms;
 use super::memory::Memory;
 use super::observation::{
-    Cluster, Controldata, JobStatus, Observation, PgRole, PgState, RunningPg, StoreView,
+    Cluster, Controldata, JobStatus, Observation, OperatorRequest, PgRole, PgState, RunningPg,
+    StoreView,
 };
 use super::operator;
 use super::status;
@@ -139,6 +140,11 @@ pub fn decide(cfg: &CoreConfig, mem: &Memory, obs: &Observation) -> Decision {
             }
         }
     };
+    // Forgetting a scheduled restart needs no room in the cycle (no action, no store): answered whatever
+    // the cycle did, as Patroni's DELETE /restart.
+    if answer.is_none() && obs.request == Some(OperatorRequest::CancelRestart) {
+        answer = Some(operator::cancel_now(&mut mem));
+    }
     // A request the cycle had no room for (shutdown, no fresh store snapshot, a safety path first) is
     // refused with what the cycle did instead: the operator retries.
     let answer = obs.request.as_ref().map(|_| {
@@ -162,6 +168,11 @@ pub fn decide(cfg: &CoreConfig, mem: &Memory, obs: &Observation) -> Decision {
         .wake_at
         .unwrap_or_else(|| ctx.now.plus_ms(cfg.timing.loop_wait_ms))
         .max(ctx.now);
+    // A scheduled restart ahead wakes us at its time (a due one runs, or is dropped, on a fresh snapshot).
+    let wake_at = match operator::scheduled_wake(&ctx, &mem) {
+        Some(at) if !obs.shutting_down => wake_at.min(at),
+        _ => wake_at,
+    };
     let store_up = matches!(obs.store, StoreView::Available(_));
     // Renewal time wakes us only when a renewal can be sent; with the store away the plan sets the pace.
     let wake_at = match mem.lease {
@@ -176,8 +187,10 @@ pub fn decide(cfg: &CoreConfig, mem: &Memory, obs: &Observation) -> Decision {
     node_status.failsafe = failsafe::answer(&ctx, &mem, &actions);
     node_status.failsafe_active =
         ctx.local.is_primary() && mem.lease.is_none() && failsafe::until(&mem, ctx.now).is_some();
+    let mut member = status::member(&ctx);
+    member.scheduled_restart = mem.scheduled_restart;
     Decision {
-        member: status::member(&ctx),
+        member,
         status: node_status,
         memory: mem,
         actions,
@@ -247,6 +260,9 @@ fn with_store(
     if let Some(req) = &ctx.obs.request {
         let (plan, a) = operator::answer(ctx, mem, c, req);
         *answer = Some(a);
+        return plan;
+    }
+    if let Some(plan) = operator::scheduled(ctx, mem, c) {
         return plan;
     }
     if let Some(plan) = job_in_progress(ctx, mem) {

@@ -2,7 +2,7 @@
 use std::collections::BTreeMap;
 
 use super::lease::Lease;
-use super::observation::Divergence;
+use super::observation::{Divergence, PgRole};
 use super::types::{Millis, NodeName};
 
 /// The core's memory.
@@ -55,4 +55,14 @@ pub struct Memory {
     /// When this agent's first decision ran: a grant given by an earlier incarnation is lost with its
     /// memory, so with failsafe on a fresh agent does not race for a ttl.
     pub started_at: Option<Millis>,
+    /// A restart an operator scheduled (`POST /restart` with `schedule`): lost with the agent, as in Patroni.
+    pub scheduled_restart: Option<ScheduledRestart>,
+}
+
+/// A restart to run once the wall clock reaches `at_wall_ms`, with the request's role filter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ScheduledRestart {
+    /// Unix ms.
+    pub at_wall_ms: u64,
+    pub role: Option<PgRole>,
 }

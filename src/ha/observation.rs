@@ -9,7 +9,7 @@ use super::types::{Lsn, Millis, NodeName, SessionId, SystemId, Timeline};
 pub struct Observation {
     /// The agent's monotonic clock, in ms.
     pub now: Millis,
-    /// Wall-clock time (Unix ms), used only to compare with `scheduled_at` of a switchover.
+    /// Wall-clock time (Unix ms), used only to compare with the times of scheduled switchovers and restarts.
     pub wall_ms: u64,
     pub pg: PgState,
     pub store: StoreView,
@@ -38,8 +38,14 @@ pub struct Observation {
 /// A manual action an operator asked this node for. Allowed in pause, as in Patroni.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum OperatorRequest {
-    /// Restart PostgreSQL in its current role; `role` is a filter (refused when it does not match).
-    Restart { role: Option<PgRole> },
+    /// Restart PostgreSQL in its current role; `role` is a filter (refused when it does not match). With
+    /// `at_wall_ms` (Unix ms) the restart is scheduled: remembered, and run once that wall time comes.
+    Restart {
+        role: Option<PgRole>,
+        at_wall_ms: Option<u64>,
+    },
+    /// Forget the scheduled restart (REST `DELETE /restart`).
+    CancelRestart,
     /// Throw the data directory away and clone it again from the leader. `force` is accepted for
     /// Patroni's sake but cannot cancel a running job: a running job refuses the request either way.
     Reinitialize { force: bool },

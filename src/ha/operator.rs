@@ -1,9 +1,12 @@
 //! An operator's manual actions on this node (REST `POST /restart`, `/reinitialize`): allowed in pause, as
 //! in Patroni. Refusals carry Patroni's messages; an accepted request is carried out by the plan's actions.
+//! A scheduled restart (`POST /restart` with `schedule`) lives in `Memory` until its time, then runs as a
+//! restart asked for then would, or is dropped with the reason.
 use super::action::{Action, Job, NodeRole, Refusal, RequestAnswer, StopMode};
 use super::decide::{Ctx, Local, Plan};
-use super::memory::Memory;
+use super::memory::{Memory, ScheduledRestart};
 use super::observation::{Cluster, JobStatus, OperatorRequest, PgRole};
+use super::types::Millis;
 use super::Reason;
 
 /// Answer `req`; `Some(plan)` when accepted (the plan carries it out) or refused (the plan says why).
@@ -14,14 +17,29 @@ pub(crate) fn answer(
     req: &OperatorRequest,
 ) -> (Plan, RequestAnswer) {
     let result = match req {
-        OperatorRequest::Restart { role } => restart(ctx, mem, c, *role),
+        OperatorRequest::Restart {
+            role,
+            at_wall_ms: Some(at),
+        } => schedule(ctx, mem, *role, *at),
+        OperatorRequest::CancelRestart => cancel(ctx, mem),
+        OperatorRequest::Restart {
+            role,
+            at_wall_ms: None,
+        } => restart(ctx, mem, c, *role),
         OperatorRequest::Reinitialize { .. } => reinitialize(ctx, mem, c),
     };
+    let stops = !matches!(
+        req,
+        OperatorRequest::Restart {
+            at_wall_ms: Some(_),
+            ..
+        } | OperatorRequest::CancelRestart
+    );
+    if stops && result.is_ok() {
+        mem.operator_start = true;
+    }
     match result {
-        Ok(plan) => {
-            mem.operator_start = true;
-            (plan, RequestAnswer::Accepted)
-        }
+        Ok(plan) => (plan, RequestAnswer::Accepted),
         // Nothing else done this cycle: the regular cycle follows at once.
         Err(why) => (
             Plan::act_now(
@@ -32,6 +50,90 @@ pub(crate) fn answer(
             RequestAnswer::Refused(why),
         ),
     }
+}
+
+/// Remember a restart for later (Patroni's order of refusals: pause, then one already scheduled).
+fn schedule(
+    ctx: &Ctx,
+    mem: &mut Memory,
+    role: Option<PgRole>,
+    at_wall_ms: u64,
+) -> Result<Plan, Refusal> {
+    if mem.paused {
+        return Err(Refusal::ScheduleInPause);
+    }
+    if at_wall_ms < ctx.obs.wall_ms {
+        return Err(Refusal::ScheduleInPast);
+    }
+    if mem.scheduled_restart.is_some() {
+        return Err(Refusal::RestartAlreadyScheduled);
+    }
+    mem.scheduled_restart = Some(ScheduledRestart { at_wall_ms, role });
+    // `decide` wakes the loop at the scheduled time; the regular cycle follows at once.
+    Ok(Plan::act_now(
+        Reason::RestartScheduled { at_wall_ms },
+        vec![],
+        ctx.now,
+    ))
+}
+
+fn cancel(ctx: &Ctx, mem: &mut Memory) -> Result<Plan, Refusal> {
+    mem.scheduled_restart
+        .take()
+        .ok_or(Refusal::NoRestartScheduled)?;
+    Ok(Plan::act_now(
+        Reason::ScheduledRestartCancelled,
+        vec![],
+        ctx.now,
+    ))
+}
+
+/// `DELETE /restart` in a cycle that had no room for requests (no fresh store snapshot, a safety path).
+pub(crate) fn cancel_now(mem: &mut Memory) -> RequestAnswer {
+    match mem.scheduled_restart.take() {
+        Some(_) => RequestAnswer::Accepted,
+        None => RequestAnswer::Refused(Refusal::NoRestartScheduled),
+    }
+}
+
+/// The scheduled restart, once its time has come: run exactly as an operator's restart (same conditions,
+/// same lease rule for a primary), once; dropped with the reason when it cannot run, or when the agent
+/// finds it more than 1.5 loops late (Patroni's staleness rule). `None` while it is not due.
+pub(crate) fn scheduled(ctx: &Ctx, mem: &mut Memory, c: &Cluster) -> Option<Plan> {
+    let s = mem.scheduled_restart?;
+    if ctx.obs.wall_ms < s.at_wall_ms {
+        return None;
+    }
+    mem.scheduled_restart = None;
+    let late_ms = ctx.obs.wall_ms - s.at_wall_ms;
+    if late_ms > ctx.cfg.timing.loop_wait_ms * 3 / 2 {
+        return Some(Plan::act_now(
+            Reason::ScheduledRestartStale { late_ms },
+            vec![],
+            ctx.now,
+        ));
+    }
+    let result = if mem.paused {
+        Err(Refusal::ScheduleInPause)
+    } else {
+        restart(ctx, mem, c, s.role)
+    };
+    Some(match result {
+        Ok(mut plan) => {
+            mem.operator_start = true;
+            if let Reason::OperatorRestart { role } = plan.reason {
+                plan.reason = Reason::ScheduledRestartDue { role };
+            }
+            plan
+        }
+        Err(why) => Plan::act_now(Reason::ScheduledRestartDropped { why }, vec![], ctx.now),
+    })
+}
+
+/// When the loop must wake for the scheduled restart (monotonic), while it lies ahead.
+pub(crate) fn scheduled_wake(ctx: &Ctx, mem: &Memory) -> Option<Millis> {
+    let s = mem.scheduled_restart?;
+    (s.at_wall_ms > ctx.obs.wall_ms).then(|| ctx.now.plus_ms(s.at_wall_ms - ctx.obs.wall_ms))
 }
 
 fn job_running(ctx: &Ctx) -> Result<(), Refusal> {

@@ -154,6 +154,23 @@ pub enum Reason {
     OperatorRequestRefused {
         why: Refusal,
     },
+    // scheduled restarts (REST POST /restart with `schedule`, DELETE /restart)
+    RestartScheduled {
+        at_wall_ms: u64,
+    },
+    ScheduledRestartCancelled,
+    /// The scheduled time came: restarting as an operator's restart would.
+    ScheduledRestartDue {
+        role: NodeRole,
+    },
+    /// The scheduled time came but the restart's conditions did not hold: dropped, not retried.
+    ScheduledRestartDropped {
+        why: Refusal,
+    },
+    /// The schedule was found more than 1.5 loops in the past (the agent could not act in time): dropped.
+    ScheduledRestartStale {
+        late_ms: u64,
+    },
     // shutdown
     ShuttingDown,
     ShutdownComplete,
@@ -299,6 +316,19 @@ impl fmt::Display for Reason {
                 write!(f, "reinitializing from {leader} on the operator's request")
             }
             OperatorRequestRefused { why } => write!(f, "operator request refused: {why}"),
+            RestartScheduled { at_wall_ms } => {
+                write!(f, "restart scheduled at {at_wall_ms} (Unix ms)")
+            }
+            ScheduledRestartCancelled => write!(f, "scheduled restart deleted"),
+            ScheduledRestartDue { role } => {
+                let role = if *role == NodeRole::Primary { "primary" } else { "replica" };
+                write!(f, "restarting PostgreSQL as {role}: the scheduled restart is due")
+            }
+            ScheduledRestartDropped { why } => write!(f, "scheduled restart dropped: {why}"),
+            ScheduledRestartStale { late_ms } => write!(
+                f,
+                "scheduled restart dropped: found {late_ms} ms after its time (stale)"
+            ),
             ShuttingDown => write!(f, "shutting down"),
             ShutdownComplete => write!(f, "shutdown complete"),
             ShutdownLeavingPostgres => write!(f, "PAUSE: shutting down the agent, leaving PostgreSQL running"),

@@ -48,6 +48,8 @@ pub(crate) fn member(ctx: &Ctx) -> MemberStatus {
         state,
         timeline,
         lsn,
+        // Set by `decide` from the new memory.
+        scheduled_restart: None,
     }
 }
 

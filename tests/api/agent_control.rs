@@ -130,7 +130,10 @@ async fn restart_answers_200_once_postgres_is_back_and_503_when_it_is_not() {
         mode: StopMode::Fast,
     };
     let ok = vec![done(stop.clone()), done(Action::StartPrimary)];
-    let restart = OperatorRequest::Restart { role: None };
+    let restart = OperatorRequest::Restart {
+        role: None,
+        at_wall_ms: None,
+    };
     let got = api
         .round_trip("/restart", "", restart.clone(), RequestAnswer::Accepted, ok)
         .await;
@@ -160,6 +163,7 @@ async fn restart_answers_200_once_postgres_is_back_and_503_when_it_is_not() {
             r#"{"role":"replica"}"#,
             OperatorRequest::Restart {
                 role: Some(PgRole::Replica),
+                at_wall_ms: None,
             },
             RequestAnswer::Refused(mismatch),
             vec![],
@@ -170,6 +174,72 @@ async fn restart_answers_200_once_postgres_is_back_and_503_when_it_is_not() {
         text.starts_with("restart conditions are not satisfied"),
         "{text}"
     );
+    api.shutdown().await;
+}
+
+#[tokio::test]
+async fn scheduled_restart_answers_202_409_500_422_with_patronis_texts() {
+    let mut api = start().await;
+    let body = r#"{"schedule":"2030-01-01T01:00:00+01:00","role":"replica"}"#;
+    let request = OperatorRequest::Restart {
+        role: Some(PgRole::Replica),
+        at_wall_ms: Some(1_893_456_000_000),
+    };
+    let cases = [
+        (RequestAnswer::Accepted, 202, "Restart scheduled"),
+        (
+            RequestAnswer::Refused(Refusal::RestartAlreadyScheduled),
+            409,
+            "Another restart is already scheduled",
+        ),
+        (
+            RequestAnswer::Refused(Refusal::ScheduleInPause),
+            500,
+            "Can't schedule restart in the paused state",
+        ),
+        (
+            RequestAnswer::Refused(Refusal::ScheduleInPast),
+            422,
+            "Cannot schedule restart in the past",
+        ),
+    ];
+    for (answer, code, text) in cases {
+        let got = api
+            .round_trip("/restart", body, request.clone(), answer, vec![])
+            .await;
+        assert_eq!(got, (code, text.to_string()));
+    }
+    api.shutdown().await;
+}
+
+#[tokio::test]
+async fn delete_restart_answers_200_when_one_was_scheduled_and_404_otherwise() {
+    let mut api = start().await;
+    for (answer, code, text) in [
+        (RequestAnswer::Accepted, 200, "scheduled restart deleted"),
+        (
+            RequestAnswer::Refused(Refusal::NoRestartScheduled),
+            404,
+            "no restarts are scheduled",
+        ),
+    ] {
+        let send = api
+            .http
+            .delete(format!("{}/restart", api.base))
+            .basic_auth("admin", Some("s3cret"))
+            .send();
+        let serve = async {
+            let p = api.requests.recv().await.expect("reaches the loop");
+            assert_eq!(p.request, OperatorRequest::CancelRestart);
+            let _ = p.reply.send(request_result(&p.request, Some(&answer), &[]));
+        };
+        let (r, ()) = tokio::join!(send, serve);
+        let r = r.unwrap();
+        assert_eq!(
+            (r.status().as_u16(), r.text().await.unwrap()),
+            (code, text.into())
+        );
+    }
     api.shutdown().await;
 }
 
@@ -229,9 +299,14 @@ async fn unsupported_restart_options_are_refused_before_reaching_the_loop() {
     let mut api = start().await;
     let cases = [
         (
-            r#"{"schedule":"2030-01-01T00:00:00Z"}"#,
-            503,
-            "scheduled restarts are not supported",
+            r#"{"schedule":"2030-01-01T00:00:00"}"#,
+            400,
+            "Timezone information is mandatory for the scheduled restart",
+        ),
+        (
+            r#"{"schedule":"tomorrow at noon"}"#,
+            422,
+            "Unable to parse scheduled timestamp",
         ),
         (r#"{"postgres_version":"16.4"}"#, 400, "postgres_version"),
         (
@@ -259,6 +334,10 @@ async fn the_agents_control_endpoints_need_credentials() {
         let r = api.post(path, "", false).send().await.unwrap();
         assert_eq!(r.status(), 401, "{path}");
     }
+    let scheduled = api.post("/restart", r#"{"schedule":"2030-01-01T00:00:00Z"}"#, false);
+    assert_eq!(scheduled.send().await.unwrap().status(), 401);
+    let cancel = api.http.delete(format!("{}/restart", api.base));
+    assert_eq!(cancel.send().await.unwrap().status(), 401);
     assert!(api.requests.try_recv().is_err(), "nothing reached the loop");
     api.shutdown().await;
 }

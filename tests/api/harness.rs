@@ -66,9 +66,17 @@ impl Control for FakeControl {
         )
     }
     async fn restart(&self, req: RestartRequest) -> Result<Accepted, ControlError> {
+        let ok = if req.schedule_ms.is_some() {
+            Accepted::scheduled("Restart scheduled")
+        } else {
+            Accepted::done("restarted successfully")
+        };
+        self.answer(format!("restart {req:?}"), ok)
+    }
+    async fn cancel_restart(&self) -> Result<Accepted, ControlError> {
         self.answer(
-            format!("restart {req:?}"),
-            Accepted::done("restarted successfully"),
+            "cancel_restart".into(),
+            Accepted::done("scheduled restart deleted"),
         )
     }
     async fn reinitialize(&self, req: ReinitializeRequest) -> Result<Accepted, ControlError> {

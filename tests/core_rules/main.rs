@@ -11,6 +11,7 @@ mod leading;
 mod operator;
 mod pause;
 mod race;
+mod scheduled;
 mod shutdown;
 mod store_down;
 mod switchover;

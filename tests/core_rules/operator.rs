@@ -5,7 +5,10 @@ use tenure::ha::*;
 use crate::builders::*;
 
 fn restart(role: Option<PgRole>) -> Option<OperatorRequest> {
-    Some(OperatorRequest::Restart { role })
+    Some(OperatorRequest::Restart {
+        role,
+        at_wall_ms: None,
+    })
 }
 
 fn reinit() -> Option<OperatorRequest> {

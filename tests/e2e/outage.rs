@@ -1196,3 +1196,93 @@ fn h_manual_actions_in_pause_restart_reinit_switchover_and_refusals() {
     c.wait_healthy(Duration::from_secs(90));
     c.assert_never_two_primaries();
 }
+
+// ---------------------------------------------------------------------------------------------------------
+// Scheduled restarts
+
+/// `tenure restart <replica> --scheduled <5 s ahead>`: 202 "Restart scheduled", published as
+/// `scheduled_restart` in its `/patroni`; a second schedule is refused (409); the postmaster is the same one
+/// until the time, a new one after it, and the replica streams again with the schedule gone. Then a restart
+/// scheduled an hour ahead is flushed (`tenure flush NODE restart`: 200), and a second flush answers 404.
+#[test]
+fn i_scheduled_restart_of_a_replica_runs_at_its_time_not_before() {
+    let mut c = Cluster::start(StoreKind::Etcd);
+    let p = c.primary().expect("one primary");
+    let r = others(p).next().expect("a replica");
+    let rn = c.nodes[r].name.clone();
+    let pid = c.postmaster_pid(r).expect("replica postmaster");
+    let at = SystemTime::now() + Duration::from_secs(5);
+    let at_text = rfc3339(at);
+    // rfc3339 drops the fraction: the schedule is up to a second before `at`.
+    let due = UNIX_EPOCH
+        + Duration::from_secs(at.duration_since(UNIX_EPOCH).expect("after 1970").as_secs());
+    let (code, out, err) = tenure_cli(&c, p, &["restart", &rn, "--scheduled", &at_text, "--force"]);
+    log(
+        &c,
+        &format!(
+            "tenure restart {rn} --scheduled {at_text}: {code} {}",
+            out.trim()
+        ),
+    );
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(out.contains("Restart scheduled"), "{out}");
+    let published = c.patroni(r);
+    assert_eq!(
+        published["scheduled_restart"]["schedule"], at_text,
+        "{published}"
+    );
+    let body = format!(r#"{{"schedule":"{at_text}"}}"#);
+    let (status, text) = api(&c, r, "POST", "/restart", &body);
+    assert_eq!(
+        (status, text.trim()),
+        (409, "Another restart is already scheduled")
+    );
+
+    // Not before its time.
+    while SystemTime::now() + Duration::from_millis(300) < due {
+        assert_eq!(c.postmaster_pid(r), Some(pid), "restarted before {at_text}");
+        c.check_agents();
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // After it: a new postmaster within a loop or so (plus slack for a loaded machine).
+    let new_pid = c.wait_until(
+        "the scheduled restart to run",
+        Duration::from_secs(20),
+        |c| c.postmaster_pid(r).filter(|p| *p != pid),
+    );
+    let late = SystemTime::now().duration_since(due).unwrap_or_default();
+    log(
+        &c,
+        &format!(
+            "{rn}: new postmaster {new_pid} (was {pid}), seen {:.1} s after {at_text}",
+            late.as_secs_f64()
+        ),
+    );
+    wait_rejoined(&mut c, r, p);
+    c.wait_until(
+        "the schedule to disappear from /patroni",
+        Duration::from_secs(10),
+        |c| {
+            c.patroni(r)
+                .get("scheduled_restart")
+                .is_none()
+                .then_some(())
+        },
+    );
+
+    // Flushed before its time; nothing left to flush then.
+    let later = rfc3339(SystemTime::now() + Duration::from_secs(3_600));
+    let (code, out, err) = tenure_cli(&c, p, &["restart", &rn, "--scheduled", &later, "--force"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let (code, out, err) = tenure_cli(&c, p, &["flush", &rn, "restart"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(out.contains("scheduled restart deleted"), "{out}");
+    let (status, text) = api(&c, r, "DELETE", "/restart", "");
+    assert_eq!((status, text.trim()), (404, "no restarts are scheduled"));
+    assert_eq!(
+        c.postmaster_pid(r),
+        Some(new_pid),
+        "the flushed one never ran"
+    );
+    c.assert_never_two_primaries();
+}

@@ -46,14 +46,12 @@ fn patronictl(cfg: &std::path::Path, args: &[&str]) -> String {
     stdout
 }
 
-#[test]
-fn patronictl_lists_pauses_and_resumes_a_tenure_cluster() {
-    let mut c = Cluster::start(StoreKind::Etcd);
+/// patronictl's config for cluster `c`, in `dir`.
+fn patronictl_config(c: &Cluster, dir: &tempfile::TempDir) -> std::path::PathBuf {
     let StoreAddr::Etcd(hosts) = c.nodes[0].store.clone() else {
         panic!("etcd cluster")
     };
     let scope = c.nodes[0].scope.clone();
-    let dir = tempfile::tempdir().unwrap();
     let cfg = dir.path().join("patronictl.yml");
     std::fs::write(
         &cfg,
@@ -64,6 +62,15 @@ fn patronictl_lists_pauses_and_resumes_a_tenure_cluster() {
         ),
     )
     .unwrap();
+    cfg
+}
+
+#[test]
+fn patronictl_lists_pauses_and_resumes_a_tenure_cluster() {
+    let mut c = Cluster::start(StoreKind::Etcd);
+    let scope = c.nodes[0].scope.clone();
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = patronictl_config(&c, &dir);
 
     let table = patronictl(&cfg, &["list", &scope]);
     assert_eq!(table.matches("Leader").count(), 1, "{table}");
@@ -85,5 +92,48 @@ fn patronictl_lists_pauses_and_resumes_a_tenure_cluster() {
     let limit = ttl + Duration::from_secs(c.nodes[0].timings.loop_wait_s + 5 + 10);
     let np = c.wait_until("a primary after resume", limit, |c| c.primary());
     eprintln!("after resume the primary is {}", c.nodes[np].name);
+    c.assert_never_two_primaries();
+}
+
+/// `patronictl restart --scheduled` on a replica: 202 (patronictl's "restart scheduled"), its `list` shows the
+/// member key's `scheduled_restart`; `patronictl flush ... restart` deletes it (the member key and `/patroni`
+/// lose it) and the postmaster was never restarted.
+#[test]
+fn patronictl_schedules_lists_and_flushes_a_restart() {
+    let mut c = Cluster::start(StoreKind::Etcd);
+    let scope = c.nodes[0].scope.clone();
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = patronictl_config(&c, &dir);
+    let p = c.primary().expect("a primary");
+    let r = (0..c.nodes.len()).find(|i| *i != p).expect("a replica");
+    let rn = c.nodes[r].name.clone();
+    let pid = c.postmaster_pid(r).expect("replica postmaster");
+
+    let at = "2099-01-01T00:00:00+00:00";
+    let out = patronictl(
+        &cfg,
+        &["restart", &scope, &rn, "--scheduled", at, "--force"],
+    );
+    assert!(out.contains("restart scheduled"), "{out}");
+    assert_eq!(c.patroni(r)["scheduled_restart"]["schedule"], at);
+    let table = c.wait_until(
+        "patronictl list to show the schedule",
+        Duration::from_secs(10),
+        |_| {
+            let table = patronictl(&cfg, &["list", &scope]);
+            (table.contains("Scheduled restart") && table.contains("2099-01-01")).then_some(table)
+        },
+    );
+    eprintln!("{table}");
+
+    let out = patronictl(&cfg, &["flush", &scope, &rn, "restart", "--force"]);
+    assert!(out.contains("Success"), "{out}");
+    assert!(c.patroni(r).get("scheduled_restart").is_none());
+    c.wait_until(
+        "the member key to lose the schedule",
+        Duration::from_secs(10),
+        |_| (!patronictl(&cfg, &["list", &scope]).contains("2099-01-01")).then_some(()),
+    );
+    assert_eq!(c.postmaster_pid(r), Some(pid), "nothing restarted");
     c.assert_never_two_primaries();
 }

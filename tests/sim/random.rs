@@ -66,7 +66,23 @@ fn inject(sim: &mut Sim, pick: &mut Rng, watchdog: bool) {
             let cand = pick.pick(n);
             sim.switchover(Some(cand), None)
         }
-        16 => sim.operator_request(target, OperatorRequest::Restart { role: None }),
+        // Now, or scheduled up to three loops ahead (sometimes cancelled again by a later event).
+        16 => {
+            let at_wall_ms = match pick.pick(4) {
+                0 => None,
+                1 => {
+                    return sim.operator_request(target, OperatorRequest::CancelRestart);
+                }
+                _ => Some(sim.w.t + pick.pick(3_000) as u64),
+            };
+            sim.operator_request(
+                target,
+                OperatorRequest::Restart {
+                    role: None,
+                    at_wall_ms,
+                },
+            )
+        }
         17 => sim.operator_request(i, OperatorRequest::Reinitialize { force: false }),
         _ => sim.heal_all(),
     }

@@ -310,6 +310,77 @@ fn isolated_primary_fences_and_rejoins_by_rewind() {
 }
 
 #[test]
+fn scheduled_restarts_run_at_their_time_once_and_keep_one_primary() {
+    use tenure::ha::OperatorRequest;
+    let mut sim = three();
+    let p = sim.primary_now();
+    let r = sim.replicas()[0];
+    let tl = sim.timeline_of(p);
+    let due = |sim: &Sim, role: &str| {
+        let what = format!("restarting PostgreSQL as {role}: the scheduled restart is due");
+        sim.w.log.iter().filter(|l| l.contains(&what)).count()
+    };
+    let at = sim.w.t + 2_500;
+    sim.operator_request(
+        r,
+        OperatorRequest::Restart {
+            role: None,
+            at_wall_ms: Some(at),
+        },
+    );
+    sim.operator_request(
+        p,
+        OperatorRequest::Restart {
+            role: None,
+            at_wall_ms: Some(at),
+        },
+    );
+    sim.run_for(2_000);
+    assert_eq!(
+        due(&sim, "replica") + due(&sim, "primary"),
+        0,
+        "not before its time"
+    );
+    sim.run_for(3_000);
+    assert_eq!(due(&sim, "replica"), 1, "{:#?}", sim.w.log);
+    assert_eq!(due(&sim, "primary"), 1, "{:#?}", sim.w.log);
+    let ran_at = sim
+        .w
+        .log
+        .iter()
+        .find(|l| l.contains("the scheduled restart is due"))
+        .and_then(|l| {
+            l.strip_prefix("[t=")?
+                .split(']')
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
+        .expect("a due line");
+    assert!(
+        ran_at >= at && ran_at < at + 1_000,
+        "ran at {ran_at}, due {at}"
+    );
+    sim.run_for(3_000);
+    sim.assert_primary(p);
+    assert_eq!(sim.timeline_of(p), tl, "a restart promotes nothing");
+    assert_eq!(due(&sim, "primary"), 1, "once");
+    // Cancelled before its time: nothing happens.
+    let at = sim.w.t + 2_000;
+    sim.operator_request(
+        r,
+        OperatorRequest::Restart {
+            role: None,
+            at_wall_ms: Some(at),
+        },
+    );
+    sim.run_for(500);
+    sim.operator_request(r, OperatorRequest::CancelRestart);
+    sim.run_for(4_000);
+    assert_eq!(due(&sim, "replica"), 1, "the cancelled one never ran");
+}
+
+#[test]
 fn operator_restart_and_reinit_in_pause_keep_one_primary_and_bring_the_node_back() {
     use tenure::ha::OperatorRequest;
     let mut sim = three();
@@ -319,7 +390,13 @@ fn operator_restart_and_reinit_in_pause_keep_one_primary_and_bring_the_node_back
     sim.pause();
     sim.run_for(2_000);
     let logged = |sim: &Sim, what: &str| sim.w.log.iter().any(|l| l.contains(what));
-    sim.operator_request(p, OperatorRequest::Restart { role: None });
+    sim.operator_request(
+        p,
+        OperatorRequest::Restart {
+            role: None,
+            at_wall_ms: None,
+        },
+    );
     sim.run_for(3_000);
     assert!(
         logged(
