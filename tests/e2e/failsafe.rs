@@ -5,68 +5,25 @@
 //! every node every 100 ms: never two writable primaries, never two 200s on `GET /primary`.
 //!
 //! Run with `cargo test --test e2e_failsafe -- --test-threads=1 --nocapture` (as root or as `postgres`).
+#[path = "common.rs"]
+#[allow(dead_code)]
+mod common;
 #[path = "../support/mod.rs"]
 #[allow(dead_code)]
 mod support;
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use support::cluster::{Cluster, StoreKind, NODES};
 use support::consul_server::Fault;
-use tenure::demo::local::API_USER;
 
-/// The harness's ttl (`Timings::FAST`): the lease bound after which an unconfirmed primary is fenced.
-const TTL: Duration = Duration::from_secs(10);
+// The ttl is the lease bound after which an unconfirmed primary is fenced.
+use common::{api, create_table, hold, CONVERGE_BUDGET, TTL};
+
 const OUTAGE: Duration = Duration::from_secs(35);
-const CONVERGE_BUDGET: Duration = Duration::from_secs(31);
 
 fn log(c: &Cluster, msg: &str) {
     eprintln!("[e2e failsafe {:>6.1}s] {msg}", c.now_s());
-}
-
-/// `method path` with a JSON body and the admin's basic auth on node `i`'s REST API: (status, body).
-fn api(c: &Cluster, i: usize, method: &str, path: &str, body: &str) -> (u16, String) {
-    use base64::Engine;
-    let addr = c.nodes[i].api_addr();
-    let auth =
-        base64::engine::general_purpose::STANDARD.encode(format!("{}:{}", API_USER.0, API_USER.1));
-    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2))
-        .unwrap_or_else(|e| panic!("connect to {addr}: {e}"));
-    s.set_read_timeout(Some(Duration::from_secs(30)))
-        .expect("timeout");
-    write!(
-        s,
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Basic {auth}\r\n\
-         Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    )
-    .expect("send request");
-    let mut out = String::new();
-    let _ = s.read_to_string(&mut out);
-    let status = out
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
-    let body = out.split_once("\r\n\r\n").map_or("", |(_, b)| b);
-    (status, body.to_string())
-}
-
-/// Create the writer's table on `p`, retrying while connections are slow.
-fn create_table(c: &Cluster, p: usize) {
-    let ok = support::cluster::wait_for(
-        || {
-            c.sql(
-                p,
-                "CREATE TABLE IF NOT EXISTS e2e_writes (id bigint PRIMARY KEY)",
-            )
-            .ok()
-        },
-        Duration::from_secs(20),
-    );
-    assert!(ok.is_some(), "create table");
 }
 
 /// `failsafe_mode: true` through the leader's REST API, then wait until the leader wrote the `failsafe`
@@ -81,14 +38,6 @@ fn enable_failsafe(c: &mut Cluster, p: usize) {
     });
     std::thread::sleep(Duration::from_secs(3));
     log(c, "failsafe_mode on, failsafe key written");
-}
-
-fn hold(c: &mut Cluster, d: Duration) {
-    let until = Instant::now() + d;
-    while Instant::now() < until {
-        c.check_agents();
-        std::thread::sleep(Duration::from_millis(500).min(until - Instant::now()));
-    }
 }
 
 /// The store frozen for `OUTAGE`, optionally with one replica's agent frozen too; returns (cluster, old primary,

@@ -1,0 +1,700 @@
+//! Maintenance end to end (issue 6), on real agents, PostgreSQL 15 and etcd: pause, manual actions in pause
+//! (restart, reinit, switchover to a named candidate) and their refusals, switchovers under a write load,
+//! scheduled restarts. Every scenario ends with the checker's verdict: no 100 ms sample ever showed two
+//! writable primaries, nor two nodes answering 200 on `GET /primary`.
+//!
+//! Run with `cargo test --test e2e_maintenance -- --nocapture` (as root or as `postgres`); the measured times
+//! are printed as `[e2e ...]` lines.
+#[path = "common.rs"]
+#[allow(dead_code)]
+mod common;
+#[path = "../support/mod.rs"]
+#[allow(dead_code)]
+mod support;
+
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use nix::sys::signal::Signal;
+use support::cluster::{stored_ids, Cluster, StoreKind, NODES};
+
+use common::*;
+
+// ---------------------------------------------------------------------------------------------------------
+// Pause
+
+/// `tenure pause --wait`; SIGTERM to every agent leaves every PostgreSQL running and the primary writable
+/// (past ttl: the fence was stood down); agents started again, the primary's PostgreSQL SIGKILLed: no
+/// promotion for 2·ttl; `tenure resume --wait`: a primary within ttl + loop_wait + 5 s (+ slack).
+#[test]
+fn e_pause_hands_off_agents_stopped_postgres_kept_no_promotion_resume() {
+    let mut c = Cluster::start(StoreKind::Etcd);
+    let p = c.primary().expect("one primary");
+    create_table(&c, p);
+    let (code, out, err) = tenure_cli(&c, 0, &["pause", "--wait"]);
+    assert_eq!(code, 0, "tenure pause --wait: {out}\n{err}");
+    log(&c, &format!("tenure pause --wait: {}", out.trim()));
+    for i in 0..NODES {
+        assert_eq!(
+            c.patroni(i)["pause"],
+            true,
+            "{} reports pause",
+            c.nodes[i].name
+        );
+    }
+
+    // Agents stopped during pause: PostgreSQL keeps running, the primary keeps taking writes past ttl.
+    let stop_at = c.epoch.elapsed();
+    let mut agents: Vec<_> = (0..NODES).map(|i| c.sigterm_agent(i)).collect();
+    for a in &mut agents {
+        assert!(
+            a.wait(Duration::from_secs(30)).is_some(),
+            "agent did not stop"
+        );
+    }
+    drop(agents);
+    for i in 0..NODES {
+        assert!(
+            c.postmaster_pid(i).is_some(),
+            "{}'s PostgreSQL stopped with its agent during pause",
+            c.nodes[i].name
+        );
+    }
+    let (_, list, _) = tenure_cli(&c, 0, &["list"]);
+    log(
+        &c,
+        &format!("agents stopped in pause; tenure list:\n{list}"),
+    );
+    let leader_row = format!("| {} ", c.nodes[p].name);
+    assert!(
+        list.lines()
+            .any(|l| l.starts_with(&leader_row) && l.contains("Leader")),
+        "the paused primary keeps the leader key when its agent stops:\n{list}"
+    );
+    c.sql(p, "INSERT INTO e2e_writes VALUES (1)")
+        .expect("the paused primary takes writes with its agent stopped");
+    hold_quiet(TTL + Duration::from_secs(3));
+    c.sql(p, "INSERT INTO e2e_writes VALUES (2)")
+        .expect("the paused primary still takes writes ttl after its agent stopped");
+    assert_eq!(
+        c.primary(),
+        Some(p),
+        "the paused primary is still the one writable node"
+    );
+    let (_, list, _) = tenure_cli(&c, 0, &["list"]);
+    log(
+        &c,
+        &format!(
+            "ttl + 3 s later, writes still accepted; leader key still there: {} (the store's lease lapses \
+             with no agent to renew it); tenure list:\n{list}",
+            list.contains("Leader")
+        ),
+    );
+    let kept = (0..NODES).all(|i| c.postmaster_pid(i).is_some());
+    assert!(kept, "every PostgreSQL still runs");
+
+    // Agents back, still paused: the primary's PostgreSQL dies and nobody takes over for 2·ttl.
+    for i in 0..NODES {
+        c.start_agent(i);
+    }
+    c.wait_until("agents back, paused", Duration::from_secs(30), |c| {
+        (0..NODES)
+            .all(|i| c.patroni(i)["pause"] == true)
+            .then_some(())
+    });
+    assert_eq!(
+        c.primary(),
+        Some(p),
+        "the same primary after the agents came back in pause"
+    );
+    c.wait_until(
+        "the paused primary to hold the leader key again",
+        Duration::from_secs(30),
+        |c| {
+            let (_, list, _) = tenure_cli(c, 0, &["list"]);
+            list.lines()
+                .any(|l| l.starts_with(&leader_row) && l.contains("Leader"))
+                .then_some(())
+        },
+    );
+    let pid = c.kill_postmaster(p, Signal::SIGKILL).expect("postmaster");
+    let killed_at = c.epoch.elapsed();
+    log(
+        &c,
+        &format!("SIGKILLed {}'s postmaster {pid} in pause", c.nodes[p].name),
+    );
+    hold(&mut c, 2 * TTL);
+    let promoted = c
+        .samples()
+        .iter()
+        .filter(|s| s.at >= killed_at)
+        .find(|s| others(p).any(|r| s.writable[r] == Some(true)))
+        .map(|s| s.at);
+    assert!(
+        promoted.is_none(),
+        "a replica was promoted in pause at {promoted:?}"
+    );
+    let restarted = c
+        .samples()
+        .iter()
+        .any(|s| s.at >= killed_at && s.writable[p] == Some(true));
+    log(
+        &c,
+        &format!(
+            "2·ttl after the kill: no promotion; old primary restarted by its agent in pause: {restarted}"
+        ),
+    );
+
+    let (code, out, err) = tenure_cli(&c, 0, &["resume", "--wait"]);
+    assert_eq!(code, 0, "tenure resume --wait: {out}\n{err}");
+    let t0 = Instant::now();
+    let np = c.wait_until("a primary after resume", CONVERGE_BUDGET, |c| c.primary());
+    log(
+        &c,
+        &format!(
+            "pause: {} primary {:.1} s after tenure resume --wait returned (agents stopped at {:.1} s)",
+            c.nodes[np].name,
+            t0.elapsed().as_secs_f64(),
+            stop_at.as_secs_f64()
+        ),
+    );
+    c.assert_never_two_primaries();
+}
+
+fn hold_quiet(d: Duration) {
+    std::thread::sleep(d);
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Switchover
+
+/// Under a write load, `POST /switchover` to a named candidate: it becomes primary, the old primary streams
+/// from it without manual steps, no acknowledged write is lost. Then a switchover scheduled a few seconds
+/// ahead runs at its time. Then the refusals: an unknown candidate and a `nofailover` candidate get 412.
+#[test]
+fn f_switchover_under_load_scheduled_and_refusals() {
+    let mut c = Cluster::start(StoreKind::Etcd);
+    let old = c.primary().expect("one primary");
+    create_table(&c, old);
+    let cand = others(old).next().expect("a replica");
+    let writer = c.start_writer(old);
+    std::thread::sleep(Duration::from_secs(3));
+    let asked = c.epoch.elapsed();
+    let t0 = Instant::now();
+    let body = format!(
+        r#"{{"leader":"{}","candidate":"{}"}}"#,
+        c.nodes[old].name, c.nodes[cand].name
+    );
+    let (status, resp) = api(&c, old, "POST", "/switchover", &body);
+    log(
+        &c,
+        &format!("POST /switchover {body}: {status} {}", resp.trim()),
+    );
+    assert!(
+        status == 200 || status == 202,
+        "switchover refused: {status} {resp}"
+    );
+    c.wait_until(
+        "the candidate to be primary",
+        Duration::from_secs(30),
+        |c| (c.primary() == Some(cand)).then_some(()),
+    );
+    let took = t0.elapsed();
+    let rejoin = wait_rejoined(&mut c, old, cand);
+    let writes = writer.stop();
+    let promoted_at = c.first_writable(cand, asked).expect("seen writable");
+    let old_last = last_true(&c.samples(), old, asked, c.epoch.elapsed());
+    // Every write the old primary acknowledged must be on the new one.
+    let want = writes.acked.len();
+    c.wait_until(
+        "the acknowledged rows on the new primary",
+        Duration::from_secs(10),
+        |c| {
+            let have = stored_ids(c, cand).ok()?;
+            writes
+                .acked
+                .iter()
+                .all(|(id, _)| have.contains(id))
+                .then_some(())
+        },
+    );
+    // The writer is bound to the old primary: its last acknowledgement is the last write before the switch.
+    let unavailable = writes
+        .acked
+        .last()
+        .map(|(_, last)| promoted_at.saturating_sub(*last));
+    log(
+        &c,
+        &format!(
+            "switchover: {} primary {:.1} s after POST (old last writable {:?} s, new writable {:.2} s, \
+             writes unavailable ~{:?}); old primary streaming {:.1} s later; all {want} acknowledged writes \
+             present on the new primary ({} failed)",
+            c.nodes[cand].name,
+            took.as_secs_f64(),
+            old_last.map(|d| d.as_secs_f64()),
+            promoted_at.as_secs_f64(),
+            unavailable.map(|d| d.as_secs_f64()),
+            rejoin.as_secs_f64(),
+            writes.failed
+        ),
+    );
+    c.wait_healthy(Duration::from_secs(60));
+
+    // Scheduled back to the old primary a few seconds ahead.
+    let now_wall = SystemTime::now();
+    let now_epoch = c.epoch.elapsed();
+    let target_s = now_wall.duration_since(UNIX_EPOCH).expect("now").as_secs() + 9; // whole seconds
+    let target = UNIX_EPOCH + Duration::from_secs(target_s);
+    let due_epoch = now_epoch + target.duration_since(now_wall).expect("ahead");
+    let sched = rfc3339(target);
+    let body = format!(
+        r#"{{"leader":"{}","candidate":"{}","scheduled_at":"{sched}"}}"#,
+        c.nodes[cand].name, c.nodes[old].name
+    );
+    let (status, resp) = api(&c, cand, "POST", "/switchover", &body);
+    log(
+        &c,
+        &format!("POST /switchover {body}: {status} {}", resp.trim()),
+    );
+    assert!(
+        status == 200 || status == 202,
+        "scheduled switchover refused: {status} {resp}"
+    );
+    let shown = support::cluster::wait_for(
+        || {
+            let (_, body) = c.rest_get(cand, "/cluster");
+            let v: serde_json::Value = serde_json::from_str(&body).ok()?;
+            Some(v["scheduled_switchover"].clone()).filter(|v| !v.is_null())
+        },
+        Duration::from_secs(5),
+    );
+    log(&c, &format!("GET /cluster scheduled_switchover: {shown:?}"));
+    assert!(
+        shown.is_some(),
+        "GET /cluster shows the scheduled switchover"
+    );
+    c.wait_until("the scheduled switchover", Duration::from_secs(40), |c| {
+        (c.primary() == Some(old)).then_some(())
+    });
+    let switched_at = c
+        .first_writable(old, promoted_at + Duration::from_secs(1))
+        .expect("seen writable");
+    let cand_last = last_true(&c.samples(), cand, promoted_at, c.epoch.elapsed());
+    log(
+        &c,
+        &format!(
+            "scheduled switchover at {sched} ({:.2} s): {} writable at {:.2} s ({:+.2} s), {} last writable at {:?} s",
+            due_epoch.as_secs_f64(),
+            c.nodes[old].name,
+            switched_at.as_secs_f64(),
+            switched_at.as_secs_f64() - due_epoch.as_secs_f64(),
+            c.nodes[cand].name,
+            cand_last.map(|d| d.as_secs_f64())
+        ),
+    );
+    assert!(
+        cand_last.is_some_and(|at| at + Duration::from_millis(500) >= due_epoch),
+        "the primary stopped before the scheduled time"
+    );
+    assert!(
+        switched_at <= due_epoch + Duration::from_secs(15),
+        "the scheduled switchover ran {:.1} s late",
+        (switched_at - due_epoch).as_secs_f64()
+    );
+    c.wait_healthy(Duration::from_secs(60));
+
+    // Refusals.
+    let body = format!(
+        r#"{{"leader":"{}","candidate":"nosuch"}}"#,
+        c.nodes[old].name
+    );
+    let (status, resp) = api(&c, old, "POST", "/switchover", &body);
+    log(&c, &format!("unknown candidate: {status} {}", resp.trim()));
+    assert_eq!(status, 412, "unknown candidate: {resp}");
+
+    c.assert_never_two_primaries();
+}
+
+/// A candidate tagged `nofailover` (tag written into its config, agent restarted) is refused with 412, and
+/// is never promoted.
+#[test]
+fn g_switchover_to_nofailover_candidate_is_refused() {
+    let mut c = Cluster::start(StoreKind::Etcd);
+    let p = c.primary().expect("one primary");
+    let tagged = others(p).next().expect("a replica");
+    let path = c.nodes[tagged].config_path();
+    let mut cfg = std::fs::read_to_string(&path).expect("config");
+    cfg.push_str("tags:\n  nofailover: true\n");
+    std::fs::write(&path, cfg).expect("write config");
+    c.restart_agent(tagged);
+    c.wait_until(
+        "the nofailover tag in the store",
+        Duration::from_secs(30),
+        |c| {
+            let (_, out, _) = tenure_cli(c, p, &["list", "--format", "json"]);
+            (out.contains("nofailover") && c.streams_from(tagged, p)).then_some(())
+        },
+    );
+    let body = format!(
+        r#"{{"leader":"{}","candidate":"{}"}}"#,
+        c.nodes[p].name, c.nodes[tagged].name
+    );
+    let asked = c.epoch.elapsed();
+    let (status, resp) = api(&c, p, "POST", "/switchover", &body);
+    log(
+        &c,
+        &format!("nofailover candidate: {status} {}", resp.trim()),
+    );
+    hold(&mut c, Duration::from_secs(5));
+    let promoted = c.first_writable(tagged, asked);
+    assert!(
+        promoted.is_none(),
+        "the nofailover candidate was promoted at {promoted:?}"
+    );
+    assert_eq!(status, 412, "switchover to a nofailover candidate: {resp}");
+    c.assert_never_two_primaries();
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Manual actions in pause (issue 6): restart, reinit, switchover to a named candidate; and the refusals
+
+/// `pg_postmaster_start_time()` on node `i`, as text.
+fn postmaster_start(c: &Cluster, i: usize) -> String {
+    c.sql_one(i, "SELECT pg_postmaster_start_time()::text")
+        .unwrap_or_else(|e| panic!("{}: {e}", c.nodes[i].name))
+}
+
+/// GET /cluster on node `i`: the `lag` (bytes) it shows for `member`, when a number.
+fn cluster_lag(c: &Cluster, i: usize, member: &str) -> Option<u64> {
+    let (_, body) = c.rest_get(i, "/cluster");
+    let v: serde_json::Value = serde_json::from_str(&body).ok()?;
+    v["members"]
+        .as_array()?
+        .iter()
+        .find(|m| m["name"] == member)?["lag"]
+        .as_u64()
+}
+
+/// In pause: `tenure restart <primary>` restarts PostgreSQL (new postmaster, new start time) and it stays
+/// the primary with no promotion anywhere; `tenure restart <replica>` brings it back streaming; `tenure reinit
+/// <replica>` re-clones it (a file planted in its data directory is gone) and it streams again. Refusals:
+/// reinit of the leader (503, Patroni's message), a switchover without a candidate in pause (400, Patroni's
+/// message), a switchover to a candidate lagging beyond maximum_lag_on_failover (412, nothing written, no
+/// promotion). Then a switchover in pause to a named candidate works, and `POST /reload` re-reads the
+/// config file. The checker samples throughout.
+#[test]
+fn h_manual_actions_in_pause_restart_reinit_switchover_and_refusals() {
+    let mut c = Cluster::start(StoreKind::Etcd);
+    let p = c.primary().expect("one primary");
+    create_table(&c, p);
+    let mut replicas = others(p);
+    let (r1, r2) = (replicas.next().unwrap(), replicas.next().unwrap());
+    let (pn, r1n, r2n) = (
+        c.nodes[p].name.clone(),
+        c.nodes[r1].name.clone(),
+        c.nodes[r2].name.clone(),
+    );
+    let (code, out, err) = tenure_cli(&c, 0, &["pause", "--wait"]);
+    assert_eq!(code, 0, "tenure pause --wait: {out}\n{err}");
+    let paused_at = c.epoch.elapsed();
+    let tl = c.timeline(p);
+
+    // Restart of the primary: without --force and without a terminal nothing happens.
+    let pid = c.postmaster_pid(p).expect("primary postmaster");
+    let started = postmaster_start(&c, p);
+    let (code, _, err) = tenure_cli(&c, 0, &["restart", &pn]);
+    assert_eq!(code, 64, "restart without --force: {err}");
+    assert_eq!(
+        c.postmaster_pid(p),
+        Some(pid),
+        "nothing restarted without --force"
+    );
+    let (code, out, err) = tenure_cli(&c, r1, &["restart", &pn, "--force"]);
+    log(
+        &c,
+        &format!("tenure restart {pn}: {code} {} {}", out.trim(), err.trim()),
+    );
+    assert_eq!(code, 0, "tenure restart {pn}: {out}\n{err}");
+    assert!(out.contains("restarted successfully"), "{out}");
+    let new_pid = c
+        .postmaster_pid(p)
+        .expect("the primary runs after the restart");
+    assert_ne!(new_pid, pid, "a new postmaster");
+    assert_ne!(
+        postmaster_start(&c, p),
+        started,
+        "pg_postmaster_start_time moved"
+    );
+    assert_eq!(c.primary(), Some(p), "still the primary after its restart");
+    assert_eq!(c.timeline(p), tl, "no new timeline: nothing was promoted");
+    c.sql(p, "INSERT INTO e2e_writes VALUES (1)")
+        .expect("the restarted primary takes writes");
+    assert_eq!(c.patroni(p)["pause"], true, "still paused");
+
+    // Restart of a replica: back, streaming from the primary.
+    let pid = c.postmaster_pid(r2).expect("replica postmaster");
+    let (code, out, err) = tenure_cli(&c, p, &["restart", &r2n, "--force"]);
+    log(&c, &format!("tenure restart {r2n}: {code} {}", out.trim()));
+    assert_eq!(code, 0, "tenure restart {r2n}: {out}\n{err}");
+    assert_ne!(c.postmaster_pid(r2), Some(pid), "a new postmaster on {r2n}");
+    wait_rejoined(&mut c, r2, p);
+
+    // Reinit of a replica: its data directory is replaced by a fresh clone, and it streams again.
+    let marker = c.nodes[r1].data_dir().join("tenure_e2e_marker");
+    std::fs::write(&marker, "planted before the reinit").expect("plant the marker");
+    let (code, out, err) = tenure_cli(&c, p, &["reinit", &r1n, "--force"]);
+    log(&c, &format!("tenure reinit {r1n}: {code} {}", out.trim()));
+    assert_eq!(code, 0, "tenure reinit {r1n}: {out}\n{err}");
+    assert!(out.contains("reinitialize started"), "{out}");
+    c.sql(p, "INSERT INTO e2e_writes VALUES (2)")
+        .expect("the primary takes writes during the reinit");
+    let took = wait_rejoined(&mut c, r1, p);
+    assert!(!marker.exists(), "the re-clone replaced the data directory");
+    c.wait_until(
+        "row 2 on the re-cloned replica",
+        Duration::from_secs(20),
+        |c| {
+            (c.sql_one(r1, "SELECT count(*) FROM e2e_writes WHERE id = 2")
+                .ok()?
+                == "1")
+                .then_some(())
+        },
+    );
+    log(
+        &c,
+        &format!(
+            "{r1n} re-cloned and streaming {:.1} s after the reinit was answered",
+            took.as_secs_f64()
+        ),
+    );
+
+    // Refusals. Reinit of the leader: 503 with Patroni's message (CLI exit 1).
+    let (status, resp) = api(&c, p, "POST", "/reinitialize", "{}");
+    log(
+        &c,
+        &format!("POST /reinitialize on the leader: {status} {}", resp.trim()),
+    );
+    assert_eq!(
+        (status, resp.trim()),
+        (503, "I am the leader, can not reinitialize")
+    );
+    let (code, _, err) = tenure_cli(&c, r1, &["reinit", &pn, "--force"]);
+    assert_eq!(code, 1, "tenure reinit of the leader: {err}");
+    assert!(
+        err.contains("I am the leader, can not reinitialize"),
+        "{err}"
+    );
+
+    // A switchover without a candidate in pause: 400, Patroni's message; nothing happens.
+    let body = format!(r#"{{"leader":"{pn}"}}"#);
+    let (status, resp) = api(&c, p, "POST", "/switchover", &body);
+    log(
+        &c,
+        &format!(
+            "switchover without candidate in pause: {status} {}",
+            resp.trim()
+        ),
+    );
+    assert_eq!(
+        (status, resp.trim()),
+        (
+            400,
+            "Switchover is possible only to a specific candidate in a paused state"
+        )
+    );
+
+    // A candidate lagging beyond maximum_lag_on_failover (1 MiB): its walsender ended, its replication
+    // role barred from reconnecting, a few MB written.
+    c.sql(p, "ALTER ROLE replicator NOLOGIN")
+        .expect("bar replication logins");
+    c.sql(
+        p,
+        &format!("SELECT pg_terminate_backend(pid) FROM pg_stat_replication WHERE application_name = '{r2n}'"),
+    )
+    .expect("end the walsender");
+    c.sql(
+        p,
+        "INSERT INTO e2e_writes SELECT g FROM generate_series(1000, 150000) g",
+    )
+    .expect("write a few MB");
+    let lag = c.wait_until(
+        &format!("{r2n} to lag over 1 MiB"),
+        Duration::from_secs(30),
+        |c| cluster_lag(c, p, &r2n).filter(|l| *l > 2 * 1_048_576),
+    );
+    let asked = c.epoch.elapsed();
+    let body = format!(r#"{{"leader":"{pn}","candidate":"{r2n}"}}"#);
+    let (status, resp) = api(&c, p, "POST", "/switchover", &body);
+    log(
+        &c,
+        &format!(
+            "switchover to {r2n} lagging {lag} bytes: {status} {}",
+            resp.trim()
+        ),
+    );
+    assert_eq!(status, 412, "lagging candidate: {resp}");
+    assert!(resp.contains("maximum_lag_on_failover"), "{resp}");
+    hold(&mut c, Duration::from_secs(3));
+    assert_eq!(
+        c.first_writable(r2, asked),
+        None,
+        "the lagging candidate was not promoted"
+    );
+    assert_eq!(c.primary(), Some(p));
+    c.sql(p, "ALTER ROLE replicator LOGIN")
+        .expect("allow replication again");
+    wait_rejoined(&mut c, r2, p);
+
+    // A switchover in pause to a named candidate: it becomes the primary.
+    let asked = c.epoch.elapsed();
+    let body = format!(r#"{{"leader":"{pn}","candidate":"{r1n}"}}"#);
+    let (status, resp) = api(&c, p, "POST", "/switchover", &body);
+    log(
+        &c,
+        &format!("switchover in pause to {r1n}: {status} {}", resp.trim()),
+    );
+    assert!(
+        status == 200 || status == 202,
+        "switchover in pause refused: {status} {resp}"
+    );
+    c.wait_until(
+        &format!("{r1n} to be primary"),
+        Duration::from_secs(40),
+        |c| (c.primary() == Some(r1)).then_some(()),
+    );
+    assert_eq!(
+        c.first_writable(r2, paused_at),
+        None,
+        "{r2n} was never promoted"
+    );
+    let promoted_at = c.first_writable(r1, asked).expect("seen writable");
+    log(
+        &c,
+        &format!(
+            "{r1n} primary at {:.1} s in pause",
+            promoted_at.as_secs_f64()
+        ),
+    );
+    assert_eq!(
+        c.patroni(r1)["pause"],
+        true,
+        "still paused after the switchover"
+    );
+    // The operator asked for the old primary's stop: it comes back as a replica of the new one, in pause.
+    let back = wait_rejoined(&mut c, p, r1);
+    log(
+        &c,
+        &format!(
+            "{pn} streams from {r1n} {:.1} s after it was seen primary, still in pause",
+            back.as_secs_f64()
+        ),
+    );
+
+    // POST /reload: 202, and the agent re-reads its file as on SIGHUP.
+    let (status, resp) = api(&c, r1, "POST", "/reload", "");
+    assert_eq!((status, resp.trim()), (202, "reload scheduled"));
+    let agent_log = c.nodes[r1].agent_log();
+    c.wait_until(
+        "the agent to reload on POST /reload",
+        Duration::from_secs(10),
+        |_| {
+            let text = std::fs::read_to_string(&agent_log).ok()?;
+            (text.contains("POST /reload") && text.contains("SIGHUP: config reloaded"))
+                .then_some(())
+        },
+    );
+
+    let (code, out, err) = tenure_cli(&c, r1, &["resume", "--wait"]);
+    assert_eq!(code, 0, "tenure resume --wait: {out}\n{err}");
+    c.wait_healthy(Duration::from_secs(90));
+    c.assert_never_two_primaries();
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Scheduled restarts
+
+/// `tenure restart <replica> --scheduled <5 s ahead>`: 202 "Restart scheduled", published as
+/// `scheduled_restart` in its `/patroni`; a second schedule is refused (409); the postmaster is the same one
+/// until the time, a new one after it, and the replica streams again with the schedule gone. Then a restart
+/// scheduled an hour ahead is flushed (`tenure flush NODE restart`: 200), and a second flush answers 404.
+#[test]
+fn i_scheduled_restart_of_a_replica_runs_at_its_time_not_before() {
+    let mut c = Cluster::start(StoreKind::Etcd);
+    let p = c.primary().expect("one primary");
+    let r = others(p).next().expect("a replica");
+    let rn = c.nodes[r].name.clone();
+    let pid = c.postmaster_pid(r).expect("replica postmaster");
+    let at = SystemTime::now() + Duration::from_secs(5);
+    let at_text = rfc3339(at);
+    // rfc3339 drops the fraction: the schedule is up to a second before `at`.
+    let due = UNIX_EPOCH
+        + Duration::from_secs(at.duration_since(UNIX_EPOCH).expect("after 1970").as_secs());
+    let (code, out, err) = tenure_cli(&c, p, &["restart", &rn, "--scheduled", &at_text, "--force"]);
+    log(
+        &c,
+        &format!(
+            "tenure restart {rn} --scheduled {at_text}: {code} {}",
+            out.trim()
+        ),
+    );
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(out.contains("Restart scheduled"), "{out}");
+    let published = c.patroni(r);
+    assert_eq!(
+        published["scheduled_restart"]["schedule"], at_text,
+        "{published}"
+    );
+    let body = format!(r#"{{"schedule":"{at_text}"}}"#);
+    let (status, text) = api(&c, r, "POST", "/restart", &body);
+    assert_eq!(
+        (status, text.trim()),
+        (409, "Another restart is already scheduled")
+    );
+
+    // Not before its time.
+    while SystemTime::now() + Duration::from_millis(300) < due {
+        assert_eq!(c.postmaster_pid(r), Some(pid), "restarted before {at_text}");
+        c.check_agents();
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // After it: a new postmaster within a loop or so (plus slack for a loaded machine).
+    let new_pid = c.wait_until(
+        "the scheduled restart to run",
+        Duration::from_secs(20),
+        |c| c.postmaster_pid(r).filter(|p| *p != pid),
+    );
+    let late = SystemTime::now().duration_since(due).unwrap_or_default();
+    log(
+        &c,
+        &format!(
+            "{rn}: new postmaster {new_pid} (was {pid}), seen {:.1} s after {at_text}",
+            late.as_secs_f64()
+        ),
+    );
+    wait_rejoined(&mut c, r, p);
+    c.wait_until(
+        "the schedule to disappear from /patroni",
+        Duration::from_secs(10),
+        |c| {
+            c.patroni(r)
+                .get("scheduled_restart")
+                .is_none()
+                .then_some(())
+        },
+    );
+
+    // Flushed before its time; nothing left to flush then.
+    let later = rfc3339(SystemTime::now() + Duration::from_secs(3_600));
+    let (code, out, err) = tenure_cli(&c, p, &["restart", &rn, "--scheduled", &later, "--force"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let (code, out, err) = tenure_cli(&c, p, &["flush", &rn, "restart"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(out.contains("scheduled restart deleted"), "{out}");
+    let (status, text) = api(&c, r, "DELETE", "/restart", "");
+    assert_eq!((status, text.trim()), (404, "no restarts are scheduled"));
+    assert_eq!(
+        c.postmaster_pid(r),
+        Some(new_pid),
+        "the flushed one never ran"
+    );
+    c.assert_never_two_primaries();
+}
