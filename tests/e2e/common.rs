@@ -128,24 +128,9 @@ pub fn api(c: &Cluster, i: usize, method: &str, path: &str, body: &str) -> (u16,
     (status, body.to_string())
 }
 
-/// RFC 3339 in UTC with an explicit offset, e.g. `2026-11-30T14:25:43+00:00`.
+/// RFC 3339 in UTC with an explicit offset and whole seconds, e.g. `2026-11-30T14:25:43+00:00` (the
+/// fraction dropped, as the scheduled-restart test expects).
 pub fn rfc3339(t: SystemTime) -> String {
-    let secs = t.duration_since(UNIX_EPOCH).expect("after 1970").as_secs() as i64;
-    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    // Howard Hinnant's civil_from_days.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}+00:00",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
+    let secs = t.duration_since(UNIX_EPOCH).expect("after 1970").as_secs();
+    tenure::dcs::keys::format_rfc3339_ms(secs * 1000)
 }
