@@ -566,7 +566,12 @@ fn h_manual_actions_in_pause_restart_reinit_switchover_and_refusals() {
         None,
         "{r2n} was never promoted"
     );
-    let promoted_at = c.first_writable(r1, asked).expect("seen writable");
+    // The checker samples every 100 ms: give it a moment to see what `primary()` just saw.
+    let promoted_at = c.wait_until(
+        "the checker to see the new primary",
+        Duration::from_secs(5),
+        |c| c.first_writable(r1, asked),
+    );
     log(
         &c,
         &format!(
