@@ -156,9 +156,11 @@ pub async fn run_loop(
         }
         let wake = wake_instant(&d, &exec);
         let watch_index = leader_index(&exec, &obs.store);
+        let config_index = config_index(&exec, &obs.store);
         tokio::select! {
             _ = tokio::time::sleep_until(wake) => {}
-            _ = watch_leader(dcs.as_ref(), watch_index, wake) => {}
+            _ = watch(dcs.as_ref(), Watched::Leader, watch_index, wake) => {}
+            _ = watch(dcs.as_ref(), Watched::Config, config_index, wake) => {}
             _ = term.recv() => { shutting_down = true; info!("SIGTERM: shutting down"); }
             _ = int.recv() => { shutting_down = true; info!("SIGINT: shutting down"); }
             Some(p) = request_rx.recv() => { pending = Some(p); }
@@ -280,8 +282,23 @@ fn leader_index(exec: &Executor, store: &StoreView) -> Option<u64> {
     }
 }
 
-/// Wake early when the leader key changes (a replica learns of a free key at once).
-async fn watch_leader(dcs: &dyn Dcs, index: Option<u64>, until: Instant) {
+/// The `config` key's modify index, when the store is readable and the key exists.
+fn config_index(exec: &Executor, store: &StoreView) -> Option<u64> {
+    match store {
+        StoreView::Available(_) => exec.snapshot.as_ref()?.config.as_ref().map(|(_, i)| *i),
+        StoreView::Unavailable => None,
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Watched {
+    Leader,
+    Config,
+}
+
+/// Wake early when the leader key changes (a replica learns of a free key at once) or the config key does
+/// (a pause reaches every member at once, which `patronictl pause --wait` expects within a loop).
+async fn watch(dcs: &dyn Dcs, key: Watched, index: Option<u64>, until: Instant) {
     let Some(index) = index else {
         return std::future::pending().await;
     };
@@ -289,7 +306,11 @@ async fn watch_leader(dcs: &dyn Dcs, index: Option<u64>, until: Instant) {
     if wait_ms == 0 {
         return std::future::pending().await;
     }
-    match dcs.watch_leader(index, wait_ms).await {
+    let watched = match key {
+        Watched::Leader => dcs.watch_leader(index, wait_ms).await,
+        Watched::Config => dcs.watch_config(index, wait_ms).await,
+    };
+    match watched {
         Ok(new) if new != index => {}
         // No change, or an error: sleep the rest of the cycle rather than spin.
         _ => std::future::pending().await,

@@ -92,6 +92,8 @@ pub trait Dcs: Send + Sync {
     ) -> Result<(), DcsError>;
     /// Block until the leader key changes from `index` or `wait_ms` passes; returns the new index.
     async fn watch_leader(&self, index: u64, wait_ms: u64) -> Result<u64, DcsError>;
+    /// The same for the `config` key (`index`: its modify index), so a pause reaches every member at once.
+    async fn watch_config(&self, index: u64, wait_ms: u64) -> Result<u64, DcsError>;
     /// Destroy our session/lease (and so every key bound to it). Used on shutdown and in tests.
     async fn destroy_session(&self, deadline: Instant) -> Result<(), DcsError>;
 }

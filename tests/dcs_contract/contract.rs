@@ -53,7 +53,8 @@ macro_rules! contract_tests {
             exclusive_acquire_under_contention, expiry_frees_leader_not_before_ttl, release_frees_at_once,
             renewing_after_expiry_is_session_invalid, member_keys_vanish_with_their_session,
             restarted_agent_takes_over_its_own_leader_key, cas_config_conflicts, race_initialize_is_create_only,
-            snapshot_carries_every_key, failsafe_key_round_trips, watch_wakes_on_leader_change, watch_times_out_without_change,
+            snapshot_carries_every_key, failsafe_key_round_trips, watch_wakes_on_leader_change, watch_wakes_on_config_change,
+            watch_times_out_without_change,
             passed_deadline_is_unavailable, no_cluster_leader_is_unavailable, frozen_store_answers_by_deadline,
             dropped_connection_is_unavailable);
     };

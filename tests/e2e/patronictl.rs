@@ -76,8 +76,13 @@ fn patronictl_lists_pauses_and_resumes_a_tenure_cluster() {
     assert_eq!(table.matches("Leader").count(), 1, "{table}");
     assert_eq!(table.matches("Replica").count(), 2, "{table}");
 
+    // `--wait` gives every member loop_wait + 1 s to show `pause: true` in its member key; the config
+    // watch makes the replicas publish it at once.
     let out = patronictl(&cfg, &["pause", &scope, "--wait"]);
-    assert!(out.contains("paused") || out.contains("Success"), "{out}");
+    assert!(
+        out.contains("Success: cluster management is paused"),
+        "{out}"
+    );
     let table = patronictl(&cfg, &["list", &scope]);
     assert!(table.contains("Maintenance mode: on"), "{table}");
 
@@ -88,7 +93,11 @@ fn patronictl_lists_pauses_and_resumes_a_tenure_cluster() {
     std::thread::sleep(2 * ttl);
     assert_eq!(c.primary(), None, "a replica was promoted during pause");
 
-    patronictl(&cfg, &["resume", &scope, "--wait"]);
+    let out = patronictl(&cfg, &["resume", &scope, "--wait"]);
+    assert!(
+        out.contains("Success: cluster management is resumed"),
+        "{out}"
+    );
     let limit = ttl + Duration::from_secs(c.nodes[0].timings.loop_wait_s + 5 + 10);
     let np = c.wait_until("a primary after resume", limit, |c| c.primary());
     eprintln!("after resume the primary is {}", c.nodes[np].name);

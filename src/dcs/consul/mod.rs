@@ -447,23 +447,11 @@ impl Dcs for ConsulDcs {
     }
 
     async fn watch_leader(&self, index: u64, wait_ms: u64) -> Result<u64, DcsError> {
-        let wait_ms = wait_ms.clamp(1, WATCH_MAX_MS);
-        // Consul adds up to wait/16 of jitter; past that plus a margin, the server is not answering.
-        let deadline =
-            Instant::now() + Duration::from_millis(wait_ms + wait_ms / 16 + WATCH_MARGIN_MS);
-        let flags = match self.settings.consistency.flag() {
-            Some(m) => format!("index={index}&wait={wait_ms}ms&{m}"),
-            None => format!("index={index}&wait={wait_ms}ms"),
-        };
-        let key = self.layout.leader();
-        let (_, new_index) = self.http.kv_get(&key, &flags, deadline).await?;
-        // Consul never returns 0 and its index can go backwards (snapshot restore, deleted keys):
-        // either way, start over from 0, which answers at once with the current index.
-        Ok(if new_index < index || new_index == 0 {
-            0
-        } else {
-            new_index
-        })
+        self.watch_key(&self.layout.leader(), index, wait_ms).await
+    }
+
+    async fn watch_config(&self, index: u64, wait_ms: u64) -> Result<u64, DcsError> {
+        self.watch_key(&self.layout.config(), index, wait_ms).await
     }
 
     async fn destroy_session(&self, deadline: Instant) -> Result<(), DcsError> {
@@ -481,5 +469,27 @@ impl Dcs for ConsulDcs {
             .await?;
         self.forget(&id);
         Ok(())
+    }
+}
+
+impl ConsulDcs {
+    /// A blocking query on `key` from `index`; returns the key's new index, or 0 to start over.
+    async fn watch_key(&self, key: &str, index: u64, wait_ms: u64) -> Result<u64, DcsError> {
+        let wait_ms = wait_ms.clamp(1, WATCH_MAX_MS);
+        // Consul adds up to wait/16 of jitter; past that plus a margin, the server is not answering.
+        let deadline =
+            Instant::now() + Duration::from_millis(wait_ms + wait_ms / 16 + WATCH_MARGIN_MS);
+        let flags = match self.settings.consistency.flag() {
+            Some(m) => format!("index={index}&wait={wait_ms}ms&{m}"),
+            None => format!("index={index}&wait={wait_ms}ms"),
+        };
+        let (_, new_index) = self.http.kv_get(key, &flags, deadline).await?;
+        // Consul never returns 0 and its index can go backwards (snapshot restore, deleted keys):
+        // either way, start over from 0, which answers at once with the current index.
+        Ok(if new_index < index || new_index == 0 {
+            0
+        } else {
+            new_index
+        })
     }
 }

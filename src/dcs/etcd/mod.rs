@@ -474,11 +474,16 @@ impl Dcs for EtcdDcs {
     }
 
     async fn watch_leader(&self, index: u64, wait_ms: u64) -> Result<u64, DcsError> {
-        let watched = self.watch_leader_impl(index, wait_ms).await;
+        let watched = self.watch_key(&self.keys.leader, index, wait_ms).await;
         if matches!(watched, Err(DcsError::Unavailable(_))) {
             self.next_endpoint();
         }
         watched
+    }
+
+    async fn watch_config(&self, index: u64, wait_ms: u64) -> Result<u64, DcsError> {
+        // Runs beside the leader watch, which alone rotates endpoints (both failing would skip one).
+        self.watch_key(&self.keys.config, index, wait_ms).await
     }
 
     async fn destroy_session(&self, deadline: Instant) -> Result<(), DcsError> {

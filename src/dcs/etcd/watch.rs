@@ -1,5 +1,5 @@
-//! `watch_leader` on etcd: a watch on the leader key from a known revision, and a progress request to tell a
-//! quiet key from a frozen server.
+//! Key watches on etcd (leader and config): a watch on one key from a known revision, and a progress request
+//! to tell a quiet key from a frozen server.
 use std::time::Duration;
 
 use etcd_client::WatchOptions;
@@ -13,11 +13,13 @@ use crate::dcs::DcsError;
 const WATCH_CONFIRM_MS: u64 = 500;
 
 impl EtcdDcs {
-    /// `index` is a revision: the leader key's `mod_revision` from a snapshot, or any revision returned by an
-    /// earlier watch. The watch starts at `index + 1`, so a change made since `index` is replayed at once and
-    /// none between the caller's read and this call is missed. `0` answers at once with the current index.
-    pub(super) async fn watch_leader_impl(
+    /// Watch key `k`. `index` is a revision: the key's `mod_revision` from a snapshot, or any revision
+    /// returned by an earlier watch. The watch starts at `index + 1`, so a change made since `index` is
+    /// replayed at once and none between the caller's read and this call is missed. `0` answers at once with
+    /// the current index.
+    pub(super) async fn watch_key(
         &self,
+        k: &str,
         index: u64,
         wait_ms: u64,
     ) -> Result<u64, DcsError> {
@@ -25,9 +27,8 @@ impl EtcdDcs {
         if index == 0 {
             let confirm =
                 Instant::now() + Duration::from_millis(wait_ms.clamp(1, WATCH_CONFIRM_MS));
-            return self.leader_index(confirm).await;
+            return self.key_index(k, confirm).await;
         }
-        let k = self.keys.leader.as_str();
         let start = i64::try_from(index).unwrap_or(i64::MAX - 1) + 1;
         let mut c = self.client(deadline).await?;
         let opts = WatchOptions::new().with_start_revision(start);
@@ -63,7 +64,7 @@ impl EtcdDcs {
             if msg.canceled() || msg.compact_revision() > 0 {
                 // The history since `index` was compacted away: report the key as it is now.
                 return self
-                    .leader_index(Instant::now() + Duration::from_millis(WATCH_CONFIRM_MS))
+                    .key_index(k, Instant::now() + Duration::from_millis(WATCH_CONFIRM_MS))
                     .await;
             }
             if let Some(ev) = msg.events().last() {
@@ -75,16 +76,12 @@ impl EtcdDcs {
         }
     }
 
-    /// The leader key's revision, or the store's revision when there is no leader key.
-    pub(super) async fn leader_index(&self, deadline: Instant) -> Result<u64, DcsError> {
+    /// Key `k`'s revision, or the store's revision when there is no such key.
+    async fn key_index(&self, k: &str, deadline: Instant) -> Result<u64, DcsError> {
         let mut c = self.client(deadline).await?;
-        let resp = bounded(
-            deadline,
-            "leader read",
-            c.get(self.keys.leader.as_str(), None),
-        )
-        .await?
-        .map_err(|e| self.fail(e))?;
+        let resp = bounded(deadline, "key read", c.get(k, None))
+            .await?
+            .map_err(|e| self.fail(e))?;
         Ok(match resp.kvs().first() {
             Some(kv) => non_negative(kv.mod_revision()),
             None => non_negative(resp.header().map_or(0, |h| h.revision())),

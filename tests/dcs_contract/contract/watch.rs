@@ -58,6 +58,45 @@ pub async fn watch_wakes_on_leader_change(b: &dyn Backend) {
     assert!(late_ms <= 100, "watch woke {late_ms} ms after the acquire");
 }
 
+/// The config watch wakes on a config write (a pause) and not on the leader's routine writes.
+pub async fn watch_wakes_on_config_change(b: &dyn Backend) {
+    let scope = scope("watch-config");
+    let (a, o) = (client(b, &scope, "a").await, client(b, &scope, "o").await);
+    a.acquire_leader(deadline()).await.expect("acquire");
+    let v1 = serde_json::json!({"ttl": 30});
+    a.cas_config(&v1, None, deadline()).await.expect("create");
+    let index = snapshot(&*o).await.config.expect("config").1;
+    let o2 = o.clone();
+    let watch = tokio::spawn(async move {
+        let r = o2.watch_config(index, 10_000).await;
+        (r, Instant::now())
+    });
+    a.publish_member(&member("primary", 1), deadline())
+        .await
+        .expect("member");
+    a.write_status(1, deadline()).await.expect("status");
+    a.renew_leader(deadline()).await.expect("renew");
+    sleep(Duration::from_millis(300)).await;
+    assert!(
+        !watch.is_finished(),
+        "the config watch woke without a config change"
+    );
+    let v2 = serde_json::json!({"ttl": 30, "pause": true});
+    a.cas_config(&v2, Some(index), deadline())
+        .await
+        .expect("pause");
+    let changed = Instant::now();
+    let (r, woke) = watch.await.expect("task");
+    let new_index = r.expect("watch");
+    assert!(new_index > index, "{new_index} after {index}");
+    let late_ms = woke.saturating_duration_since(changed).as_millis();
+    assert!(
+        late_ms <= 100,
+        "config watch woke {late_ms} ms after the write"
+    );
+    assert_eq!(snapshot(&*o).await.config.expect("config").1, new_index);
+}
+
 pub async fn watch_times_out_without_change(b: &dyn Backend) {
     let scope = scope("watch-timeout");
     let a = client(b, &scope, "a").await;
