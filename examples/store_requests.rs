@@ -180,6 +180,17 @@ fn deadline() -> Instant {
 }
 
 /// Bootstrap (not counted), then `cycles` idle cycles of both agents side by side; prints per-cycle figures.
+/// Every agent sleeps in two watches, on the leader key and on the config key: nothing changes in an idle
+/// cycle, so both last the rest of the loop.
+async fn idle_watches(dcs: &dyn Dcs, (leader, config): (u64, u64), wait_ms: u64) {
+    let (l, c) = tokio::join!(
+        dcs.watch_leader(leader, wait_ms),
+        dcs.watch_config(config, wait_ms)
+    );
+    assert_eq!(l.expect("leader watch"), leader, "the leader key changed");
+    assert_eq!(c.expect("config watch"), config, "the config key changed");
+}
+
 async fn measure(
     store: &str,
     unit: &str,
@@ -209,7 +220,10 @@ async fn measure(
         .await
         .expect("member");
     let snap = replica.get_cluster(true, deadline()).await.expect("read");
-    let index = snap.cluster.leader.expect("leader").index;
+    let keys = (
+        snap.cluster.leader.expect("leader").index,
+        snap.config.expect("config").1,
+    );
     lc.take();
     rc.take();
 
@@ -225,7 +239,10 @@ async fn measure(
                 .publish_member(&record("pg1", "primary"), deadline())
                 .await
                 .expect("publish");
-            tokio::time::sleep_until(start + Duration::from_millis(loop_wait_ms)).await;
+            let wait_ms = (start + Duration::from_millis(loop_wait_ms))
+                .saturating_duration_since(Instant::now())
+                .as_millis() as u64;
+            idle_watches(leader, keys, wait_ms).await;
         }
     };
     let replica_loop = async {
@@ -242,12 +259,7 @@ async fn measure(
                 .publish_member(&record("pg2", "replica"), deadline())
                 .await
                 .expect("publish");
-            // The replica sleeps in a leader watch: nothing changes, so it lasts the whole loop_wait.
-            let seen = replica
-                .watch_leader(index, loop_wait_ms)
-                .await
-                .expect("watch");
-            assert_eq!(seen, index, "the leader key changed during an idle cycle");
+            idle_watches(replica, keys, loop_wait_ms).await;
         }
     };
     tokio::join!(leader_loop, replica_loop);
