@@ -685,6 +685,7 @@ fn store_addresses_as_patroni_writes_them() {
     let vars = env(&[
         ("TENURE_ETCD3_HOSTS", "['e1:2379','e2']"),
         ("TENURE_ETCD3_PROTOCOL", "https"),
+        ("TENURE_ETCD3_CACERT", "/etc/etcd/ca.pem"),
     ]);
     let s = parse_with(&etcd, &vars)
         .unwrap()
@@ -712,4 +713,33 @@ fn failsafe_settings_parse_and_a_timeout_that_cannot_land_is_refused() {
     let e = err(&base_with("tenure.failsafe_timeout", "60"));
     assert!(e.contains("tenure.failsafe_timeout"), "{e}");
     assert!(e.contains("failsafe"), "{e}");
+}
+
+/// etcd over TLS, as Patroni reads it: certificates without a protocol mean https; a half identity, an
+/// https endpoint without a CA, or certificates with an explicit http endpoint are refused by key.
+#[test]
+fn etcd_tls_settings_and_their_refusals() {
+    let etcd = |body: &str| base_without("consul") + &format!("etcd3: {{{body}}}\n");
+    let c = ok(&etcd(
+        "hosts: 'a:2379,b', cacert: /etc/ca.pem, cert: /etc/c.pem, key: /etc/k.pem",
+    ))
+    .config;
+    let s = c.etcd_settings().unwrap();
+    assert_eq!(s.endpoints, ["https://a:2379", "https://b:2379"]);
+    let tls = s.tls.as_ref().expect("tls");
+    assert_eq!(tls.ca_file.as_deref(), Some(Path::new("/etc/ca.pem")));
+    assert_eq!(tls.key_file.as_deref(), Some(Path::new("/etc/k.pem")));
+
+    let e = err(&etcd("hosts: a, cacert: /etc/ca.pem, cert: /etc/c.pem"));
+    assert!(
+        e.contains("etcd3.cert") && e.contains("etcd3.key go together"),
+        "{e}"
+    );
+    let e = err(&etcd("hosts: a, protocol: https"));
+    assert!(
+        e.contains("etcd3.cacert") && e.contains("trust store"),
+        "{e}"
+    );
+    let e = err(&etcd("hosts: 'http://a:2379', cacert: /etc/ca.pem"));
+    assert!(e.contains("etcd3.hosts") && e.contains("plain http"), "{e}");
 }

@@ -396,7 +396,10 @@ fn etcd(
     ttl_ms: u64,
     ctx: &mut Ctx,
 ) -> Option<EtcdSettings> {
-    let protocol = raw.protocol.unwrap_or_else(|| "http".to_string());
+    let tls_material = raw.cacert.is_some() || raw.cert.is_some() || raw.key.is_some();
+    // Certificates without a protocol mean https, as Patroni reads them.
+    let default_protocol = if tls_material { "https" } else { "http" };
+    let protocol = raw.protocol.unwrap_or_else(|| default_protocol.to_string());
     if protocol != "http" && protocol != "https" {
         ctx.invalid(
             "etcd3.protocol",
@@ -423,7 +426,7 @@ fn etcd(
         );
         return None;
     }
-    let endpoints = hosts
+    let endpoints: Vec<String> = hosts
         .iter()
         .map(|h| match with_port(h, 2379) {
             u if u.contains("://") => u,
@@ -442,12 +445,34 @@ fn etcd(
             return None;
         }
     };
-    let tls =
-        (raw.cacert.is_some() || raw.cert.is_some() || raw.key.is_some()).then_some(EtcdTls {
-            ca_file: raw.cacert,
-            cert_file: raw.cert,
-            key_file: raw.key,
-        });
+    if raw.cert.is_some() != raw.key.is_some() {
+        ctx.invalid(
+            "etcd3.cert",
+            "etcd3.cert and etcd3.key go together",
+            Some("set both (the client certificate and its key), or neither"),
+        );
+    }
+    let https = endpoints.iter().any(|e| e.starts_with("https://"));
+    if https && raw.cacert.is_none() {
+        ctx.missing(
+            "etcd3.cacert",
+            "https endpoints need the CA that signed etcd's certificate (PEM); tenure does not read the system trust store",
+        );
+    }
+    if let Some(plain) = endpoints.iter().find(|e| e.starts_with("http://")) {
+        if tls_material {
+            ctx.invalid(
+                "etcd3.hosts",
+                format!("{plain} is plain http but etcd3.cacert/cert/key are set"),
+                Some("use https:// (or no scheme, with protocol: https)"),
+            );
+        }
+    }
+    let tls = tls_material.then_some(EtcdTls {
+        ca_file: raw.cacert,
+        cert_file: raw.cert,
+        key_file: raw.key,
+    });
     Some(EtcdSettings {
         endpoints,
         scope: scope.to_string(),

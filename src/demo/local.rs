@@ -29,6 +29,8 @@ pub const API_USER: (&str, &str) = ("admin", "local-admin-pw");
 pub enum StoreAddr {
     /// etcd v3 at `host:port`.
     Etcd(String),
+    /// etcd v3 over https at `host:port`, with `ca.pem`, `client.pem` and `client.key` in `pki`.
+    EtcdTls { hosts: String, pki: PathBuf },
     /// A Consul agent's HTTP API at `host:port`.
     Consul(String),
 }
@@ -94,6 +96,12 @@ impl NodeSpec {
         let t = self.timings;
         let store = match &self.store {
             StoreAddr::Etcd(hp) => format!("etcd3:\n  hosts: {hp}\n"),
+            StoreAddr::EtcdTls { hosts, pki } => format!(
+                "etcd3:\n  hosts: {hosts}\n  cacert: {ca}\n  cert: {cert}\n  key: {key}\n",
+                ca = pki.join("ca.pem").display(),
+                cert = pki.join("client.pem").display(),
+                key = pki.join("client.key").display()
+            ),
             StoreAddr::Consul(hp) => format!("consul:\n  host: {hp}\n  checks: []\n"),
         };
         format!(

@@ -1,94 +1,8 @@
 //! TLS: the API over HTTPS with a throwaway PKI (openssl CLI), with and without client certificates.
 use std::path::Path;
-use std::process::Command;
 
 use super::harness::{primary, settings, Api, FakeControl, ADMIN, NOW};
-
-/// A CA, a server certificate for 127.0.0.1 and a client certificate in `dir`; false without openssl.
-fn pki(dir: &Path) -> bool {
-    if Command::new("openssl").arg("version").output().is_err() {
-        eprintln!("openssl not found: skipping the TLS test");
-        return false;
-    }
-    let run = |args: &[&str]| {
-        let out = Command::new("openssl")
-            .args(args)
-            .current_dir(dir)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "openssl {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    };
-    let ec = [
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:prime256v1",
-        "-nodes",
-    ];
-    let mut ca = vec!["req", "-x509"];
-    ca.extend(ec);
-    ca.extend([
-        "-keyout",
-        "ca.key",
-        "-out",
-        "ca.pem",
-        "-days",
-        "1",
-        "-subj",
-        "/CN=tenure api test CA",
-        "-addext",
-        "basicConstraints=critical,CA:TRUE",
-        "-addext",
-        "keyUsage=critical,keyCertSign",
-    ]);
-    run(&ca);
-    for (name, ext) in [
-        (
-            "server",
-            "subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n",
-        ),
-        ("client", "extendedKeyUsage=clientAuth\n"),
-    ] {
-        std::fs::write(
-            dir.join(format!("{name}.ext")),
-            format!("basicConstraints=CA:FALSE\nkeyUsage=digitalSignature\n{ext}"),
-        )
-        .unwrap();
-        let (key, csr, pem, extfile) = (
-            format!("{name}.key"),
-            format!("{name}.csr"),
-            format!("{name}.pem"),
-            format!("{name}.ext"),
-        );
-        let subj = format!("/CN={name}");
-        let mut req = vec!["req"];
-        req.extend(ec);
-        req.extend(["-keyout", &key, "-out", &csr, "-subj", &subj]);
-        run(&req);
-        run(&[
-            "x509",
-            "-req",
-            "-in",
-            &csr,
-            "-CA",
-            "ca.pem",
-            "-CAkey",
-            "ca.key",
-            "-CAcreateserial",
-            "-out",
-            &pem,
-            "-days",
-            "1",
-            "-extfile",
-            &extfile,
-        ]);
-    }
-    true
-}
+use crate::support::pki::pki;
 
 fn client(dir: &Path, with_cert: bool) -> reqwest::Client {
     let ca = reqwest::Certificate::from_pem(&std::fs::read(dir.join("ca.pem")).unwrap()).unwrap();
@@ -107,9 +21,7 @@ fn client(dir: &Path, with_cert: bool) -> reqwest::Client {
 async fn https_with_and_without_client_certificates() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    if !pki(d) {
-        return;
-    }
+    pki(d);
     let mut s = settings();
     s.certfile = Some(d.join("server.pem"));
     s.keyfile = Some(d.join("server.key"));
@@ -156,9 +68,7 @@ async fn https_with_and_without_client_certificates() {
 async fn the_peer_client_reaches_members_behind_a_private_ca_and_client_certificates() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    if !pki(d) {
-        return;
-    }
+    pki(d);
     let mut server = settings();
     server.certfile = Some(d.join("server.pem"));
     server.keyfile = Some(d.join("server.key"));

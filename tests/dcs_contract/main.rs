@@ -12,3 +12,4 @@ mod contract;
 
 mod consul;
 mod etcd;
+mod etcd_tls;

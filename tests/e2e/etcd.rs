@@ -10,6 +10,13 @@ mod scenarios;
 
 e2e_scenarios!(support::cluster::StoreKind::Etcd);
 
+/// The agents reach etcd over https only, with client certificates required (`etcd3.cacert`, `cert`, `key`
+/// in their config files; https implied): bootstrap, a takeover after a graceful stop, and the rejoin.
+#[test]
+fn etcd_over_tls_bootstrap_takeover_and_rejoin() {
+    scenarios::graceful_stop(support::cluster::StoreKind::EtcdTls);
+}
+
 /// `tenure demo --failover` (what `scripts/demo --failover` runs) forms a cluster, fails over, rejoins
 /// and exits 0, leaving no directory behind.
 #[test]

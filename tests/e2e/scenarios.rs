@@ -484,7 +484,7 @@ pub fn config_validates(kind: StoreKind) {
         nix::unistd::chown(dir.path(), Some(uid), Some(gid)).expect("chown");
     }
     let store = match kind {
-        StoreKind::Etcd => StoreAddr::Etcd("127.0.0.1:2379".into()),
+        StoreKind::Etcd | StoreKind::EtcdTls => StoreAddr::Etcd("127.0.0.1:2379".into()),
         StoreKind::Consul => StoreAddr::Consul("127.0.0.1:8500".into()),
     };
     let spec = NodeSpec {

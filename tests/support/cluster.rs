@@ -41,6 +41,9 @@ const SQL_TIMEOUT: Duration = Duration::from_millis(500);
 pub enum StoreKind {
     /// A real etcd (`/usr/bin/etcd`).
     Etcd,
+    /// A real etcd serving clients over https only, client certificates required; agents get
+    /// `etcd3.cacert`/`cert`/`key` from a throwaway PKI.
+    EtcdTls,
     /// The in-process Consul test double, its minimum session TTL lowered to 1 s.
     Consul,
 }
@@ -50,6 +53,19 @@ enum Store {
     /// `Cluster::start_with(StoreKind::Etcd, 3, ..)`: three members; every node lists all of them.
     EtcdCluster(EtcdCluster),
     Consul(ConsulTestServer),
+}
+
+/// A throwaway PKI (`support::pki`) the agents, which may run as `postgres`, can read.
+fn agent_readable_pki(owner: Option<(nix::unistd::Uid, nix::unistd::Gid)>) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("pki dir");
+    super::pki::pki(dir.path());
+    if let Some((uid, gid)) = owner {
+        for entry in std::fs::read_dir(dir.path()).expect("pki dir").flatten() {
+            nix::unistd::chown(&entry.path(), Some(uid), Some(gid)).expect("chown pki file");
+        }
+        nix::unistd::chown(dir.path(), Some(uid), Some(gid)).expect("chown pki dir");
+    }
+    dir
 }
 
 /// One cluster at a time in this process (tests that start PostgreSQL servers otherwise hold this too).
@@ -84,6 +100,8 @@ pub struct Cluster {
     store: Option<Store>,
     rt: Option<tokio::runtime::Runtime>,
     root: Option<tempfile::TempDir>,
+    /// The PKI of a `StoreKind::EtcdTls` store.
+    _pki: Option<tempfile::TempDir>,
     /// When the cluster was started: the origin of every sample's and write's time.
     pub epoch: Instant,
     _serial: MutexGuard<'static, ()>,
@@ -110,6 +128,7 @@ impl Cluster {
             .enable_all()
             .build()
             .expect("tokio runtime");
+        let mut pki_dir = None;
         let store = match kind {
             StoreKind::Etcd if etcd_members > 1 => {
                 assert_eq!(etcd_members, 3, "etcd runs as one member or three");
@@ -124,6 +143,16 @@ impl Cluster {
                 let pid = etcd.pid().as_raw();
                 (etcd, vec![pid])
             })),
+            StoreKind::EtcdTls => {
+                let dir = agent_readable_pki(run_as.owner());
+                let etcd = reaper.spawn_with(|| {
+                    let etcd = EtcdServer::start_tls(dir.path());
+                    let pid = etcd.pid().as_raw();
+                    (etcd, vec![pid])
+                });
+                pki_dir = Some(dir);
+                Store::Etcd(etcd)
+            }
             StoreKind::Consul => {
                 Store::Consul(rt.block_on(ConsulTestServer::start(ConsulTestOptions {
                     session_ttl_min_ms: 1_000,
@@ -132,7 +161,13 @@ impl Cluster {
             }
         };
         let addr = match &store {
-            Store::Etcd(e) => StoreAddr::Etcd(e.host_port().to_string()),
+            Store::Etcd(e) => match &pki_dir {
+                Some(pki) => StoreAddr::EtcdTls {
+                    hosts: e.host_port().to_string(),
+                    pki: pki.path().to_path_buf(),
+                },
+                None => StoreAddr::Etcd(e.host_port().to_string()),
+            },
             Store::EtcdCluster(e) => StoreAddr::Etcd(
                 e.members
                     .iter()
@@ -184,6 +219,7 @@ impl Cluster {
             store: Some(store),
             rt: Some(rt),
             root: Some(root),
+            _pki: pki_dir,
             epoch,
             _serial: serial,
         };

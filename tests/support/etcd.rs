@@ -28,17 +28,30 @@ pub struct EtcdServer {
     cluster: String,
     log: PathBuf,
     dir: tempfile::TempDir,
+    /// With TLS: the PKI directory (`support::pki`), and `/health` served on a plain metrics URL.
+    tls: Option<PathBuf>,
+    health_url: String,
 }
 
 impl EtcdServer {
     /// Start a single-member etcd and wait until it answers `/health`.
     pub fn start() -> Self {
+        Self::start_with(None)
+    }
+
+    /// A single-member etcd serving clients over https only, with the server certificate of the PKI in
+    /// `pki` and client certificates required (`--client-cert-auth`).
+    pub fn start_tls(pki: &Path) -> Self {
+        Self::start_with(Some(pki))
+    }
+
+    fn start_with(tls: Option<&Path>) -> Self {
         let mut last = String::new();
         // Free-port discovery races with other processes; a lost race shows as an early exit, so retry.
         for _ in 0..3 {
             let (client, peer) = (free_port(), free_port());
             let cluster = format!("n0=http://127.0.0.1:{peer}");
-            match Self::spawn("n0", client, peer, &cluster) {
+            match Self::spawn("n0", client, peer, &cluster, tls) {
                 Ok(mut s) => match s.wait_healthy() {
                     Ok(()) => return s,
                     Err(e) => last = e,
@@ -49,12 +62,24 @@ impl EtcdServer {
         panic!("etcd did not start: {last}");
     }
 
-    fn spawn(name: &str, client: u16, peer: u16, cluster: &str) -> Result<Self, String> {
+    fn spawn(
+        name: &str,
+        client: u16,
+        peer: u16,
+        cluster: &str,
+        tls: Option<&Path>,
+    ) -> Result<Self, String> {
         let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
-        let client_url = format!("http://127.0.0.1:{client}");
+        let scheme = if tls.is_some() { "https" } else { "http" };
+        let client_url = format!("{scheme}://127.0.0.1:{client}");
+        let health_url = match tls {
+            Some(_) => format!("http://127.0.0.1:{}", free_port()),
+            None => client_url.clone(),
+        };
         let peer_url = format!("http://127.0.0.1:{peer}");
         let log = dir.path().join("etcd.log");
-        let child = Self::command(name, &client_url, &peer_url, cluster, dir.path())?;
+        let tls_args = tls.map(|p| (p, health_url.as_str()));
+        let child = Self::command(name, &client_url, &peer_url, cluster, dir.path(), tls_args)?;
         Ok(EtcdServer {
             child,
             name: name.to_string(),
@@ -63,15 +88,19 @@ impl EtcdServer {
             cluster: cluster.to_string(),
             log,
             dir,
+            tls: tls.map(Path::to_path_buf),
+            health_url,
         })
     }
 
+    /// `tls`: the PKI directory and the plain URL `/health` is served on.
     fn command(
         name: &str,
         client_url: &str,
         peer_url: &str,
         cluster: &str,
         dir: &Path,
+        tls: Option<(&Path, &str)>,
     ) -> Result<Child, String> {
         let log_file = std::fs::OpenOptions::new()
             .create(true)
@@ -106,6 +135,20 @@ impl EtcdServer {
             // Fast elections keep multi-member tests short; lease expiry is driven by the lessor, not by these.
             .args(["--heartbeat-interval", "50", "--election-timeout", "500"])
             .args(["--logger", "zap", "--log-outputs", "stderr"])
+            .args(tls.map_or_else(Vec::new, |(pki, health)| {
+                let file = |f: &str| pki.join(f).display().to_string();
+                vec![
+                    "--cert-file".into(),
+                    file("server.pem"),
+                    "--key-file".into(),
+                    file("server.key"),
+                    "--trusted-ca-file".into(),
+                    file("ca.pem"),
+                    "--client-cert-auth".into(),
+                    "--listen-metrics-urls".into(),
+                    health.to_string(),
+                ]
+            }))
             .stdin(Stdio::null())
             .stdout(log_file.try_clone().map_err(|e| e.to_string())?)
             .stderr(log_file)
@@ -127,12 +170,14 @@ impl EtcdServer {
     /// until healthy.
     pub fn restart(&mut self) {
         self.kill();
+        let tls = self.tls.as_deref().map(|p| (p, self.health_url.as_str()));
         self.child = Self::command(
             &self.name,
             &self.client_url,
             &self.peer_url,
             &self.cluster,
             self.dir.path(),
+            tls,
         )
         .unwrap_or_else(|e| panic!("restart etcd: {e}"));
         self.wait_healthy()
@@ -161,7 +206,7 @@ impl EtcdServer {
 
     /// Whether `/health` answers `"health":"true"` within a second.
     pub fn healthy(&self) -> bool {
-        http_get(&self.client_url, "/health")
+        http_get(&self.health_url, "/health")
             .is_some_and(|body| body.contains("\"health\":\"true\""))
     }
 
@@ -172,7 +217,9 @@ impl EtcdServer {
 
     /// `host:port` of the client endpoint (what Patroni's `etcd3.hosts` takes).
     pub fn host_port(&self) -> &str {
-        self.client_url.trim_start_matches("http://")
+        self.client_url
+            .trim_start_matches("http://")
+            .trim_start_matches("https://")
     }
 
     pub fn endpoints(&self) -> Vec<String> {
@@ -261,7 +308,7 @@ impl EtcdCluster {
     }
 
     fn spawn_member(i: usize, client: u16, peer: u16, cluster: &str) -> Result<EtcdServer, String> {
-        EtcdServer::spawn(&format!("n{i}"), client, peer, cluster)
+        EtcdServer::spawn(&format!("n{i}"), client, peer, cluster, None)
     }
 
     /// All client URLs.

@@ -2,4 +2,5 @@
 pub mod cluster;
 pub mod consul_server;
 pub mod etcd;
+pub mod pki;
 pub mod watchdog;

@@ -44,6 +44,8 @@ pub struct EtcdDcs {
     endpoint: AtomicUsize,
     /// Our lease, once granted; cleared when etcd says it is gone.
     lease: StdMutex<Option<i64>>,
+    /// CA and client certificate for https endpoints, read at construction.
+    tls: Option<etcd_client::TlsOptions>,
 }
 
 impl EtcdDcs {
@@ -57,9 +59,7 @@ impl EtcdDcs {
         if settings.user.is_some() != settings.password.is_some() {
             return Err(EtcdSettingsError::HalfCredentials);
         }
-        if settings.tls.is_some() || settings.endpoints.iter().any(|e| e.starts_with("https://")) {
-            return Err(EtcdSettingsError::TlsNotBuilt);
-        }
+        let tls = settings::tls_options(&settings)?;
         let keys = Keys::new(&settings.namespace, &settings.scope);
         let member_key = format!(
             "/{}",
@@ -74,6 +74,7 @@ impl EtcdDcs {
             stale_client: AtomicBool::new(false),
             endpoint: AtomicUsize::new(0),
             lease: StdMutex::new(None),
+            tls,
         })
     }
 
@@ -113,6 +114,9 @@ impl EtcdDcs {
             .with_keep_alive_while_idle(true);
         if let (Some(u), Some(p)) = (&self.settings.user, &self.settings.password) {
             opts = opts.with_user(u.clone(), p.clone());
+        }
+        if let Some(tls) = &self.tls {
+            opts = opts.with_tls(tls.clone());
         }
         let eps = &self.settings.endpoints;
         let endpoint = &eps[self.endpoint.load(Ordering::Relaxed) % eps.len()];

@@ -35,8 +35,56 @@ pub enum EtcdSettingsError {
     ZeroTtl,
     #[error("etcd: user and password must be set together")]
     HalfCredentials,
-    #[error("etcd: TLS was requested but this build has no TLS support for etcd (enable etcd-client's `tls` feature)")]
-    TlsNotBuilt,
+    #[error("etcd: {key}: cannot read {path}: {error}")]
+    TlsFile {
+        key: &'static str,
+        path: std::path::PathBuf,
+        error: String,
+    },
+    #[error("etcd: https endpoints need etcd3.cacert (the CA that signed etcd's certificate); tenure does not read the system trust store")]
+    NoCaCert,
+    #[error("etcd: etcd3.cert and etcd3.key go together (a client certificate needs its key)")]
+    HalfIdentity,
+    #[error("etcd: etcd3.cacert/cert/key are set but endpoint {0} is plain http; use https:// (or no scheme)")]
+    PlainEndpointWithTls(String),
+}
+
+/// The TLS options for etcd-client, read from the PEM files now so a missing file stops the agent at start.
+pub(super) fn tls_options(
+    settings: &EtcdSettings,
+) -> Result<Option<etcd_client::TlsOptions>, EtcdSettingsError> {
+    let https = settings.endpoints.iter().any(|e| e.starts_with("https://"));
+    let Some(tls) = settings.tls.as_ref() else {
+        return if https {
+            Err(EtcdSettingsError::NoCaCert)
+        } else {
+            Ok(None)
+        };
+    };
+    if let Some(plain) = settings.endpoints.iter().find(|e| e.starts_with("http://")) {
+        return Err(EtcdSettingsError::PlainEndpointWithTls(plain.clone()));
+    }
+    let read = |key: &'static str, path: &std::path::Path| {
+        std::fs::read(path).map_err(|e| EtcdSettingsError::TlsFile {
+            key,
+            path: path.to_path_buf(),
+            error: e.to_string(),
+        })
+    };
+    let ca = tls.ca_file.as_deref().ok_or(EtcdSettingsError::NoCaCert)?;
+    let mut opts = etcd_client::TlsOptions::new().ca_certificate(
+        etcd_client::Certificate::from_pem(read("etcd3.cacert", ca)?),
+    );
+    match (&tls.cert_file, &tls.key_file) {
+        (Some(cert), Some(key)) => {
+            let identity =
+                etcd_client::Identity::from_pem(read("etcd3.cert", cert)?, read("etcd3.key", key)?);
+            opts = opts.identity(identity);
+        }
+        (None, None) => {}
+        _ => return Err(EtcdSettingsError::HalfIdentity),
+    }
+    Ok(Some(opts))
 }
 
 /// etcd leases have whole-second TTLs. Round *up*: the core computes its lease deadline from `ttl_ms`, and the
