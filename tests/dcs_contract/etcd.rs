@@ -446,3 +446,52 @@ async fn etcd_one_frozen_member_of_three_is_routed_around() {
     );
     cluster.members[0].sigcont();
 }
+
+/// A leader key unchanged for longer than etcd's compaction retention: a watch from its (compacted-away)
+/// revision still waits, and still wakes at once when the key changes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcd_watch_from_a_compacted_revision_still_wakes_on_the_change() {
+    let etcd = EtcdServer::start();
+    let (a, o) = (agent(&etcd, "a", 10_000), agent(&etcd, "o", 10_000));
+    a.ensure_session(dl(2000)).await.unwrap();
+    a.acquire_leader(dl(2000)).await.unwrap();
+    let index = o
+        .get_cluster(true, dl(2000))
+        .await
+        .unwrap()
+        .cluster
+        .leader
+        .unwrap()
+        .index;
+    for optime in 1..=5 {
+        a.write_status(optime, dl(2000)).await.unwrap();
+    }
+    let mut raw = etcd_client::Client::connect(etcd.endpoints(), None)
+        .await
+        .unwrap();
+    let now = raw
+        .get("/", None)
+        .await
+        .unwrap()
+        .header()
+        .unwrap()
+        .revision();
+    raw.compact(now, None).await.unwrap();
+    let o = std::sync::Arc::new(o);
+    let watcher = o.clone();
+    let watch = tokio::spawn(async move {
+        let r = watcher.watch_leader(index, 5_000).await;
+        (r, Instant::now())
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!watch.is_finished(), "the watch returned without a change");
+    a.release_leader(dl(2000)).await.unwrap();
+    let released = Instant::now();
+    let (r, woke) = watch.await.unwrap();
+    assert_ne!(r.unwrap(), index);
+    let late_ms = woke.saturating_duration_since(released).as_millis();
+    assert!(
+        late_ms <= 100,
+        "the watch woke {late_ms} ms after the release"
+    );
+}

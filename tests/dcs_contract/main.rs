@@ -1,8 +1,8 @@
 //! DCS contract suite: one set of cases (`contract.rs`) run against every backend.
 //!
 //! Backends: the in-process Consul test double and a real Consul when `CONSUL_HTTP_ADDR` is set (`consul.rs`).
-//! The etcd backend plugs in the same way: a `mod etcd;` line here and `tests/dcs_contract/etcd.rs` calling
-//! `contract_tests!` with its factory.
+//! Two etcd backends plug in the same way, each a module calling `contract_tests!` with its factory: a real
+//! etcd (`etcd.rs`) and a real etcd serving https only with client certificates required (`etcd_tls.rs`).
 #[path = "../support/mod.rs"]
 #[allow(dead_code)]
 mod support;

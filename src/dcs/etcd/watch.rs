@@ -24,12 +24,39 @@ impl EtcdDcs {
         wait_ms: u64,
     ) -> Result<u64, DcsError> {
         let deadline = Instant::now() + Duration::from_millis(wait_ms);
+        let confirm = || Instant::now() + Duration::from_millis(wait_ms.clamp(1, WATCH_CONFIRM_MS));
         if index == 0 {
-            let confirm =
-                Instant::now() + Duration::from_millis(wait_ms.clamp(1, WATCH_CONFIRM_MS));
-            return self.key_index(k, confirm).await;
+            return self.key_index(k, confirm()).await;
         }
-        let start = i64::try_from(index).unwrap_or(i64::MAX - 1) + 1;
+        let mut from = index;
+        loop {
+            match self.watch_from(k, from, deadline).await? {
+                WatchEnd::Changed(rev) => return Ok(rev),
+                WatchEnd::Quiet => return Ok(index),
+                WatchEnd::Compacted => {
+                    // The history since `from` was compacted away: a key unchanged for longer than the
+                    // store's compaction retention (a leader of many hours). If it still has the revision
+                    // the caller knows, watch on from the store's revision now, so the wake-up on a
+                    // change is not lost for the rest of the cycle.
+                    let (key, store) = self.revisions(k, confirm()).await?;
+                    match key {
+                        Some(rev) if rev == index => from = store,
+                        Some(rev) => return Ok(rev),
+                        None => return Ok(store),
+                    }
+                }
+            }
+        }
+    }
+
+    /// One watch on `k` from `from + 1` until a change, `deadline`, or compaction.
+    async fn watch_from(
+        &self,
+        k: &str,
+        from: u64,
+        deadline: Instant,
+    ) -> Result<WatchEnd, DcsError> {
+        let start = i64::try_from(from).unwrap_or(i64::MAX - 1) + 1;
         let mut c = self.client(deadline).await?;
         let opts = WatchOptions::new().with_start_revision(start);
         let (mut watcher, mut stream) = bounded(deadline, "watch", c.watch(k, Some(opts)))
@@ -62,29 +89,44 @@ impl EtcdDcs {
                 }
             };
             if msg.canceled() || msg.compact_revision() > 0 {
-                // The history since `index` was compacted away: report the key as it is now.
-                return self
-                    .key_index(k, Instant::now() + Duration::from_millis(WATCH_CONFIRM_MS))
-                    .await;
+                return Ok(WatchEnd::Compacted);
             }
             if let Some(ev) = msg.events().last() {
-                return Ok(ev.kv().map_or(index, |kv| non_negative(kv.mod_revision())));
+                return Ok(WatchEnd::Changed(
+                    ev.kv().map_or(from, |kv| non_negative(kv.mod_revision())),
+                ));
             }
             if confirming {
-                return Ok(index); // the server is alive and the key did not change
+                return Ok(WatchEnd::Quiet); // the server is alive and the key did not change
             }
         }
     }
 
     /// Key `k`'s revision, or the store's revision when there is no such key.
     async fn key_index(&self, k: &str, deadline: Instant) -> Result<u64, DcsError> {
+        let (key, store) = self.revisions(k, deadline).await?;
+        Ok(key.unwrap_or(store))
+    }
+
+    /// Key `k`'s revision (if it exists) and the store's revision, from one read.
+    async fn revisions(&self, k: &str, deadline: Instant) -> Result<(Option<u64>, u64), DcsError> {
         let mut c = self.client(deadline).await?;
         let resp = bounded(deadline, "key read", c.get(k, None))
             .await?
             .map_err(|e| self.fail(e))?;
-        Ok(match resp.kvs().first() {
-            Some(kv) => non_negative(kv.mod_revision()),
-            None => non_negative(resp.header().map_or(0, |h| h.revision())),
-        })
+        Ok((
+            resp.kvs().first().map(|kv| non_negative(kv.mod_revision())),
+            non_negative(resp.header().map_or(0, |h| h.revision())),
+        ))
     }
+}
+
+/// How one watch ended.
+enum WatchEnd {
+    /// The key changed: its new revision.
+    Changed(u64),
+    /// The wait ran out and the server confirmed it is alive.
+    Quiet,
+    /// The revisions since the start were compacted away.
+    Compacted,
 }
