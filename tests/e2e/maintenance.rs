@@ -1,4 +1,5 @@
-//! Maintenance end to end (issue 6), on real agents, PostgreSQL 15 and etcd: pause, manual actions in pause
+//! Maintenance end to end (issue 6), on real agents, PostgreSQL 15 and etcd (pause and switchover also on
+//! the Consul test double): pause, manual actions in pause
 //! (restart, reinit, switchover to a named candidate) and their refusals, switchovers under a write load,
 //! scheduled restarts. Every scenario ends with the checker's verdict: no 100 ms sample ever showed two
 //! writable primaries, nor two nodes answering 200 on `GET /primary`.
@@ -26,8 +27,17 @@ use common::*;
 /// (past ttl: the fence was stood down); agents started again, the primary's PostgreSQL SIGKILLed: no
 /// promotion for 2·ttl; `tenure resume --wait`: a primary within ttl + loop_wait + 5 s (+ slack).
 #[test]
-fn e_pause_hands_off_agents_stopped_postgres_kept_no_promotion_resume() {
-    let mut c = Cluster::start(StoreKind::Etcd);
+fn e1_etcd_pause_hands_off_agents_stopped_postgres_kept_no_promotion_resume() {
+    pause_hands_off(StoreKind::Etcd);
+}
+
+#[test]
+fn e2_consul_pause_hands_off_agents_stopped_postgres_kept_no_promotion_resume() {
+    pause_hands_off(StoreKind::Consul);
+}
+
+fn pause_hands_off(kind: StoreKind) {
+    let mut c = Cluster::start(kind);
     let p = c.primary().expect("one primary");
     create_table(&c, p);
     let (code, out, err) = tenure_cli(&c, 0, &["pause", "--wait"]);
@@ -171,8 +181,17 @@ fn hold_quiet(d: Duration) {
 /// from it without manual steps, no acknowledged write is lost. Then a switchover scheduled a few seconds
 /// ahead runs at its time. Then the refusals: an unknown candidate and a `nofailover` candidate get 412.
 #[test]
-fn f_switchover_under_load_scheduled_and_refusals() {
-    let mut c = Cluster::start(StoreKind::Etcd);
+fn f1_etcd_switchover_under_load_scheduled_and_refusals() {
+    switchover_under_load(StoreKind::Etcd);
+}
+
+#[test]
+fn f2_consul_switchover_under_load_scheduled_and_refusals() {
+    switchover_under_load(StoreKind::Consul);
+}
+
+fn switchover_under_load(kind: StoreKind) {
+    let mut c = Cluster::start(kind);
     let old = c.primary().expect("one primary");
     create_table(&c, old);
     let cand = others(old).next().expect("a replica");
