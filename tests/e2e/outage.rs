@@ -321,18 +321,29 @@ fn forward(
     });
 }
 
-/// Every node reaches etcd through its own black-hole proxy; the primary's is cut: the primary fences
-/// itself within its lease, a replica promotes, and the old primary rejoins once the partition heals.
 #[test]
-fn c_partition_primary_from_store_fences_failover_and_rejoin() {
+fn c1_etcd_partition_primary_from_store_fences_failover_and_rejoin() {
+    partition(StoreKind::Etcd);
+}
+
+#[test]
+fn c2_consul_partition_primary_from_store_fences_failover_and_rejoin() {
+    partition(StoreKind::Consul);
+}
+
+/// Every node reaches the store through its own black-hole proxy; the primary's is cut: the primary fences
+/// itself within its lease, a replica promotes, and the old primary rejoins once the partition heals.
+fn partition(kind: StoreKind) {
     // Declared before the cluster: dropped after it, so the agents keep their store until they stop.
     let mut proxies: Vec<Blackhole> = Vec::new();
-    let mut c = Cluster::start_with(StoreKind::Etcd, 1, |_, addr| {
-        let StoreAddr::Etcd(hp) = addr else {
-            unreachable!("etcd")
+    let mut c = Cluster::start_with(kind, 1, |_, addr| {
+        let (hp, through): (&String, fn(String) -> StoreAddr) = match addr {
+            StoreAddr::Etcd(hp) => (hp, StoreAddr::Etcd),
+            StoreAddr::Consul(hp) => (hp, StoreAddr::Consul),
+            StoreAddr::EtcdTls { .. } => unreachable!("plain stores only"),
         };
         let proxy = Blackhole::start(hp);
-        let mine = StoreAddr::Etcd(proxy.addr.to_string());
+        let mine = through(proxy.addr.to_string());
         proxies.push(proxy);
         mine
     });
@@ -345,7 +356,7 @@ fn c_partition_primary_from_store_fences_failover_and_rejoin() {
     proxies[old].set_holding(true);
     log(
         &c,
-        &format!("partitioned {}'s agent from etcd", c.nodes[old].name),
+        &format!("partitioned {}'s agent from the store", c.nodes[old].name),
     );
     let new = c.wait_until("a new primary", CONVERGE_BUDGET, |c| {
         c.primary().filter(|p| *p != old)
