@@ -1,4 +1,5 @@
-//! Patroni's own `patronictl` (Debian's `patroni` package) against a running tenure cluster on etcd:
+//! Patroni's own `patronictl` (Debian's `patroni` package) against a running tenure cluster on etcd and on
+//! the Consul test double:
 //! `list` shows it, `pause --wait` puts it in maintenance and tenure honours it (a dead primary is not
 //! replaced), `resume --wait` hands control back and the cluster has a primary again.
 #[path = "../support/mod.rs"]
@@ -48,15 +49,17 @@ fn patronictl(cfg: &std::path::Path, args: &[&str]) -> String {
 
 /// patronictl's config for cluster `c`, in `dir`.
 fn patronictl_config(c: &Cluster, dir: &tempfile::TempDir) -> std::path::PathBuf {
-    let StoreAddr::Etcd(hosts) = c.nodes[0].store.clone() else {
-        panic!("etcd cluster")
+    let store = match c.nodes[0].store.clone() {
+        StoreAddr::Etcd(hosts) => format!("etcd3:\n  hosts: {hosts}\n"),
+        StoreAddr::Consul(host) => format!("consul:\n  host: {host}\n"),
+        StoreAddr::EtcdTls { .. } => panic!("plain stores only"),
     };
     let scope = c.nodes[0].scope.clone();
     let cfg = dir.path().join("patronictl.yml");
     std::fs::write(
         &cfg,
         format!(
-            "scope: {scope}\nnamespace: /service/\netcd3:\n  hosts: {hosts}\nrestapi:\n  authentication:\n    \
+            "scope: {scope}\nnamespace: /service/\n{store}restapi:\n  authentication:\n    \
              username: {}\n    password: {}\n",
             API_USER.0, API_USER.1
         ),
@@ -67,7 +70,17 @@ fn patronictl_config(c: &Cluster, dir: &tempfile::TempDir) -> std::path::PathBuf
 
 #[test]
 fn patronictl_lists_pauses_and_resumes_a_tenure_cluster() {
-    let mut c = Cluster::start(StoreKind::Etcd);
+    list_pause_resume(StoreKind::Etcd);
+}
+
+/// The same through patronictl's Consul backend (python3-consul), against the Consul test double.
+#[test]
+fn patronictl_on_consul_lists_pauses_and_resumes_a_tenure_cluster() {
+    list_pause_resume(StoreKind::Consul);
+}
+
+fn list_pause_resume(kind: StoreKind) {
+    let mut c = Cluster::start(kind);
     let scope = c.nodes[0].scope.clone();
     let dir = tempfile::tempdir().unwrap();
     let cfg = patronictl_config(&c, &dir);
