@@ -172,20 +172,33 @@ async fn a_pending_scheduled_restart_is_in_patroni_and_cluster_as_patroni_shows_
     let (_, body) = api.code(Method::GET, "/patroni").await;
     let v: serde_json::Value = serde_json::from_str(&body).unwrap();
     assert!(v.get("scheduled_restart").is_none(), "{v}");
+    assert!(v.get("pending_restart").is_none(), "{v}");
     let record = tenure::dcs::keys::ScheduledRestartRecord {
         schedule: "2030-01-01T00:00:00+00:00".into(),
         role: Some("replica".into()),
+        restart_pending: Some(true),
     };
     api.set(|p| {
         *p = with_cluster(p.clone());
         p.member.scheduled_restart = Some(record.clone());
+        p.member.pending_restart = Some(true);
         let c = p.cluster.as_mut().unwrap();
         c.members.get_mut("pg2").unwrap().scheduled_restart = Some(record.clone());
     });
     let (_, body) = api.code(Method::GET, "/patroni").await;
     let v: serde_json::Value = serde_json::from_str(&body).unwrap();
-    let expected = serde_json::json!({"schedule": "2030-01-01T00:00:00+00:00", "role": "replica"});
+    let expected = serde_json::json!(
+        {"schedule": "2030-01-01T00:00:00+00:00", "role": "replica", "restart_pending": true}
+    );
     assert_eq!(v["scheduled_restart"], expected);
+    assert_eq!(v["pending_restart"], true, "{v}");
+    let (_, metrics) = api.code(Method::GET, "/metrics").await;
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l.starts_with("patroni_pending_restart{") && l.ends_with(" 1")),
+        "{metrics}"
+    );
     let (_, body) = api.code(Method::GET, "/cluster").await;
     let v: serde_json::Value = serde_json::from_str(&body).unwrap();
     assert_eq!(v["members"][1]["name"], "pg2");

@@ -109,7 +109,9 @@ impl Fixture {
         follower.scheduled_restart = Some(tenure::dcs::keys::ScheduledRestartRecord {
             schedule: "2030-01-01T12:00:00+00:00".into(),
             role: None,
+            restart_pending: None,
         });
+        follower.pending_restart = Some(true);
         pg2.publish_member(&follower, deadline()).await.unwrap();
 
         Fixture {
@@ -214,15 +216,28 @@ async fn list_shows_both_members_with_roles_and_lag() {
             .unwrap_or_else(|| panic!("no row for {name}:\n{out}"));
         line.split('|').map(|c| c.trim().to_string()).collect()
     };
-    // | Member | Host | Role | State | TL | Lag in MB | Scheduled restart | Tags |
-    assert!(lines[1].contains("| Scheduled restart "), "{out}");
-    assert_eq!(
-        row("pg1")[1..9],
-        ["pg1", "10.0.0.1:5432", "Leader", "running", "3", "", "", ""],
+    // | Member | Host | Role | State | TL | Lag in MB | Pending restart | Scheduled restart | Tags |
+    assert!(
+        lines[1].contains("| Pending restart | Scheduled restart "),
         "{out}"
     );
     assert_eq!(
-        row("pg2")[1..9],
+        row("pg1")[1..10],
+        [
+            "pg1",
+            "10.0.0.1:5432",
+            "Leader",
+            "running",
+            "3",
+            "",
+            "",
+            "",
+            ""
+        ],
+        "{out}"
+    );
+    assert_eq!(
+        row("pg2")[1..10],
         [
             "pg2",
             "10.0.0.2:5433",
@@ -230,6 +245,7 @@ async fn list_shows_both_members_with_roles_and_lag() {
             "streaming",
             "3",
             "3",
+            "*",
             "2030-01-01T12:00:00+00:00",
             "zone: a"
         ],
@@ -253,6 +269,8 @@ async fn list_shows_both_members_with_roles_and_lag() {
     assert_eq!(members[1]["Tags"]["zone"], "a");
     assert_eq!(members[1]["Scheduled restart"], "2030-01-01T12:00:00+00:00");
     assert!(members[0].get("Scheduled restart").is_none(), "{out}");
+    assert_eq!(members[1]["Pending restart"], "*");
+    assert!(members[0].get("Pending restart").is_none(), "{out}");
 
     // Paused: patronictl's line under the table. TENURE_CONFIG stands in for --config.
     f.set_pause(true).await;

@@ -268,6 +268,14 @@ async fn stop_modes_escalate_and_a_killed_postmaster_restarts() {
         "CREATE TABLE t (v text PRIMARY KEY); INSERT INTO t VALUES ('1')",
     )
     .await;
+    // A postmaster-context setting changed and reloaded: pending until the restart below.
+    assert!(!running(s).await.pending_restart);
+    exec(s, "ALTER SYSTEM SET max_prepared_transactions = 3").await;
+    exec(s, "SELECT pg_reload_conf()").await;
+    eventually(10, "pending_restart after the reload", || async {
+        running(s).await.pending_restart.then_some(())
+    })
+    .await;
 
     assert_eq!(ctl::stop(s, StopMode::Fast).await.unwrap(), Stopped::Fast);
     assert_eq!(
@@ -277,6 +285,10 @@ async fn stop_modes_escalate_and_a_killed_postmaster_restarts() {
     assert!(matches!(probe::observe(s).await.unwrap(), PgState::Stopped(cd) if cd.clean));
 
     ctl::start(s).await.unwrap();
+    assert!(
+        !running(s).await.pending_restart,
+        "the restart applied the setting"
+    );
     assert_eq!(
         ctl::stop(s, StopMode::Immediate).await.unwrap(),
         Stopped::Immediate

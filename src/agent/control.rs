@@ -213,13 +213,6 @@ impl Control for StoreControl {
                 "the postgres_version filter is not supported by tenure",
             ));
         }
-        if req.restart_pending {
-            // tenure never reports a pending restart, so this filter never matches.
-            return Err(ControlError::new(
-                503,
-                "restart conditions are not satisfied: no restart is pending",
-            ));
-        }
         let role = req.role.map(|r| match r {
             RestartRole::Primary => PgRole::Primary,
             RestartRole::Replica => PgRole::Replica,
@@ -228,6 +221,7 @@ impl Control for StoreControl {
         let request = OperatorRequest::Restart {
             role,
             at_wall_ms: req.schedule_ms,
+            pending_only: req.restart_pending,
         };
         self.ask_loop(request, timeout_s).await
     }

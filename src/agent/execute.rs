@@ -395,14 +395,16 @@ pub fn member_record(
         tags: tags.clone(),
         scheduled_restart: m.scheduled_restart.map(|s| ScheduledRestartRecord {
             schedule: format_rfc3339_ms(s.at_wall_ms),
-            role: s.role.map(|r| {
+            role: s.filter.role.map(|r| {
                 match r {
                     crate::ha::PgRole::Primary => "primary",
                     crate::ha::PgRole::Replica => "replica",
                 }
                 .to_string()
             }),
+            restart_pending: s.filter.pending_only.then_some(true),
         }),
+        pending_restart: m.pending_restart.then_some(true),
         ..MemberRecord::default()
     }
 }

@@ -126,8 +126,8 @@ pub fn render(p: &Published, now: Millis) -> String {
     );
     w.gauge(
         "patroni_pending_restart",
-        "Value is 1 if PostgreSQL needs a restart (not reported).",
-        0.0,
+        "Value is 1 if PostgreSQL needs a restart.",
+        flag(m.pending_restart == Some(true)),
     );
     w.gauge(
         "patroni_failsafe_mode_is_active",

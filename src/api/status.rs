@@ -43,6 +43,9 @@ pub fn patroni_json(p: &Published) -> Value {
     if let Some(s) = &m.scheduled_restart {
         out.insert("scheduled_restart".into(), json!(s));
     }
+    if m.pending_restart == Some(true) {
+        out.insert("pending_restart".into(), json!(true));
+    }
     if p.status.failsafe_active {
         out.insert("failsafe_mode_is_active".into(), json!(true));
     }
@@ -129,6 +132,9 @@ fn member_json(name: &str, m: &MemberRecord, is_leader: bool, optime: Option<u64
     }
     if let Some(s) = &m.scheduled_restart {
         out.insert("scheduled_restart".into(), json!(s));
+    }
+    if m.pending_restart == Some(true) {
+        out.insert("pending_restart".into(), json!(true));
     }
     if !is_leader {
         let lsn = [m.xlog_location, m.receive_lsn, m.replay_lsn]

@@ -23,6 +23,8 @@ pub struct Row {
     pub tags: BTreeMap<String, Value>,
     /// The member's `scheduled_restart.schedule`, while one is pending.
     pub scheduled_restart: Option<String>,
+    /// The member's PostgreSQL waits for a restart to apply a setting (`pending_restart`).
+    pub pending_restart: bool,
 }
 
 pub async fn list(ctx: &Ctx, format: Format) -> Result<(), CliError> {
@@ -76,6 +78,7 @@ pub fn rows(snapshot: &ClusterSnapshot) -> Vec<Row> {
                 lag_mb,
                 tags: rec.tags.clone(),
                 scheduled_restart: rec.scheduled_restart.as_ref().map(|s| s.schedule.clone()),
+                pending_restart: rec.pending_restart == Some(true),
             }
         })
         .collect()
@@ -132,6 +135,9 @@ fn row_json(scope: &str, r: &Row) -> Value {
     if let Some(lag) = r.lag_mb {
         v["Lag in MB"] = lag.map_or(json!("unknown"), |mb| json!(mb));
     }
+    if r.pending_restart {
+        v["Pending restart"] = json!("*");
+    }
     if let Some(s) = &r.scheduled_restart {
         v["Scheduled restart"] = json!(s);
     }
@@ -151,7 +157,11 @@ fn render(scope: &str, snapshot: &ClusterSnapshot, rows: &[Row]) -> String {
         ("TL", Align::Right),
         ("Lag in MB", Align::Right),
     ];
-    // patronictl's column, shown only while some member has a restart scheduled.
+    // patronictl's columns, shown only while some member has a restart pending or scheduled.
+    let with_pending = rows.iter().any(|r| r.pending_restart);
+    if with_pending {
+        columns.push(("Pending restart", Align::Left));
+    }
     let with_scheduled = rows.iter().any(|r| r.scheduled_restart.is_some());
     if with_scheduled {
         columns.push(("Scheduled restart", Align::Left));
@@ -173,6 +183,9 @@ fn render(scope: &str, snapshot: &ClusterSnapshot, rows: &[Row]) -> String {
                 Some(Some(mb)) => mb.to_string(),
             },
         ];
+        if with_pending {
+            cells.push(if r.pending_restart { "*" } else { "" }.into());
+        }
         if with_scheduled {
             cells.push(r.scheduled_restart.clone().unwrap_or_default());
         }

@@ -85,6 +85,9 @@ pub struct MemberRecord {
     /// `{"schedule": "<ISO 8601>", "role"?: "primary"|"replica"}` while a restart is scheduled.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scheduled_restart: Option<ScheduledRestartRecord>,
+    /// `true` while PostgreSQL waits for a restart to apply a setting; absent otherwise, as Patroni writes it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending_restart: Option<bool>,
 }
 
 /// Patroni's `scheduled_restart` member field (patronictl reads `schedule`).
@@ -93,6 +96,9 @@ pub struct ScheduledRestartRecord {
     pub schedule: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub role: Option<String>,
+    /// The request's `restart_pending` filter, when set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restart_pending: Option<bool>,
 }
 
 /// The `failover` key: `{"leader": .., "member": .., "scheduled_at": ..}` (ISO 8601 time).

@@ -195,6 +195,8 @@ pub struct MemberStatus {
     pub lsn: Option<Lsn>,
     /// The restart scheduled on this node, while one is (Patroni's `scheduled_restart`).
     pub scheduled_restart: Option<super::memory::ScheduledRestart>,
+    /// PostgreSQL runs and reports a setting waiting for a restart (Patroni's `pending_restart`).
+    pub pending_restart: bool,
 }
 
 /// The role the REST API reports.

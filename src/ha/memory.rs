@@ -59,10 +59,18 @@ pub struct Memory {
     pub scheduled_restart: Option<ScheduledRestart>,
 }
 
-/// A restart to run once the wall clock reaches `at_wall_ms`, with the request's role filter.
+/// A restart to run once the wall clock reaches `at_wall_ms`, with the request's filters.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ScheduledRestart {
     /// Unix ms.
     pub at_wall_ms: u64,
+    pub filter: RestartFilter,
+}
+
+/// The conditions a restart request carries (Patroni's `role` and `restart_pending`); a restart whose
+/// conditions do not hold is refused ("restart conditions are not satisfied").
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RestartFilter {
     pub role: Option<PgRole>,
+    pub pending_only: bool,
 }

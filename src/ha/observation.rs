@@ -43,6 +43,8 @@ pub enum OperatorRequest {
     Restart {
         role: Option<PgRole>,
         at_wall_ms: Option<u64>,
+        /// Patroni's `restart_pending` filter: only if PostgreSQL reports a setting pending a restart.
+        pending_only: bool,
     },
     /// Forget the scheduled restart (REST `DELETE /restart`).
     CancelRestart,
@@ -265,6 +267,8 @@ pub struct RunningPg {
     pub upstream: Option<NodeName>,
     /// A WAL receiver is streaming.
     pub streaming: bool,
+    /// Some setting changed in the configuration waits for a restart (`pg_settings.pending_restart`).
+    pub pending_restart: bool,
 }
 
 /// What `pg_is_in_recovery()` says.

@@ -4,7 +4,7 @@
 //! restart asked for then would, or is dropped with the reason.
 use super::action::{Action, Job, NodeRole, Refusal, RequestAnswer, StopMode};
 use super::decide::{Ctx, Local, Plan};
-use super::memory::{Memory, ScheduledRestart};
+use super::memory::{Memory, RestartFilter, ScheduledRestart};
 use super::observation::{Cluster, JobStatus, OperatorRequest, PgRole};
 use super::types::Millis;
 use super::Reason;
@@ -20,12 +20,14 @@ pub(crate) fn answer(
         OperatorRequest::Restart {
             role,
             at_wall_ms: Some(at),
-        } => schedule(ctx, mem, *role, *at),
+            pending_only,
+        } => schedule(ctx, mem, *at, filter(*role, *pending_only)),
         OperatorRequest::CancelRestart => cancel(ctx, mem),
         OperatorRequest::Restart {
             role,
             at_wall_ms: None,
-        } => restart(ctx, mem, c, *role),
+            pending_only,
+        } => restart(ctx, mem, c, filter(*role, *pending_only)),
         OperatorRequest::Reinitialize { .. } => reinitialize(ctx, mem, c),
     };
     let stops = !matches!(
@@ -52,12 +54,17 @@ pub(crate) fn answer(
     }
 }
 
-/// Remember a restart for later (Patroni's order of refusals: pause, then one already scheduled).
+fn filter(role: Option<PgRole>, pending_only: bool) -> RestartFilter {
+    RestartFilter { role, pending_only }
+}
+
+/// Remember a restart for later (Patroni's order of refusals: pause, then one already scheduled). Its
+/// conditions are checked when it falls due, as Patroni does.
 fn schedule(
     ctx: &Ctx,
     mem: &mut Memory,
-    role: Option<PgRole>,
     at_wall_ms: u64,
+    filter: RestartFilter,
 ) -> Result<Plan, Refusal> {
     if mem.paused {
         return Err(Refusal::ScheduleInPause);
@@ -68,7 +75,7 @@ fn schedule(
     if mem.scheduled_restart.is_some() {
         return Err(Refusal::RestartAlreadyScheduled);
     }
-    mem.scheduled_restart = Some(ScheduledRestart { at_wall_ms, role });
+    mem.scheduled_restart = Some(ScheduledRestart { at_wall_ms, filter });
     // `decide` wakes the loop at the scheduled time; the regular cycle follows at once.
     Ok(Plan::act_now(
         Reason::RestartScheduled { at_wall_ms },
@@ -116,7 +123,7 @@ pub(crate) fn scheduled(ctx: &Ctx, mem: &mut Memory, c: &Cluster) -> Option<Plan
     let result = if mem.paused {
         Err(Refusal::ScheduleInPause)
     } else {
-        restart(ctx, mem, c, s.role)
+        restart(ctx, mem, c, s.filter)
     };
     Some(match result {
         Ok(mut plan) => {
@@ -145,16 +152,19 @@ fn job_running(ctx: &Ctx) -> Result<(), Refusal> {
 
 /// Stop fast and start again in the same role: a primary only while it holds the key under a valid lease
 /// (R1; `decide` arms the fence before the start), a replica following the leader.
-fn restart(ctx: &Ctx, mem: &Memory, c: &Cluster, role: Option<PgRole>) -> Result<Plan, Refusal> {
+fn restart(ctx: &Ctx, mem: &Memory, c: &Cluster, filter: RestartFilter) -> Result<Plan, Refusal> {
     job_running(ctx)?;
     let conditions = |why: &str| Refusal::RestartConditions { why: why.into() };
-    let running = match ctx.local {
-        Local::Primary(_) => PgRole::Primary,
-        Local::Replica(_) => PgRole::Replica,
+    let (running, pg) = match ctx.local {
+        Local::Primary(pg) => (PgRole::Primary, pg),
+        Local::Replica(pg) => (PgRole::Replica, pg),
         _ => return Err(conditions("PostgreSQL is not running")),
     };
-    if role.is_some_and(|r| r != running) {
+    if filter.role.is_some_and(|r| r != running) {
         return Err(conditions("the role filter does not match"));
+    }
+    if filter.pending_only && !pg.pending_restart {
+        return Err(conditions("no restart is pending"));
     }
     let stop = Action::Stop {
         mode: StopMode::Fast,

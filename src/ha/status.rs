@@ -50,6 +50,10 @@ pub(crate) fn member(ctx: &Ctx) -> MemberStatus {
         lsn,
         // Set by `decide` from the new memory.
         scheduled_restart: None,
+        pending_restart: match ctx.local {
+            Local::Primary(r) | Local::Replica(r) => r.pending_restart,
+            _ => false,
+        },
     }
 }
 

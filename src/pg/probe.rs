@@ -28,6 +28,8 @@ pub struct RunningStatus {
     pub wal_receiver: Option<WalReceiver>,
     /// The member our recovery file points at.
     pub upstream: Option<NodeName>,
+    /// `pg_settings` has a setting waiting for a restart.
+    pub pending_restart: bool,
 }
 
 /// Local PostgreSQL in the adapter's richer types (the divergence check needs them).
@@ -97,6 +99,7 @@ impl RunningStatus {
             lsn: self.lsn(),
             upstream: self.upstream.clone(),
             streaming: self.streaming(),
+            pending_restart: self.pending_restart,
         }
     }
 }
@@ -161,12 +164,15 @@ pub async fn running_status(
 ) -> Result<RunningStatus, PgError> {
     let row = client
         .query_one(
-            "SELECT pg_is_in_recovery(), system_identifier::text FROM pg_control_system()",
+            "SELECT pg_is_in_recovery(), system_identifier::text, \
+             (SELECT coalesce(bool_or(pending_restart), false) FROM pg_settings) \
+             FROM pg_control_system()",
             &[],
         )
         .await?;
     let in_recovery: bool = row.get(0);
     let sysid: String = row.get(1);
+    let pending_restart: bool = row.get(2);
     let system_id = SystemId(
         sysid
             .parse()
@@ -192,6 +198,7 @@ pub async fn running_status(
             replay_lsn: None,
             wal_receiver: None,
             upstream: None,
+            pending_restart,
         });
     }
     let row = client
@@ -231,6 +238,7 @@ pub async fn running_status(
         replay_lsn: parse_lsn(row.get(1))?,
         wal_receiver,
         upstream: recovery::configured_upstream(settings),
+        pending_restart,
     })
 }
 

@@ -133,6 +133,7 @@ async fn restart_answers_200_once_postgres_is_back_and_503_when_it_is_not() {
     let restart = OperatorRequest::Restart {
         role: None,
         at_wall_ms: None,
+        pending_only: false,
     };
     let got = api
         .round_trip("/restart", "", restart.clone(), RequestAnswer::Accepted, ok)
@@ -164,6 +165,7 @@ async fn restart_answers_200_once_postgres_is_back_and_503_when_it_is_not() {
             OperatorRequest::Restart {
                 role: Some(PgRole::Replica),
                 at_wall_ms: None,
+                pending_only: false,
             },
             RequestAnswer::Refused(mismatch),
             vec![],
@@ -174,6 +176,26 @@ async fn restart_answers_200_once_postgres_is_back_and_503_when_it_is_not() {
         text.starts_with("restart conditions are not satisfied"),
         "{text}"
     );
+
+    // `restart_pending` reaches the core as its filter; the core's refusal is relayed.
+    let nothing_pending = Refusal::RestartConditions {
+        why: "no restart is pending".into(),
+    };
+    let (status, text) = api
+        .round_trip(
+            "/restart",
+            r#"{"restart_pending":true}"#,
+            OperatorRequest::Restart {
+                role: None,
+                at_wall_ms: None,
+                pending_only: true,
+            },
+            RequestAnswer::Refused(nothing_pending),
+            vec![],
+        )
+        .await;
+    assert_eq!(status, 503);
+    assert!(text.contains("no restart is pending"), "{text}");
     api.shutdown().await;
 }
 
@@ -184,6 +206,7 @@ async fn scheduled_restart_answers_202_409_500_422_with_patronis_texts() {
     let request = OperatorRequest::Restart {
         role: Some(PgRole::Replica),
         at_wall_ms: Some(1_893_456_000_000),
+        pending_only: false,
     };
     let cases = [
         (RequestAnswer::Accepted, 202, "Restart scheduled"),
@@ -309,11 +332,6 @@ async fn unsupported_restart_options_are_refused_before_reaching_the_loop() {
             "Unable to parse scheduled timestamp",
         ),
         (r#"{"postgres_version":"16.4"}"#, 400, "postgres_version"),
-        (
-            r#"{"restart_pending":true}"#,
-            503,
-            "restart conditions are not satisfied",
-        ),
         (r#"{"role":"leader"}"#, 400, "primary or replica"),
     ];
     for (body, code, text) in cases {

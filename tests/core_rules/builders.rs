@@ -221,6 +221,7 @@ fn running(role: PgRole, tl: u32, lsn: u64, upstream: Option<&str>) -> PgState {
         lsn: Lsn(lsn),
         upstream: upstream.map(n),
         streaming: upstream.is_some(),
+        pending_restart: false,
     })
 }
 
@@ -247,6 +248,8 @@ pub trait ObsExt: Sized {
     fn pg_stopped_primary(self, tl: u32, lsn: u64, clean: bool) -> Self;
     fn pg_starting(self) -> Self;
     fn pg_system_id(self, id: u64) -> Self;
+    /// The running PostgreSQL reports a setting waiting for a restart.
+    fn pg_pending_restart(self) -> Self;
     fn store(self, c: Cluster) -> Self;
     fn store_read_at(self, at: u64) -> Self;
     fn peers(self, p: Vec<PeerProbe>) -> Self;
@@ -288,6 +291,13 @@ impl ObsExt for Observation {
             PgState::Running(r) => r.system_id = SystemId(id),
             PgState::Stopped(cd) => cd.system_id = SystemId(id),
             other => panic!("no system identifier in {other:?}"),
+        }
+        self
+    }
+    fn pg_pending_restart(mut self) -> Self {
+        match &mut self.pg {
+            PgState::Running(r) => r.pending_restart = true,
+            other => panic!("no pending restart in {other:?}"),
         }
         self
     }

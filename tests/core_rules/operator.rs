@@ -8,6 +8,7 @@ fn restart(role: Option<PgRole>) -> Option<OperatorRequest> {
     Some(OperatorRequest::Restart {
         role,
         at_wall_ms: None,
+        pending_only: false,
     })
 }
 
@@ -121,6 +122,41 @@ fn reason_operator_request_refused() {
         .to_string()
         .starts_with("restart conditions are not satisfied"));
     refused(&d, why);
+}
+
+/// Patroni's `restart_pending` filter: refused while PostgreSQL reports nothing pending, carried out (and
+/// published in the member record) once it does.
+#[test]
+fn a_restart_pending_filter_restarts_only_when_a_restart_is_pending() {
+    let pending_only = Some(OperatorRequest::Restart {
+        role: None,
+        at_wall_ms: None,
+        pending_only: true,
+    });
+    let c = cluster().leader("pg1").member_replica("pg2", 500);
+    let o = obs(1_500).pg_replica_of(1, 500, "pg1").store(c);
+    let d = decide(&cfg("pg2"), &mem(), &with(o.clone(), pending_only.clone()));
+    refused(
+        &d,
+        Refusal::RestartConditions {
+            why: "no restart is pending".into(),
+        },
+    );
+    assert!(!d.member.pending_restart);
+    let d = decide(
+        &cfg("pg2"),
+        &mem(),
+        &with(o.pg_pending_restart(), pending_only),
+    );
+    assert!(d.member.pending_restart, "published before the restart");
+    expect(
+        &d,
+        Reason::OperatorRestart {
+            role: NodeRole::Replica,
+        },
+        &[stop_fast(), start_replica("pg1"), Action::DisarmFence],
+    );
+    assert_eq!(d.answer, Some(RequestAnswer::Accepted));
 }
 
 #[test]

@@ -11,13 +11,17 @@ fn schedule(role: Option<PgRole>, at_wall_ms: u64) -> Option<OperatorRequest> {
     Some(OperatorRequest::Restart {
         role,
         at_wall_ms: Some(at_wall_ms),
+        pending_only: false,
     })
 }
 
 fn scheduled(mut m: Memory, role: Option<PgRole>) -> Memory {
     m.scheduled_restart = Some(ScheduledRestart {
         at_wall_ms: AT,
-        role,
+        filter: RestartFilter {
+            role,
+            pending_only: false,
+        },
     });
     m
 }
@@ -51,7 +55,10 @@ fn reason_restart_scheduled() {
     assert_eq!(d.answer, Some(RequestAnswer::Accepted));
     let s = ScheduledRestart {
         at_wall_ms: AT,
-        role: Some(PgRole::Replica),
+        filter: RestartFilter {
+            role: Some(PgRole::Replica),
+            pending_only: false,
+        },
     };
     assert_eq!(d.memory.scheduled_restart, Some(s));
     assert_eq!(

@@ -119,9 +119,10 @@ fn list_pause_resume(kind: StoreKind) {
 
 /// `patronictl restart --scheduled` on a replica: 202 (patronictl's "restart scheduled"), its `list` shows the
 /// member key's `scheduled_restart`; `patronictl flush ... restart` deletes it (the member key and `/patroni`
-/// lose it) and the postmaster was never restarted.
+/// lose it) and the postmaster was never restarted. Then a setting pending a restart, and
+/// `patronictl restart --pending`.
 #[test]
-fn patronictl_schedules_lists_and_flushes_a_restart() {
+fn patronictl_schedules_lists_and_flushes_a_restart_and_restarts_a_pending_one() {
     let mut c = Cluster::start(StoreKind::Etcd);
     let scope = c.nodes[0].scope.clone();
     let dir = tempfile::tempdir().unwrap();
@@ -157,5 +158,43 @@ fn patronictl_schedules_lists_and_flushes_a_restart() {
         |_| (!patronictl(&cfg, &["list", &scope]).contains("2099-01-01")).then_some(()),
     );
     assert_eq!(c.postmaster_pid(r), Some(pid), "nothing restarted");
+
+    // A setting that needs a restart, changed on the replica: `list` shows it pending (member key
+    // `pending_restart`); `restart --pending` (`restart_pending`) restarts it, and the setting is live.
+    c.sql(r, "ALTER SYSTEM SET max_prepared_transactions = 3")
+        .expect("ALTER SYSTEM");
+    c.sql(r, "SELECT pg_reload_conf()").expect("reload");
+    let table = c.wait_until(
+        "patronictl list to show the pending restart",
+        Duration::from_secs(15),
+        |_| {
+            let table = patronictl(&cfg, &["list", &scope]);
+            let row = table
+                .lines()
+                .find(|l| l.starts_with(&format!("| {rn} ")))?
+                .to_string();
+            (table.contains("Pending restart") && row.contains("| *")).then_some(table)
+        },
+    );
+    eprintln!("{table}");
+    let out = patronictl(&cfg, &["restart", &scope, &rn, "--pending", "--force"]);
+    assert!(
+        out.contains(&format!("Success: restart on member {rn}")),
+        "{out}"
+    );
+    assert_ne!(
+        c.postmaster_pid(r),
+        Some(pid),
+        "the postmaster was restarted"
+    );
+    assert_eq!(
+        c.sql_one(r, "SHOW max_prepared_transactions").as_deref(),
+        Ok("3")
+    );
+    c.wait_until(
+        "the member key to lose pending_restart",
+        Duration::from_secs(15),
+        |_| (!patronictl(&cfg, &["list", &scope]).contains("Pending restart")).then_some(()),
+    );
     c.assert_never_two_primaries();
 }

@@ -104,6 +104,8 @@ impl Pg {
             lsn: Lsn(d.lsn),
             upstream,
             streaming: self.streaming,
+            // The model changes no settings; the filter's rule is in tests/core_rules/operator.rs.
+            pending_restart: false,
         })
     }
 

@@ -80,6 +80,7 @@ fn inject(sim: &mut Sim, pick: &mut Rng, watchdog: bool) {
                 OperatorRequest::Restart {
                     role: None,
                     at_wall_ms,
+                    pending_only: false,
                 },
             )
         }

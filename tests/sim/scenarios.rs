@@ -326,6 +326,7 @@ fn scheduled_restarts_run_at_their_time_once_and_keep_one_primary() {
         OperatorRequest::Restart {
             role: None,
             at_wall_ms: Some(at),
+            pending_only: false,
         },
     );
     sim.operator_request(
@@ -333,6 +334,7 @@ fn scheduled_restarts_run_at_their_time_once_and_keep_one_primary() {
         OperatorRequest::Restart {
             role: None,
             at_wall_ms: Some(at),
+            pending_only: false,
         },
     );
     sim.run_for(2_000);
@@ -372,6 +374,7 @@ fn scheduled_restarts_run_at_their_time_once_and_keep_one_primary() {
         OperatorRequest::Restart {
             role: None,
             at_wall_ms: Some(at),
+            pending_only: false,
         },
     );
     sim.run_for(500);
@@ -395,6 +398,7 @@ fn operator_restart_and_reinit_in_pause_keep_one_primary_and_bring_the_node_back
         OperatorRequest::Restart {
             role: None,
             at_wall_ms: None,
+            pending_only: false,
         },
     );
     sim.run_for(3_000);
