@@ -213,6 +213,10 @@ struct RestartArgs {
     /// (an agent restart forgets it) and shows it as `scheduled_restart` in GET /patroni.
     #[arg(long, value_name = "TIME")]
     scheduled: Option<String>,
+    /// Only if PostgreSQL reports a setting pending a restart (`restart_pending`, as `patronictl restart
+    /// --pending`); otherwise the member refuses with 503.
+    #[arg(long)]
+    pending: bool,
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -302,6 +306,7 @@ fn main() -> ExitCode {
             tenure::cli::Command::Restart {
                 node: a.node.node,
                 scheduled: a.scheduled,
+                pending: a.pending,
                 force: a.node.force,
             },
             &env,

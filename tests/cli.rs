@@ -600,6 +600,22 @@ async fn restart_scheduled_and_flush_restart_go_to_the_named_members_api() {
     let (code, out, _) = tenure(&args).await;
     assert_eq!(code, 0);
     assert!(out.contains("restarted successfully"), "{out}");
+    let calls = f.pg2_api.control.calls();
+    assert!(calls[1].contains("restart_pending: false"), "{calls:?}");
+
+    // --pending sends Patroni's `restart_pending`.
+    let args = [
+        "restart",
+        "pg2",
+        "--pending",
+        "--force",
+        "--config",
+        path(&config),
+    ];
+    let (code, _, err) = tenure(&args).await;
+    assert_eq!(code, 0, "{err}");
+    let calls = f.pg2_api.control.calls();
+    assert!(calls[2].contains("restart_pending: true"), "{calls:?}");
 
     // flush NODE restart: DELETE /restart without a prompt (as patronictl's flush).
     let (code, out, err) = tenure(&["flush", "pg2", "restart", "--config", path(&config)]).await;

@@ -28,7 +28,10 @@ const NODE_ACTION_TIMEOUT: Duration = Duration::from_secs(150);
 pub enum NodeAction {
     /// `POST /restart`: restart PostgreSQL in its current role, now or at `scheduled` (ISO 8601 with a
     /// time zone; `now` or empty means now).
-    Restart { scheduled: Option<String> },
+    Restart {
+        scheduled: Option<String>,
+        pending: bool,
+    },
     /// `DELETE /restart`: forget the scheduled restart (no confirmation, as patronictl's `flush`).
     FlushRestart,
     /// `POST /reinitialize`: throw the data away and clone it again from the leader.
@@ -59,11 +62,14 @@ pub async fn node_action(
         )));
     }
     let (verb, method, path, body) = match &action {
-        NodeAction::Restart { scheduled } => {
-            let body = match restart_schedule(scheduled.as_deref())? {
+        NodeAction::Restart { scheduled, pending } => {
+            let mut body = match restart_schedule(scheduled.as_deref())? {
                 Some(at) => json!({ "schedule": at }),
                 None => json!({}),
             };
+            if *pending {
+                body["restart_pending"] = json!(true);
+            }
             ("restart", Method::POST, "/restart", Some(body))
         }
         NodeAction::FlushRestart => (

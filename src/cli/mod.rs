@@ -74,6 +74,8 @@ pub enum Command {
         node: String,
         /// ISO 8601 with a time zone, or `now`: the member restarts then (`POST /restart` `schedule`).
         scheduled: Option<String>,
+        /// Only if a restart is pending (`restart_pending`).
+        pending: bool,
         force: bool,
     },
     /// Forget one member's scheduled restart (`DELETE /restart` on its API).
@@ -182,9 +184,10 @@ async fn dispatch(ctx: &Ctx, command: Command) -> Result<(), CliError> {
         Command::Restart {
             node,
             scheduled,
+            pending,
             force,
         } => {
-            let action = control::NodeAction::Restart { scheduled };
+            let action = control::NodeAction::Restart { scheduled, pending };
             control::node_action(ctx, node, action, force).await
         }
         Command::FlushRestart { node } => {
