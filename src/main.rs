@@ -217,6 +217,10 @@ struct RestartArgs {
     /// --pending`); otherwise the member refuses with 503.
     #[arg(long)]
     pending: bool,
+    /// Only if the running PostgreSQL is older than this version (`postgres_version`, as `patronictl
+    /// restart --pg-version`): X.Y from 10 on (15.8), X.Y.Z before.
+    #[arg(long, value_name = "VERSION")]
+    pg_version: Option<String>,
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -307,6 +311,7 @@ fn main() -> ExitCode {
                 node: a.node.node,
                 scheduled: a.scheduled,
                 pending: a.pending,
+                pg_version: a.pg_version,
                 force: a.node.force,
             },
             &env,

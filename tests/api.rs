@@ -177,6 +177,7 @@ async fn a_pending_scheduled_restart_is_in_patroni_and_cluster_as_patroni_shows_
         schedule: "2030-01-01T00:00:00+00:00".into(),
         role: Some("replica".into()),
         restart_pending: Some(true),
+        postgres_version: Some("15.99".into()),
     };
     api.set(|p| {
         *p = with_cluster(p.clone());
@@ -188,7 +189,8 @@ async fn a_pending_scheduled_restart_is_in_patroni_and_cluster_as_patroni_shows_
     let (_, body) = api.code(Method::GET, "/patroni").await;
     let v: serde_json::Value = serde_json::from_str(&body).unwrap();
     let expected = serde_json::json!(
-        {"schedule": "2030-01-01T00:00:00+00:00", "role": "replica", "restart_pending": true}
+        {"schedule": "2030-01-01T00:00:00+00:00", "role": "replica", "restart_pending": true,
+         "postgres_version": "15.99"}
     );
     assert_eq!(v["scheduled_restart"], expected);
     assert_eq!(v["pending_restart"], true, "{v}");

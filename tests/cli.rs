@@ -110,6 +110,7 @@ impl Fixture {
             schedule: "2030-01-01T12:00:00+00:00".into(),
             role: None,
             restart_pending: None,
+            postgres_version: None,
         });
         follower.pending_restart = Some(true);
         pg2.publish_member(&follower, deadline()).await.unwrap();

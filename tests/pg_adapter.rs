@@ -269,7 +269,13 @@ async fn stop_modes_escalate_and_a_killed_postmaster_restarts() {
     )
     .await;
     // A postmaster-context setting changed and reloaded: pending until the restart below.
-    assert!(!running(s).await.pending_restart);
+    let r = running(s).await;
+    assert!(!r.pending_restart);
+    assert!(
+        (150_000..160_000).contains(&r.server_version),
+        "{}",
+        r.server_version
+    );
     exec(s, "ALTER SYSTEM SET max_prepared_transactions = 3").await;
     exec(s, "SELECT pg_reload_conf()").await;
     eventually(10, "pending_restart after the reload", || async {

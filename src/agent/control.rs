@@ -11,7 +11,9 @@ use crate::api::control::{
 };
 use crate::api::Published;
 use crate::dcs::{ClusterSnapshot, Dcs, DcsError, SwitchoverRecord};
-use crate::ha::{switchover_request_problem, OperatorRequest, PgRole, SwitchoverProblem};
+use crate::ha::{
+    switchover_request_problem, OperatorRequest, PgRole, RestartFilter, SwitchoverProblem,
+};
 
 /// Operator requests through the store; `decide()` on every agent acts on them. Requests for this node
 /// alone (restart, reinitialize) go to the runtime loop, which hands them to the next `decide`.
@@ -206,22 +208,18 @@ impl Control for StoreControl {
     }
 
     async fn restart(&self, req: RestartRequest) -> Result<Accepted, ControlError> {
-        // Filters tenure does not implement are refused, not ignored.
-        if req.postgres_version.is_some() {
-            return Err(ControlError::new(
-                400,
-                "the postgres_version filter is not supported by tenure",
-            ));
-        }
         let role = req.role.map(|r| match r {
             RestartRole::Primary => PgRole::Primary,
             RestartRole::Replica => PgRole::Replica,
         });
         let timeout_s = req.timeout_s.unwrap_or(DEFAULT_REQUEST_TIMEOUT_S).max(1);
         let request = OperatorRequest::Restart {
-            role,
             at_wall_ms: req.schedule_ms,
-            pending_only: req.restart_pending,
+            filter: RestartFilter {
+                role,
+                pending_only: req.restart_pending,
+                below_version: req.postgres_version,
+            },
         };
         self.ask_loop(request, timeout_s).await
     }

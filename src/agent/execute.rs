@@ -403,6 +403,10 @@ pub fn member_record(
                 .to_string()
             }),
             restart_pending: s.filter.pending_only.then_some(true),
+            postgres_version: s
+                .filter
+                .below_version
+                .map(crate::dcs::keys::format_version_num),
         }),
         pending_restart: m.pending_restart.then_some(true),
         ..MemberRecord::default()

@@ -102,8 +102,9 @@ pub struct RestartRequest {
     pub schedule: Option<String>,
     pub schedule_ms: Option<u64>,
     pub role: Option<RestartRole>,
-    /// Restart only if the running server is older than this version (`"16.4"`).
-    pub postgres_version: Option<String>,
+    /// Restart only if the running server is older than this version, as `server_version_num` (`"15.4"`
+    /// in the request becomes 150004).
+    pub postgres_version: Option<u32>,
     pub timeout_s: Option<u64>,
     /// Restart only if a restart is pending.
     pub restart_pending: bool,

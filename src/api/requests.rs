@@ -136,14 +136,31 @@ fn restart_body(body: &[u8]) -> Result<RestartRequest, BadRequest> {
         Some(_) => return Err("PostgreSQL role should be either primary or replica".into()),
     };
     let timeout_s = b.timeout.as_ref().map(timeout_seconds).transpose()?;
+    let postgres_version = b.postgres_version.as_deref().map(version_num).transpose()?;
     Ok(RestartRequest {
         schedule: b.schedule.filter(|s| !s.trim().is_empty()),
         schedule_ms: None,
         role,
-        postgres_version: b.postgres_version,
+        postgres_version,
         timeout_s,
         restart_pending: b.restart_pending.unwrap_or(false),
     })
+}
+
+/// A PostgreSQL version as `server_version_num`, read as Patroni reads it: `X.Y` from 10 on (`15.4` is
+/// 150004), `X.Y.Z` for older ones (`9.6.3` is 90603).
+pub fn version_num(v: &str) -> Result<u32, BadRequest> {
+    let bad = || format!("Invalid PostgreSQL version format: X.Y or X.Y.Z is accepted: {v}");
+    let parts: Vec<u32> = v
+        .split('.')
+        .map(|p| p.trim().parse::<u32>())
+        .collect::<Result<_, _>>()
+        .map_err(|_| bad())?;
+    match parts[..] {
+        [major, minor] if major >= 10 && minor < 100 => Ok(major * 10_000 + minor),
+        [major, mid, minor] if mid < 100 && minor < 100 => Ok(major * 10_000 + mid * 100 + minor),
+        _ => Err(bad()),
+    }
 }
 
 /// `POST /reinitialize`: an empty body means `{}`.

@@ -31,6 +31,7 @@ pub enum NodeAction {
     Restart {
         scheduled: Option<String>,
         pending: bool,
+        pg_version: Option<String>,
     },
     /// `DELETE /restart`: forget the scheduled restart (no confirmation, as patronictl's `flush`).
     FlushRestart,
@@ -62,13 +63,20 @@ pub async fn node_action(
         )));
     }
     let (verb, method, path, body) = match &action {
-        NodeAction::Restart { scheduled, pending } => {
+        NodeAction::Restart {
+            scheduled,
+            pending,
+            pg_version,
+        } => {
             let mut body = match restart_schedule(scheduled.as_deref())? {
                 Some(at) => json!({ "schedule": at }),
                 None => json!({}),
             };
             if *pending {
                 body["restart_pending"] = json!(true);
+            }
+            if let Some(v) = pg_version {
+                body["postgres_version"] = json!(v);
             }
             ("restart", Method::POST, "/restart", Some(body))
         }

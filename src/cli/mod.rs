@@ -76,6 +76,8 @@ pub enum Command {
         scheduled: Option<String>,
         /// Only if a restart is pending (`restart_pending`).
         pending: bool,
+        /// Only if the running version is older than this (`postgres_version`).
+        pg_version: Option<String>,
         force: bool,
     },
     /// Forget one member's scheduled restart (`DELETE /restart` on its API).
@@ -185,9 +187,14 @@ async fn dispatch(ctx: &Ctx, command: Command) -> Result<(), CliError> {
             node,
             scheduled,
             pending,
+            pg_version,
             force,
         } => {
-            let action = control::NodeAction::Restart { scheduled, pending };
+            let action = control::NodeAction::Restart {
+                scheduled,
+                pending,
+                pg_version,
+            };
             control::node_action(ctx, node, action, force).await
         }
         Command::FlushRestart { node } => {

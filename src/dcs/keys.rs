@@ -99,6 +99,18 @@ pub struct ScheduledRestartRecord {
     /// The request's `restart_pending` filter, when set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub restart_pending: Option<bool>,
+    /// The request's `postgres_version` filter (`15.4`), when set; patronictl shows "if version < ...".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub postgres_version: Option<String>,
+}
+
+/// `server_version_num` as a version string: `15.4` from 10 on, `9.6.3` before.
+pub fn format_version_num(v: u32) -> String {
+    if v >= 100_000 {
+        format!("{}.{}", v / 10_000, v % 10_000)
+    } else {
+        format!("{}.{}.{}", v / 10_000, v / 100 % 100, v % 100)
+    }
 }
 
 /// The `failover` key: `{"leader": .., "member": .., "scheduled_at": ..}` (ISO 8601 time).

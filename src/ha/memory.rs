@@ -2,7 +2,7 @@
 use std::collections::BTreeMap;
 
 use super::lease::Lease;
-use super::observation::{Divergence, PgRole};
+use super::observation::{Divergence, RestartFilter};
 use super::types::{Millis, NodeName};
 
 /// The core's memory.
@@ -65,12 +65,4 @@ pub struct ScheduledRestart {
     /// Unix ms.
     pub at_wall_ms: u64,
     pub filter: RestartFilter,
-}
-
-/// The conditions a restart request carries (Patroni's `role` and `restart_pending`); a restart whose
-/// conditions do not hold is refused ("restart conditions are not satisfied").
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct RestartFilter {
-    pub role: Option<PgRole>,
-    pub pending_only: bool,
 }

@@ -25,6 +25,6 @@ pub use config::{CoreConfig, Timing, TimingError, WatchdogMode};
 pub use decide::decide;
 pub use election::{switchover_request_problem, SwitchoverProblem};
 pub use lease::Lease;
-pub use memory::{Memory, RestartFilter, ScheduledRestart};
+pub use memory::{Memory, ScheduledRestart};
 pub use observation::*;
 pub use types::*;

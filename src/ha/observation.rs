@@ -35,16 +35,26 @@ pub struct Observation {
     pub request: Option<OperatorRequest>,
 }
 
+/// The conditions a restart request carries (Patroni's `role`, `restart_pending` and `postgres_version`); a
+/// restart whose conditions do not hold is refused ("restart conditions are not satisfied").
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RestartFilter {
+    /// Only in this role.
+    pub role: Option<PgRole>,
+    /// Only if PostgreSQL reports a setting pending a restart.
+    pub pending_only: bool,
+    /// Only if the running server's `server_version_num` is below this (a minor upgrade's new binaries).
+    pub below_version: Option<u32>,
+}
+
 /// A manual action an operator asked this node for. Allowed in pause, as in Patroni.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum OperatorRequest {
     /// Restart PostgreSQL in its current role; `role` is a filter (refused when it does not match). With
     /// `at_wall_ms` (Unix ms) the restart is scheduled: remembered, and run once that wall time comes.
     Restart {
-        role: Option<PgRole>,
         at_wall_ms: Option<u64>,
-        /// Patroni's `restart_pending` filter: only if PostgreSQL reports a setting pending a restart.
-        pending_only: bool,
+        filter: RestartFilter,
     },
     /// Forget the scheduled restart (REST `DELETE /restart`).
     CancelRestart,
@@ -269,6 +279,8 @@ pub struct RunningPg {
     pub streaming: bool,
     /// Some setting changed in the configuration waits for a restart (`pg_settings.pending_restart`).
     pub pending_restart: bool,
+    /// `server_version_num` of the running server (a restart's `postgres_version` filter compares it).
+    pub server_version: u32,
 }
 
 /// What `pg_is_in_recovery()` says.

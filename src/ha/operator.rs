@@ -4,8 +4,8 @@
 //! restart asked for then would, or is dropped with the reason.
 use super::action::{Action, Job, NodeRole, Refusal, RequestAnswer, StopMode};
 use super::decide::{Ctx, Local, Plan};
-use super::memory::{Memory, RestartFilter, ScheduledRestart};
-use super::observation::{Cluster, JobStatus, OperatorRequest, PgRole};
+use super::memory::{Memory, ScheduledRestart};
+use super::observation::{Cluster, JobStatus, OperatorRequest, PgRole, RestartFilter};
 use super::types::Millis;
 use super::Reason;
 
@@ -18,16 +18,14 @@ pub(crate) fn answer(
 ) -> (Plan, RequestAnswer) {
     let result = match req {
         OperatorRequest::Restart {
-            role,
             at_wall_ms: Some(at),
-            pending_only,
-        } => schedule(ctx, mem, *at, filter(*role, *pending_only)),
+            filter,
+        } => schedule(ctx, mem, *at, *filter),
         OperatorRequest::CancelRestart => cancel(ctx, mem),
         OperatorRequest::Restart {
-            role,
             at_wall_ms: None,
-            pending_only,
-        } => restart(ctx, mem, c, filter(*role, *pending_only)),
+            filter,
+        } => restart(ctx, mem, c, *filter),
         OperatorRequest::Reinitialize { .. } => reinitialize(ctx, mem, c),
     };
     let stops = !matches!(
@@ -52,10 +50,6 @@ pub(crate) fn answer(
             RequestAnswer::Refused(why),
         ),
     }
-}
-
-fn filter(role: Option<PgRole>, pending_only: bool) -> RestartFilter {
-    RestartFilter { role, pending_only }
 }
 
 /// Remember a restart for later (Patroni's order of refusals: pause, then one already scheduled). Its
@@ -165,6 +159,11 @@ fn restart(ctx: &Ctx, mem: &Memory, c: &Cluster, filter: RestartFilter) -> Resul
     }
     if filter.pending_only && !pg.pending_restart {
         return Err(conditions("no restart is pending"));
+    }
+    if filter.below_version.is_some_and(|v| pg.server_version >= v) {
+        return Err(conditions(
+            "the running version is not below postgres_version",
+        ));
     }
     let stop = Action::Stop {
         mode: StopMode::Fast,

@@ -30,6 +30,8 @@ pub struct RunningStatus {
     pub upstream: Option<NodeName>,
     /// `pg_settings` has a setting waiting for a restart.
     pub pending_restart: bool,
+    /// `server_version_num`, e.g. 150020.
+    pub server_version: u32,
 }
 
 /// Local PostgreSQL in the adapter's richer types (the divergence check needs them).
@@ -100,6 +102,7 @@ impl RunningStatus {
             upstream: self.upstream.clone(),
             streaming: self.streaming(),
             pending_restart: self.pending_restart,
+            server_version: self.server_version,
         }
     }
 }
@@ -165,7 +168,8 @@ pub async fn running_status(
     let row = client
         .query_one(
             "SELECT pg_is_in_recovery(), system_identifier::text, \
-             (SELECT coalesce(bool_or(pending_restart), false) FROM pg_settings) \
+             (SELECT coalesce(bool_or(pending_restart), false) FROM pg_settings), \
+             current_setting('server_version_num')::int \
              FROM pg_control_system()",
             &[],
         )
@@ -173,6 +177,7 @@ pub async fn running_status(
     let in_recovery: bool = row.get(0);
     let sysid: String = row.get(1);
     let pending_restart: bool = row.get(2);
+    let server_version = u32::try_from(row.get::<_, i32>(3)).unwrap_or(0);
     let system_id = SystemId(
         sysid
             .parse()
@@ -199,6 +204,7 @@ pub async fn running_status(
             wal_receiver: None,
             upstream: None,
             pending_restart,
+            server_version,
         });
     }
     let row = client
@@ -239,6 +245,7 @@ pub async fn running_status(
         wal_receiver,
         upstream: recovery::configured_upstream(settings),
         pending_restart,
+        server_version,
     })
 }
 

@@ -7,7 +7,8 @@ use tenure::api::{self, ApiState};
 use tenure::dcs::consul::{ConsulDcs, ConsulSettings};
 use tenure::ha::{
     Action, ActionOutcome, Job, Lsn, Member, MemberRole, MemberState, Millis, NodeName,
-    OperatorRequest, Outcome, PgRole, Refusal, RequestAnswer, StopMode, Tags, Timeline,
+    OperatorRequest, Outcome, PgRole, Refusal, RequestAnswer, RestartFilter, StopMode, Tags,
+    Timeline,
 };
 use tokio::sync::{mpsc, oneshot, watch, Notify};
 
@@ -131,9 +132,12 @@ async fn restart_answers_200_once_postgres_is_back_and_503_when_it_is_not() {
     };
     let ok = vec![done(stop.clone()), done(Action::StartPrimary)];
     let restart = OperatorRequest::Restart {
-        role: None,
         at_wall_ms: None,
-        pending_only: false,
+        filter: RestartFilter {
+            role: None,
+            pending_only: false,
+            below_version: None,
+        },
     };
     let got = api
         .round_trip("/restart", "", restart.clone(), RequestAnswer::Accepted, ok)
@@ -163,9 +167,12 @@ async fn restart_answers_200_once_postgres_is_back_and_503_when_it_is_not() {
             "/restart",
             r#"{"role":"replica"}"#,
             OperatorRequest::Restart {
-                role: Some(PgRole::Replica),
                 at_wall_ms: None,
-                pending_only: false,
+                filter: RestartFilter {
+                    role: Some(PgRole::Replica),
+                    pending_only: false,
+                    below_version: None,
+                },
             },
             RequestAnswer::Refused(mismatch),
             vec![],
@@ -186,9 +193,12 @@ async fn restart_answers_200_once_postgres_is_back_and_503_when_it_is_not() {
             "/restart",
             r#"{"restart_pending":true}"#,
             OperatorRequest::Restart {
-                role: None,
                 at_wall_ms: None,
-                pending_only: true,
+                filter: RestartFilter {
+                    role: None,
+                    pending_only: true,
+                    below_version: None,
+                },
             },
             RequestAnswer::Refused(nothing_pending),
             vec![],
@@ -196,6 +206,29 @@ async fn restart_answers_200_once_postgres_is_back_and_503_when_it_is_not() {
         .await;
     assert_eq!(status, 503);
     assert!(text.contains("no restart is pending"), "{text}");
+
+    // `postgres_version` reaches the core as `server_version_num`, read as Patroni reads it.
+    for (given, num) in [("15.4", 150_004), ("9.6.3", 90_603), ("16.10", 160_010)] {
+        let why = Refusal::RestartConditions {
+            why: "the running version is not below postgres_version".into(),
+        };
+        let (status, _) = api
+            .round_trip(
+                "/restart",
+                &format!(r#"{{"postgres_version":"{given}"}}"#),
+                OperatorRequest::Restart {
+                    at_wall_ms: None,
+                    filter: RestartFilter {
+                        below_version: Some(num),
+                        ..RestartFilter::default()
+                    },
+                },
+                RequestAnswer::Refused(why),
+                vec![],
+            )
+            .await;
+        assert_eq!(status, 503, "{given}");
+    }
     api.shutdown().await;
 }
 
@@ -204,9 +237,12 @@ async fn scheduled_restart_answers_202_409_500_422_with_patronis_texts() {
     let mut api = start().await;
     let body = r#"{"schedule":"2030-01-01T01:00:00+01:00","role":"replica"}"#;
     let request = OperatorRequest::Restart {
-        role: Some(PgRole::Replica),
         at_wall_ms: Some(1_893_456_000_000),
-        pending_only: false,
+        filter: RestartFilter {
+            role: Some(PgRole::Replica),
+            pending_only: false,
+            below_version: None,
+        },
     };
     let cases = [
         (RequestAnswer::Accepted, 202, "Restart scheduled"),
@@ -318,7 +354,7 @@ async fn reinitialize_answers_200_when_the_job_started_and_503_with_patronis_rea
 }
 
 #[tokio::test]
-async fn unsupported_restart_options_are_refused_before_reaching_the_loop() {
+async fn bad_restart_options_are_refused_before_reaching_the_loop() {
     let mut api = start().await;
     let cases = [
         (
@@ -331,7 +367,9 @@ async fn unsupported_restart_options_are_refused_before_reaching_the_loop() {
             422,
             "Unable to parse scheduled timestamp",
         ),
-        (r#"{"postgres_version":"16.4"}"#, 400, "postgres_version"),
+        (r#"{"postgres_version":"16"}"#, 400, "X.Y or X.Y.Z"),
+        (r#"{"postgres_version":"9.6"}"#, 400, "X.Y or X.Y.Z"),
+        (r#"{"postgres_version":"15.x"}"#, 400, "X.Y or X.Y.Z"),
         (r#"{"role":"leader"}"#, 400, "primary or replica"),
     ];
     for (body, code, text) in cases {

@@ -222,6 +222,7 @@ fn running(role: PgRole, tl: u32, lsn: u64, upstream: Option<&str>) -> PgState {
         upstream: upstream.map(n),
         streaming: upstream.is_some(),
         pending_restart: false,
+        server_version: 150_004,
     })
 }
 

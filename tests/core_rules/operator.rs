@@ -6,9 +6,12 @@ use crate::builders::*;
 
 fn restart(role: Option<PgRole>) -> Option<OperatorRequest> {
     Some(OperatorRequest::Restart {
-        role,
         at_wall_ms: None,
-        pending_only: false,
+        filter: RestartFilter {
+            role,
+            pending_only: false,
+            below_version: None,
+        },
     })
 }
 
@@ -129,9 +132,12 @@ fn reason_operator_request_refused() {
 #[test]
 fn a_restart_pending_filter_restarts_only_when_a_restart_is_pending() {
     let pending_only = Some(OperatorRequest::Restart {
-        role: None,
         at_wall_ms: None,
-        pending_only: true,
+        filter: RestartFilter {
+            role: None,
+            pending_only: true,
+            below_version: None,
+        },
     });
     let c = cluster().leader("pg1").member_replica("pg2", 500);
     let o = obs(1_500).pg_replica_of(1, 500, "pg1").store(c);
@@ -157,6 +163,35 @@ fn a_restart_pending_filter_restarts_only_when_a_restart_is_pending() {
         &[stop_fast(), start_replica("pg1"), Action::DisarmFence],
     );
     assert_eq!(d.answer, Some(RequestAnswer::Accepted));
+}
+
+/// Patroni's `postgres_version` filter (a minor upgrade's rolling restart): only a server older than the
+/// version given restarts. The builders' server is 15.4 (150004).
+#[test]
+fn a_postgres_version_filter_restarts_only_an_older_server() {
+    let below = |v: u32| {
+        Some(OperatorRequest::Restart {
+            at_wall_ms: None,
+            filter: RestartFilter {
+                below_version: Some(v),
+                ..RestartFilter::default()
+            },
+        })
+    };
+    let c = cluster().leader("pg1").member_replica("pg2", 500);
+    let o = obs(1_500).pg_replica_of(1, 500, "pg1").store(c);
+    for same_or_older in [150_004, 150_003, 90_603] {
+        let d = decide(&cfg("pg2"), &mem(), &with(o.clone(), below(same_or_older)));
+        refused(
+            &d,
+            Refusal::RestartConditions {
+                why: "the running version is not below postgres_version".into(),
+            },
+        );
+    }
+    let d = decide(&cfg("pg2"), &mem(), &with(o, below(150_005)));
+    assert_eq!(d.answer, Some(RequestAnswer::Accepted));
+    assert_eq!(&d.actions[..2], &[stop_fast(), start_replica("pg1")]);
 }
 
 #[test]

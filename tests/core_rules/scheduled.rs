@@ -9,9 +9,12 @@ const AT: u64 = WALL_MS + 3_000;
 
 fn schedule(role: Option<PgRole>, at_wall_ms: u64) -> Option<OperatorRequest> {
     Some(OperatorRequest::Restart {
-        role,
         at_wall_ms: Some(at_wall_ms),
-        pending_only: false,
+        filter: RestartFilter {
+            role,
+            pending_only: false,
+            below_version: None,
+        },
     })
 }
 
@@ -21,6 +24,7 @@ fn scheduled(mut m: Memory, role: Option<PgRole>) -> Memory {
         filter: RestartFilter {
             role,
             pending_only: false,
+            below_version: None,
         },
     });
     m
@@ -58,6 +62,7 @@ fn reason_restart_scheduled() {
         filter: RestartFilter {
             role: Some(PgRole::Replica),
             pending_only: false,
+            below_version: None,
         },
     };
     assert_eq!(d.memory.scheduled_restart, Some(s));

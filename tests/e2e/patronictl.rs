@@ -177,6 +177,20 @@ fn patronictl_schedules_lists_and_flushes_a_restart_and_restarts_a_pending_one()
         },
     );
     eprintln!("{table}");
+    let version = c.patroni(r)["server_version"]
+        .as_u64()
+        .expect("server_version");
+    assert!((150_000..160_000).contains(&version), "{version}");
+    // `--pg-version` (`postgres_version`): a server at least that new is not restarted.
+    let out = patronictl(
+        &cfg,
+        &["restart", &scope, &rn, "--pg-version", "15.0", "--force"],
+    );
+    assert!(
+        out.contains("status code=503") && out.contains("not below postgres_version"),
+        "{out}"
+    );
+    assert_eq!(c.postmaster_pid(r), Some(pid), "not restarted");
     let out = patronictl(&cfg, &["restart", &scope, &rn, "--pending", "--force"]);
     assert!(
         out.contains(&format!("Success: restart on member {rn}")),

@@ -106,6 +106,7 @@ impl Pg {
             streaming: self.streaming,
             // The model changes no settings; the filter's rule is in tests/core_rules/operator.rs.
             pending_restart: false,
+            server_version: 150_004,
         })
     }
 

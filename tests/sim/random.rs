@@ -1,7 +1,7 @@
 //! Random seeds with mixed faults; every checker runs after every event; liveness after the faults heal.
 use crate::dsl::Sim;
 use crate::rng::Rng;
-use tenure::ha::OperatorRequest;
+use tenure::ha::{OperatorRequest, RestartFilter};
 
 /// One random run: bootstrap, a fault phase, heal everything, then liveness within k·ttl.
 pub fn run_seed(seed: u64, adjust: impl Fn(usize, &mut tenure::ha::CoreConfig)) {
@@ -78,9 +78,12 @@ fn inject(sim: &mut Sim, pick: &mut Rng, watchdog: bool) {
             sim.operator_request(
                 target,
                 OperatorRequest::Restart {
-                    role: None,
                     at_wall_ms,
-                    pending_only: false,
+                    filter: RestartFilter {
+                        role: None,
+                        pending_only: false,
+                        below_version: None,
+                    },
                 },
             )
         }

@@ -311,7 +311,7 @@ fn isolated_primary_fences_and_rejoins_by_rewind() {
 
 #[test]
 fn scheduled_restarts_run_at_their_time_once_and_keep_one_primary() {
-    use tenure::ha::OperatorRequest;
+    use tenure::ha::{OperatorRequest, RestartFilter};
     let mut sim = three();
     let p = sim.primary_now();
     let r = sim.replicas()[0];
@@ -324,17 +324,23 @@ fn scheduled_restarts_run_at_their_time_once_and_keep_one_primary() {
     sim.operator_request(
         r,
         OperatorRequest::Restart {
-            role: None,
             at_wall_ms: Some(at),
-            pending_only: false,
+            filter: RestartFilter {
+                role: None,
+                pending_only: false,
+                below_version: None,
+            },
         },
     );
     sim.operator_request(
         p,
         OperatorRequest::Restart {
-            role: None,
             at_wall_ms: Some(at),
-            pending_only: false,
+            filter: RestartFilter {
+                role: None,
+                pending_only: false,
+                below_version: None,
+            },
         },
     );
     sim.run_for(2_000);
@@ -372,9 +378,12 @@ fn scheduled_restarts_run_at_their_time_once_and_keep_one_primary() {
     sim.operator_request(
         r,
         OperatorRequest::Restart {
-            role: None,
             at_wall_ms: Some(at),
-            pending_only: false,
+            filter: RestartFilter {
+                role: None,
+                pending_only: false,
+                below_version: None,
+            },
         },
     );
     sim.run_for(500);
@@ -385,7 +394,7 @@ fn scheduled_restarts_run_at_their_time_once_and_keep_one_primary() {
 
 #[test]
 fn operator_restart_and_reinit_in_pause_keep_one_primary_and_bring_the_node_back() {
-    use tenure::ha::OperatorRequest;
+    use tenure::ha::{OperatorRequest, RestartFilter};
     let mut sim = three();
     let p = sim.primary_now();
     let r = sim.replicas()[0];
@@ -396,9 +405,12 @@ fn operator_restart_and_reinit_in_pause_keep_one_primary_and_bring_the_node_back
     sim.operator_request(
         p,
         OperatorRequest::Restart {
-            role: None,
             at_wall_ms: None,
-            pending_only: false,
+            filter: RestartFilter {
+                role: None,
+                pending_only: false,
+                below_version: None,
+            },
         },
     );
     sim.run_for(3_000);
