@@ -3,23 +3,34 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
-use tenure::dcs::etcd::{lease_ttl_s, EtcdDcs, EtcdSettings};
+use tenure::dcs::etcd::{lease_ttl_s, EtcdDcs, EtcdSettings, EtcdTls};
 use tenure::dcs::{Dcs, DcsError, MemberRecord};
 use tokio::time::Instant;
 
 use crate::contract::{Backend, Fault};
 use crate::support::etcd::{DropProxy, EtcdCluster, EtcdServer};
 
-/// A private single-member etcd per case, reached through a proxy that can drop connections.
+/// A private single-member etcd per case, reached through a proxy that can drop connections; with `tls`,
+/// the etcd serves https only and wants client certificates (`etcd_tls.rs`).
 pub struct Etcd {
-    server: EtcdServer,
-    proxy: DropProxy,
+    pub(crate) server: EtcdServer,
+    pub(crate) proxy: DropProxy,
+    /// The PKI of a TLS server, and the client material to present.
+    pub(crate) tls: Option<(tempfile::TempDir, EtcdTls)>,
 }
 
 #[async_trait]
 impl Backend for Etcd {
     async fn make_client(&self, scope: &str, name: &str, ttl_ms: u64) -> Box<dyn Dcs> {
-        Box::new(client_at(vec![self.proxy.url()], scope, name, ttl_ms))
+        let Some((_, tls)) = &self.tls else {
+            return Box::new(client_at(vec![self.proxy.url()], scope, name, ttl_ms));
+        };
+        let endpoint = self.proxy.url().replace("http://", "https://");
+        let settings = EtcdSettings {
+            tls: Some(tls.clone()),
+            ..settings(vec![endpoint], scope, name, ttl_ms)
+        };
+        Box::new(EtcdDcs::new(settings).expect("valid settings"))
     }
     fn ttl_ms(&self) -> u64 {
         1_000
@@ -49,7 +60,11 @@ impl Backend for Etcd {
 pub async fn etcd() -> Option<Etcd> {
     let server = EtcdServer::start();
     let proxy = DropProxy::start(server.host_port());
-    Some(Etcd { server, proxy })
+    Some(Etcd {
+        server,
+        proxy,
+        tls: None,
+    })
 }
 
 contract_tests!(etcd);
@@ -59,7 +74,17 @@ fn client(server: &EtcdServer, scope: &str, name: &str, ttl_ms: u64) -> EtcdDcs 
 }
 
 fn client_at(endpoints: Vec<String>, scope: &str, name: &str, ttl_ms: u64) -> EtcdDcs {
-    EtcdDcs::new(EtcdSettings {
+    EtcdDcs::new(settings(endpoints, scope, name, ttl_ms)).expect("valid settings")
+}
+
+/// Plain settings for member `name` of `scope` (no credentials, no TLS).
+pub(crate) fn settings(
+    endpoints: Vec<String>,
+    scope: &str,
+    name: &str,
+    ttl_ms: u64,
+) -> EtcdSettings {
+    EtcdSettings {
         endpoints,
         scope: scope.into(),
         namespace: "/service/".into(),
@@ -68,8 +93,7 @@ fn client_at(endpoints: Vec<String>, scope: &str, name: &str, ttl_ms: u64) -> Et
         user: None,
         password: None,
         tls: None,
-    })
-    .expect("valid settings")
+    }
 }
 
 const SCOPE: &str = "batman";

@@ -3,60 +3,25 @@
 //! certificate from another CA, an unreadable PEM file.
 use std::path::Path;
 
-use async_trait::async_trait;
-use tenure::dcs::etcd::{lease_ttl_s, EtcdDcs, EtcdSettings, EtcdSettingsError, EtcdTls};
+use tenure::dcs::etcd::{EtcdDcs, EtcdSettings, EtcdSettingsError, EtcdTls};
 use tenure::dcs::{Dcs, DcsError};
 use tokio::time::Instant;
 
-use crate::contract::{Backend, Fault};
+use crate::etcd::{settings, Etcd};
 use crate::support::etcd::{DropProxy, EtcdServer};
 use crate::support::pki::pki;
 
-/// A private TLS etcd per case, reached through a proxy that can drop connections.
-pub struct EtcdOverTls {
-    server: EtcdServer,
-    proxy: DropProxy,
-    pki: tempfile::TempDir,
-}
-
-#[async_trait]
-impl Backend for EtcdOverTls {
-    async fn make_client(&self, scope: &str, name: &str, ttl_ms: u64) -> Box<dyn Dcs> {
-        let endpoint = self.proxy.url().replace("http://", "https://");
-        let tls = identity(self.pki.path(), true);
-        Box::new(tls_client(endpoint, tls, scope, name, ttl_ms).expect("valid settings"))
-    }
-    fn ttl_ms(&self) -> u64 {
-        1_000
-    }
-    fn expiry_window_ms(&self, ttl_ms: u64) -> (u64, u64) {
-        // As for plain etcd: never before the rounded-up TTL, revoked within about 600 ms after it.
-        let ttl = u64::try_from(lease_ttl_s(ttl_ms)).unwrap_or(u64::MAX / 2) * 1000;
-        (ttl, ttl + 600)
-    }
-    async fn set_fault(&self, fault: Fault) -> bool {
-        match fault {
-            Fault::Healthy => {
-                self.server.sigcont();
-                self.proxy.set_dropping(false);
-            }
-            Fault::Frozen => self.server.sigstop(),
-            Fault::DropConnections => self.proxy.set_dropping(true),
-            Fault::NoLeader => return false,
-        }
-        true
-    }
-}
-
-pub async fn etcd_tls() -> Option<EtcdOverTls> {
+/// The contract's etcd backend, its server serving https only with client certificates required.
+pub async fn etcd_tls() -> Option<Etcd> {
     let dir = tempfile::tempdir().expect("pki dir");
     pki(dir.path());
     let server = EtcdServer::start_tls(dir.path());
     let proxy = DropProxy::start(server.host_port());
-    Some(EtcdOverTls {
+    let tls = identity(dir.path(), true);
+    Some(Etcd {
         server,
         proxy,
-        pki: dir,
+        tls: Some((dir, tls)),
     })
 }
 
@@ -79,14 +44,8 @@ fn tls_client(
     ttl_ms: u64,
 ) -> Result<EtcdDcs, EtcdSettingsError> {
     EtcdDcs::new(EtcdSettings {
-        endpoints: vec![endpoint],
-        scope: scope.into(),
-        namespace: "/service/".into(),
-        name: name.into(),
-        ttl_ms,
-        user: None,
-        password: None,
         tls: Some(tls),
+        ..settings(vec![endpoint], scope, name, ttl_ms)
     })
 }
 
@@ -99,15 +58,10 @@ fn soon() -> Instant {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn etcd_refuses_clients_without_the_right_certificates() {
     let b = etcd_tls().await.expect("backend");
+    let ours = b.tls.as_ref().expect("tls").0.path();
     let endpoint = b.server.client_url().to_string();
-    let no_cert = tls_client(
-        endpoint.clone(),
-        identity(b.pki.path(), false),
-        "s",
-        "a",
-        1_000,
-    )
-    .expect("settings");
+    let no_cert =
+        tls_client(endpoint.clone(), identity(ours, false), "s", "a", 1_000).expect("settings");
     let r = no_cert.get_cluster(true, soon()).await;
     assert!(matches!(r, Err(DcsError::Unavailable(_))), "{r:?}");
 
@@ -124,8 +78,7 @@ async fn etcd_refuses_clients_without_the_right_certificates() {
     let r = wrong_ca.get_cluster(true, soon()).await;
     assert!(matches!(r, Err(DcsError::Unavailable(_))), "{r:?}");
 
-    let good =
-        tls_client(endpoint, identity(b.pki.path(), true), "s", "a", 1_000).expect("settings");
+    let good = tls_client(endpoint, identity(ours, true), "s", "a", 1_000).expect("settings");
     good.get_cluster(true, soon()).await.expect("read over TLS");
 }
 
