@@ -474,7 +474,7 @@ mod semantics {
 
     #[tokio::test]
     async fn https_with_a_private_ca_and_a_client_certificate() {
-        let Some(pki) = Pki::generate() else { return };
+        let pki = Pki::generate();
         let opts = ConsulTestOptions {
             session_ttl_min_ms: 100,
             tls: Some(pki.server_tls(true)),

@@ -1,6 +1,34 @@
-//! A throwaway PKI for TLS tests (the REST API, etcd over https), made with the openssl CLI.
-use std::path::Path;
+//! A throwaway PKI for TLS tests (the REST API, the Consul test double's HTTPS, etcd over https), made with
+//! the openssl CLI.
+use std::path::{Path, PathBuf};
 use std::process::Command;
+
+/// The files of one test PKI, written by [`pki`]; they live as long as `dir`.
+pub struct Pki {
+    pub dir: tempfile::TempDir,
+    pub ca: PathBuf,
+    pub server_cert: PathBuf,
+    pub server_key: PathBuf,
+    pub client_cert: PathBuf,
+    pub client_key: PathBuf,
+}
+
+impl Pki {
+    /// A fresh PKI in a temporary directory.
+    pub fn generate() -> Pki {
+        let dir = tempfile::tempdir().expect("tempdir");
+        pki(dir.path());
+        let p = |name: &str| dir.path().join(name);
+        Pki {
+            ca: p("ca.pem"),
+            server_cert: p("server.pem"),
+            server_key: p("server.key"),
+            client_cert: p("client.pem"),
+            client_key: p("client.key"),
+            dir,
+        }
+    }
+}
 
 /// A CA (`ca.pem`), a server certificate for 127.0.0.1 (`server.pem`, `server.key`) and a client
 /// certificate (`client.pem`, `client.key`) in `dir`. Needs the openssl CLI (`scripts/install-deps` installs it).
