@@ -133,11 +133,7 @@ async fn restart_answers_200_once_postgres_is_back_and_503_when_it_is_not() {
     let ok = vec![done(stop.clone()), done(Action::StartPrimary)];
     let restart = OperatorRequest::Restart {
         at_wall_ms: None,
-        filter: RestartFilter {
-            role: None,
-            pending_only: false,
-            below_version: None,
-        },
+        filter: RestartFilter::default(),
     };
     let got = api
         .round_trip("/restart", "", restart.clone(), RequestAnswer::Accepted, ok)

@@ -79,11 +79,7 @@ fn inject(sim: &mut Sim, pick: &mut Rng, watchdog: bool) {
                 target,
                 OperatorRequest::Restart {
                     at_wall_ms,
-                    filter: RestartFilter {
-                        role: None,
-                        pending_only: false,
-                        below_version: None,
-                    },
+                    filter: RestartFilter::default(),
                 },
             )
         }

@@ -325,22 +325,14 @@ fn scheduled_restarts_run_at_their_time_once_and_keep_one_primary() {
         r,
         OperatorRequest::Restart {
             at_wall_ms: Some(at),
-            filter: RestartFilter {
-                role: None,
-                pending_only: false,
-                below_version: None,
-            },
+            filter: RestartFilter::default(),
         },
     );
     sim.operator_request(
         p,
         OperatorRequest::Restart {
             at_wall_ms: Some(at),
-            filter: RestartFilter {
-                role: None,
-                pending_only: false,
-                below_version: None,
-            },
+            filter: RestartFilter::default(),
         },
     );
     sim.run_for(2_000);
@@ -379,11 +371,7 @@ fn scheduled_restarts_run_at_their_time_once_and_keep_one_primary() {
         r,
         OperatorRequest::Restart {
             at_wall_ms: Some(at),
-            filter: RestartFilter {
-                role: None,
-                pending_only: false,
-                below_version: None,
-            },
+            filter: RestartFilter::default(),
         },
     );
     sim.run_for(500);
@@ -406,11 +394,7 @@ fn operator_restart_and_reinit_in_pause_keep_one_primary_and_bring_the_node_back
         p,
         OperatorRequest::Restart {
             at_wall_ms: None,
-            filter: RestartFilter {
-                role: None,
-                pending_only: false,
-                below_version: None,
-            },
+            filter: RestartFilter::default(),
         },
     );
     sim.run_for(3_000);
