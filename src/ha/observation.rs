@@ -50,8 +50,9 @@ pub struct RestartFilter {
 /// A manual action an operator asked this node for. Allowed in pause, as in Patroni.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum OperatorRequest {
-    /// Restart PostgreSQL in its current role; `role` is a filter (refused when it does not match). With
-    /// `at_wall_ms` (Unix ms) the restart is scheduled: remembered, and run once that wall time comes.
+    /// Restart PostgreSQL in its current role, if `filter`'s conditions hold (refused when they do not). With
+    /// `at_wall_ms` (Unix ms) the restart is scheduled: remembered, and run once that wall time comes (the
+    /// conditions are checked then).
     Restart {
         at_wall_ms: Option<u64>,
         filter: RestartFilter,
