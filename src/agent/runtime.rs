@@ -135,18 +135,7 @@ pub async fn run_loop(
         // Patroni's member key says `pause: true` while this member knows the cluster is paused
         // (`patronictl pause --wait` waits for exactly that).
         record.pause = d.status.paused;
-        let server_version = match &obs.pg {
-            crate::ha::PgState::Running(r) => Some(r.server_version),
-            _ => None,
-        };
-        publish_api(
-            &tx,
-            &d,
-            &record,
-            &exec,
-            &counters,
-            (dcs_last_seen, server_version),
-        );
+        publish_api(&tx, &d, &record, &exec, &counters, dcs_last_seen, &obs.pg);
         tx.send_modify(|p| p.maximum_lag_on_failover_bytes = core.maximum_lag_on_failover_bytes);
         // Before any action runs: a POST /failsafe answered from now on sees this decision's answer.
         lock(&failsafe).answer = d.status.failsafe;
@@ -357,10 +346,14 @@ fn publish_api(
     record: &crate::dcs::MemberRecord,
     exec: &Executor,
     counters: &crate::api::RuntimeCounters,
-    (dcs_last_seen, server_version): (Option<u64>, Option<u32>),
+    dcs_last_seen: Option<u64>,
+    pg: &crate::ha::PgState,
 ) {
     tx.send_modify(|p| {
-        p.server_version = server_version;
+        p.server_version = match pg {
+            crate::ha::PgState::Running(r) => Some(r.server_version),
+            _ => None,
+        };
         p.status = d.status.clone();
         p.member = record.clone();
         p.cluster = exec.snapshot.clone();

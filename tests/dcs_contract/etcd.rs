@@ -102,7 +102,7 @@ fn agent(server: &EtcdServer, name: &str, ttl_ms: u64) -> EtcdDcs {
     client(server, SCOPE, name, ttl_ms)
 }
 
-fn dl(ms: u64) -> Instant {
+pub(crate) fn dl(ms: u64) -> Instant {
     Instant::now() + Duration::from_millis(ms)
 }
 

@@ -5,9 +5,8 @@ use std::path::Path;
 
 use tenure::dcs::etcd::{EtcdDcs, EtcdSettings, EtcdSettingsError, EtcdTls};
 use tenure::dcs::{Dcs, DcsError};
-use tokio::time::Instant;
 
-use crate::etcd::{settings, Etcd};
+use crate::etcd::{dl, settings, Etcd};
 use crate::support::etcd::{DropProxy, EtcdServer};
 use crate::support::pki::pki;
 
@@ -49,10 +48,6 @@ fn tls_client(
     })
 }
 
-fn soon() -> Instant {
-    Instant::now() + std::time::Duration::from_secs(3)
-}
-
 /// Without a client certificate, or trusting another CA, every call fails as an unavailable store (never
 /// as "no such key"); with the right material the same server answers.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -62,7 +57,7 @@ async fn etcd_refuses_clients_without_the_right_certificates() {
     let endpoint = b.server.client_url().to_string();
     let no_cert =
         tls_client(endpoint.clone(), identity(ours, false), "s", "a", 1_000).expect("settings");
-    let r = no_cert.get_cluster(true, soon()).await;
+    let r = no_cert.get_cluster(true, dl(3_000)).await;
     assert!(matches!(r, Err(DcsError::Unavailable(_))), "{r:?}");
 
     let other = tempfile::tempdir().expect("other pki");
@@ -75,11 +70,13 @@ async fn etcd_refuses_clients_without_the_right_certificates() {
         1_000,
     )
     .expect("settings");
-    let r = wrong_ca.get_cluster(true, soon()).await;
+    let r = wrong_ca.get_cluster(true, dl(3_000)).await;
     assert!(matches!(r, Err(DcsError::Unavailable(_))), "{r:?}");
 
     let good = tls_client(endpoint, identity(ours, true), "s", "a", 1_000).expect("settings");
-    good.get_cluster(true, soon()).await.expect("read over TLS");
+    good.get_cluster(true, dl(3_000))
+        .await
+        .expect("read over TLS");
 }
 
 /// A PEM file that cannot be read stops the client at construction, naming the config key and the path.
