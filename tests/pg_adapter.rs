@@ -354,3 +354,49 @@ fn running_pid(pid: i32) -> bool {
         .map(|s| !s[s.rfind(')').unwrap() + 1..].trim_start().starts_with('Z'))
         .unwrap_or(false)
 }
+
+/// A replica's probe reports received and replayed WAL apart (`pg_wal_replay_pause()` stops only replay),
+/// its position is the greater, and the receiver's view of the upstream's WAL end is read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_probe_reads_received_and_replayed_apart() {
+    let a = PgNode::new("lag-a");
+    let b = PgNode::new("lag-b");
+    let (sa, sb) = (&a.settings, &b.settings);
+    bootstrap(&a).await;
+    exec(sa, "CREATE TABLE t (v text PRIMARY KEY)").await;
+    slots::create_slot(sa, &sb.slot_name()).await.unwrap();
+    ctl::basebackup(sb, &a.endpoint(), &StandbyConfig::follow(sb, a.endpoint()))
+        .await
+        .expect("basebackup");
+    ctl::start(sb)
+        .await
+        .unwrap_or_else(|e| panic!("start b: {e}\n{}", b.log()));
+    exec(sa, "INSERT INTO t VALUES ('1')").await;
+    wait_values(sb, &["1"]).await;
+    exec(sb, "SELECT pg_wal_replay_pause()").await;
+    exec(
+        sa,
+        "INSERT INTO t SELECT g::text FROM generate_series(100, 20000) g",
+    )
+    .await;
+    let primary = running(sa).await;
+    let rb = eventually(20, "b to receive what it does not replay", || async {
+        let r = running(sb).await;
+        (r.receive_lsn >= Some(primary.lsn)).then_some(r)
+    })
+    .await;
+    let (received, replayed) = (rb.receive_lsn.unwrap(), rb.replay_lsn.unwrap());
+    assert!(
+        received.bytes_ahead_of(replayed) > 100_000,
+        "received {received}, replayed {replayed}"
+    );
+    assert_eq!(rb.lsn, received, "the failover position is the greater");
+    assert_eq!(rb.visible_lsn(), replayed, "a query sees what was replayed");
+    assert!(rb.upstream_end_lsn.is_some_and(|e| e >= replayed), "{rb:?}");
+    exec(sb, "SELECT pg_wal_replay_resume()").await;
+    eventually(20, "b to replay it all", || async {
+        let r = running(sb).await;
+        (r.replay_lsn >= Some(primary.lsn)).then_some(())
+    })
+    .await;
+}

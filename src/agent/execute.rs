@@ -389,8 +389,10 @@ pub fn member_record(
         // patronictl computes lag from xlog_location even for replicas.
         xlog_location: lsn,
         timeline: m.timeline.map(|t| t.0),
-        replay_lsn: lsn.filter(|_| replica),
-        receive_lsn: lsn.filter(|_| replica),
+        // A replica's two positions, as Patroni publishes them: failover takes the greater, `/replica?lag=`
+        // and `/cluster`'s `replay_lag` the replayed one.
+        replay_lsn: m.replay_lsn.or(m.lsn).map(|Lsn(l)| l).filter(|_| replica),
+        receive_lsn: m.receive_lsn.or(m.lsn).map(|Lsn(l)| l).filter(|_| replica),
         replication_state: (replica && streaming).then(|| "streaming".to_string()),
         tags: tags.clone(),
         scheduled_restart: m.scheduled_restart.map(|s| ScheduledRestartRecord {

@@ -193,6 +193,9 @@ pub struct MemberStatus {
     pub state: MemberState,
     pub timeline: Option<Timeline>,
     pub lsn: Option<Lsn>,
+    /// A running replica's received and replayed positions (Patroni's `receive_lsn`, `replay_lsn`).
+    pub receive_lsn: Option<Lsn>,
+    pub replay_lsn: Option<Lsn>,
     /// The restart scheduled on this node, while one is (Patroni's `scheduled_restart`).
     pub scheduled_restart: Option<super::memory::ScheduledRestart>,
     /// PostgreSQL runs and reports a setting waiting for a restart (Patroni's `pending_restart`).
@@ -217,7 +220,8 @@ pub struct NodeStatus {
     pub streaming: bool,
     /// Primary only: health says "primary" only before this instant (R4).
     pub lease_deadline: Option<Millis>,
-    /// Replica only: bytes behind the leader's last published position, when known.
+    /// Replica only: bytes its *replayed* position is behind the leader's last known one (the newer of
+    /// `status.optime` and what the upstream last reported), when known: what `/replica?lag=` compares.
     pub lag_bytes: Option<u64>,
     pub paused: bool,
     pub noloadbalance: bool,

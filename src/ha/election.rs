@@ -77,7 +77,8 @@ pub(crate) fn timeline_ok(
     Err(Reason::BehindClusterTimeline { ours, cluster })
 }
 
-/// Whether our WAL position is within `maximum_lag_on_failover` of the leader's last published one.
+/// Whether our WAL position (a replica's greater of received and replayed, Patroni's `wal_position`) is
+/// within `maximum_lag_on_failover` of the leader's last published one (`status.optime`).
 pub(crate) fn lag_ok(cfg: &CoreConfig, c: &Cluster, my_lsn: Lsn) -> Result<(), Reason> {
     let lag_bytes = c.optime.map_or(0, |o| o.bytes_ahead_of(my_lsn));
     if lag_bytes > cfg.maximum_lag_on_failover_bytes {
@@ -101,15 +102,20 @@ pub(crate) enum SwitchoverCheck {
 }
 
 /// Patroni's refusals: wrong leader, unknown candidate, candidate with nofailover, not a running replica,
-/// lagging beyond the limit, or paused without a candidate.
+/// lagging beyond the limit, or paused without a candidate. Lag is measured as Patroni's `is_lagging` does:
+/// against the leader's last *published* position (`status.optime`), not its live one, since the
+/// candidate's position is as old as its last published record: comparing a fresh leader position with a
+/// stale replica one made quiet replicas look a segment behind after a WAL switch. `live_lsn` serves only
+/// when nothing was published yet.
 pub(crate) fn check_switchover(
     ctx: &Ctx,
     c: &Cluster,
     sw: &Switchover,
-    my_lsn: Lsn,
+    live_lsn: Lsn,
     paused: bool,
 ) -> SwitchoverCheck {
     let me = &ctx.cfg.name;
+    let my_lsn = c.optime.unwrap_or(live_lsn);
     if sw.leader.as_ref().is_some_and(|l| l != me) {
         return SwitchoverCheck::Refuse(format!(
             "the request names leader {}, not me",

@@ -9,9 +9,9 @@ pub fn primary_ok(s: &NodeStatus, now: Millis) -> bool {
     s.role == NodeRole::Primary && s.running && s.lease_deadline.is_some_and(|d| now < d)
 }
 
-/// `GET /replica?lag=`: a running replica within `max_lag_bytes` of the leader's last published position
-/// (unknown lag passes only when no limit is asked), not tagged `noloadbalance`, not suspected of having
-/// forked from the leader's history.
+/// `GET /replica?lag=`: a running replica whose *replayed* position is within `max_lag_bytes` of the
+/// leader's last known one (`NodeStatus::lag_bytes`; unknown lag passes only when no limit is asked), not
+/// tagged `noloadbalance`, not suspected of having forked from the leader's history.
 pub fn replica_ok(s: &NodeStatus, max_lag_bytes: Option<u64>) -> bool {
     let lag_fine = match (max_lag_bytes, s.lag_bytes) {
         (None, _) => true,

@@ -21,6 +21,8 @@ pub enum Mutant {
     FailsafeFromReceive,
     /// A replica ignores the failsafe grant it gave and races as soon as the leader key is free.
     FailsafeIgnoreGrant,
+    /// `/replica?lag=` measured from the received position instead of the replayed one (tenure before issue 16).
+    ReadLagFromReceived,
     /// Simulator-only: the watchdog never fires.
     WatchdogNeverFires,
 }

@@ -272,8 +272,15 @@ pub struct RunningPg {
     pub system_id: SystemId,
     pub role: PgRole,
     pub timeline: Timeline,
-    /// Write position for a primary; max(receive, replay) for a replica.
+    /// The position failover compares (Patroni's `wal_position`): a primary's flushed WAL; a replica's
+    /// greater of received and replayed.
     pub lsn: Lsn,
+    /// Replica: WAL received (`pg_last_wal_receive_lsn()`, or the receiver's `written_lsn` if further).
+    pub receive_lsn: Option<Lsn>,
+    /// Replica: WAL replayed (`pg_last_wal_replay_lsn()`): what a query can see.
+    pub replay_lsn: Option<Lsn>,
+    /// Replica: the upstream's WAL end as its last message reported it (`pg_stat_wal_receiver.latest_end_lsn`).
+    pub upstream_end_lsn: Option<Lsn>,
     /// The member our `primary_conninfo` points at, if any.
     pub upstream: Option<NodeName>,
     /// A WAL receiver is streaming.
@@ -282,6 +289,13 @@ pub struct RunningPg {
     pub pending_restart: bool,
     /// `server_version_num` of the running server (a restart's `postgres_version` filter compares it).
     pub server_version: u32,
+}
+
+impl RunningPg {
+    /// What a query on this node can see: a replica's replayed position, else its position.
+    pub fn visible_lsn(&self) -> Lsn {
+        self.replay_lsn.unwrap_or(self.lsn)
+    }
 }
 
 /// What `pg_is_in_recovery()` says.

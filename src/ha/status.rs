@@ -43,11 +43,17 @@ pub(crate) fn member(ctx: &Ctx) -> MemberStatus {
             (MemberRole::Replica, state, Some(r.timeline), Some(r.lsn))
         }
     };
+    let (receive_lsn, replay_lsn) = match ctx.local {
+        Local::Replica(r) => (r.receive_lsn.or(Some(r.lsn)), r.replay_lsn.or(Some(r.lsn))),
+        _ => (None, None),
+    };
     MemberStatus {
         role,
         state,
         timeline,
         lsn,
+        receive_lsn,
+        replay_lsn,
         // Set by `decide` from the new memory.
         scheduled_restart: None,
         pending_restart: match ctx.local {
@@ -100,8 +106,8 @@ pub(crate) fn node(ctx: &Ctx, mem: &Memory) -> NodeStatus {
         StoreView::Available(c) => Some(c),
         StoreView::Unavailable => None,
     };
-    let lag_bytes = match (role, cluster.and_then(|c| c.optime), lsn) {
-        (NodeRole::Replica, Some(optime), Some(lsn)) => Some(optime.bytes_ahead_of(lsn)),
+    let lag_bytes = match ctx.local {
+        Local::Replica(r) => replay_lag_bytes(ctx.cfg, cluster.and_then(|c| c.optime), r),
         _ => None,
     };
     NodeStatus {
@@ -132,6 +138,24 @@ pub(crate) fn node(ctx: &Ctx, mem: &Memory) -> NodeStatus {
         failsafe: super::action::FailsafeAnswer::Off,
         failsafe_active: false,
     }
+}
+
+/// How far a replica's replayed position is behind the leader's last known position, which is the newer of
+/// its published `status.optime` and the upstream's WAL end as the WAL receiver last heard it (Patroni's
+/// `/replica?lag=`: a read balancer cares about what a query can see, not about what has been received).
+/// Unknown with neither reference.
+fn replay_lag_bytes(
+    cfg: &super::config::CoreConfig,
+    optime: Option<super::types::Lsn>,
+    r: &super::observation::RunningPg,
+) -> Option<u64> {
+    let leader = optime.into_iter().chain(r.upstream_end_lsn).max()?;
+    let visible = if cfg.mutant(super::config::MutantName::ReadLagFromReceived) {
+        r.lsn
+    } else {
+        r.visible_lsn()
+    };
+    Some(leader.bytes_ahead_of(visible))
 }
 
 /// Whether a running replica may have forked from the leader's history.

@@ -22,9 +22,12 @@ pub struct RunningStatus {
     /// Primary: `pg_current_wal_lsn()` / `pg_current_wal_flush_lsn()`.
     pub write_lsn: Option<Lsn>,
     pub flush_lsn: Option<Lsn>,
-    /// Replica: `pg_last_wal_receive_lsn()` / `pg_last_wal_replay_lsn()`.
+    /// Replica: the greater of `pg_last_wal_receive_lsn()` and the receiver's `written_lsn` (as Patroni takes
+    /// it) / `pg_last_wal_replay_lsn()`.
     pub receive_lsn: Option<Lsn>,
     pub replay_lsn: Option<Lsn>,
+    /// Replica: `pg_stat_wal_receiver.latest_end_lsn`, the upstream's WAL end at its last message.
+    pub upstream_end_lsn: Option<Lsn>,
     pub wal_receiver: Option<WalReceiver>,
     /// The member our recovery file points at.
     pub upstream: Option<NodeName>,
@@ -67,10 +70,11 @@ pub struct ReplicationRow {
 }
 
 impl RunningStatus {
-    /// Write position for a primary; max(receive, replay) for a replica (what members publish).
+    /// Flush position for a primary (`pg_current_wal_flush_lsn()`, as Patroni: no replica can be past it);
+    /// max(receive, replay) for a replica (what members publish, and what failover compares).
     pub fn lsn(&self) -> Lsn {
         match self.role {
-            PgRole::Primary => self.write_lsn.unwrap_or_default(),
+            PgRole::Primary => self.flush_lsn.or(self.write_lsn).unwrap_or_default(),
             PgRole::Replica => self.receive_lsn.max(self.replay_lsn).unwrap_or_default(),
         }
     }
@@ -99,6 +103,9 @@ impl RunningStatus {
             role: self.role,
             timeline: self.timeline,
             lsn: self.lsn(),
+            receive_lsn: self.receive_lsn,
+            replay_lsn: self.replay_lsn,
+            upstream_end_lsn: self.upstream_end_lsn,
             upstream: self.upstream.clone(),
             streaming: self.streaming(),
             pending_restart: self.pending_restart,
@@ -201,6 +208,7 @@ pub async fn running_status(
             flush_lsn: parse_lsn(row.get(2))?,
             receive_lsn: None,
             replay_lsn: None,
+            upstream_end_lsn: None,
             wal_receiver: None,
             upstream: None,
             pending_restart,
@@ -213,7 +221,8 @@ pub async fn running_status(
              (SELECT timeline_id FROM pg_control_checkpoint()), \
              w.status, w.received_tli, w.sender_host, w.sender_port, w.slot_name, \
              (SELECT max(('x' || substr(f, 1, 8))::bit(32)::int) FROM pg_ls_dir('pg_wal') AS f \
-              WHERE f ~ '^[0-9A-F]{8}\\.history$') \
+              WHERE f ~ '^[0-9A-F]{8}\\.history$'), \
+             w.written_lsn::text, w.latest_end_lsn::text \
              FROM (SELECT 1) AS one LEFT JOIN pg_stat_wal_receiver AS w ON true",
             &[],
         )
@@ -240,8 +249,9 @@ pub async fn running_status(
         timeline: Timeline(received.max(checkpoint_tli as u32)),
         write_lsn: None,
         flush_lsn: None,
-        receive_lsn: parse_lsn(row.get(0))?,
+        receive_lsn: parse_lsn(row.get(0))?.max(parse_lsn(row.get(9))?),
         replay_lsn: parse_lsn(row.get(1))?,
+        upstream_end_lsn: parse_lsn(row.get(10))?,
         wal_receiver,
         upstream: recovery::configured_upstream(settings),
         pending_restart,

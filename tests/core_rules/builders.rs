@@ -219,6 +219,9 @@ fn running(role: PgRole, tl: u32, lsn: u64, upstream: Option<&str>) -> PgState {
         role,
         timeline: Timeline(tl),
         lsn: Lsn(lsn),
+        receive_lsn: (role == PgRole::Replica).then_some(Lsn(lsn)),
+        replay_lsn: (role == PgRole::Replica).then_some(Lsn(lsn)),
+        upstream_end_lsn: None,
         upstream: upstream.map(n),
         streaming: upstream.is_some(),
         pending_restart: false,
@@ -251,6 +254,9 @@ pub trait ObsExt: Sized {
     fn pg_system_id(self, id: u64) -> Self;
     /// The running PostgreSQL reports a setting waiting for a restart.
     fn pg_pending_restart(self) -> Self;
+    /// A running replica's received and replayed positions apart (its position is the greater, as the
+    /// probe reports it), and optionally what its WAL receiver last heard of the upstream's WAL end.
+    fn pg_positions(self, received: u64, replayed: u64, upstream_end: Option<u64>) -> Self;
     fn store(self, c: Cluster) -> Self;
     fn store_read_at(self, at: u64) -> Self;
     fn peers(self, p: Vec<PeerProbe>) -> Self;
@@ -299,6 +305,18 @@ impl ObsExt for Observation {
         match &mut self.pg {
             PgState::Running(r) => r.pending_restart = true,
             other => panic!("no pending restart in {other:?}"),
+        }
+        self
+    }
+    fn pg_positions(mut self, received: u64, replayed: u64, upstream_end: Option<u64>) -> Self {
+        match &mut self.pg {
+            PgState::Running(r) if r.role == PgRole::Replica => {
+                r.receive_lsn = Some(Lsn(received));
+                r.replay_lsn = Some(Lsn(replayed));
+                r.lsn = Lsn(received.max(replayed));
+                r.upstream_end_lsn = upstream_end.map(Lsn);
+            }
+            other => panic!("no replica positions in {other:?}"),
         }
         self
     }

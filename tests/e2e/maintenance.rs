@@ -9,6 +9,8 @@
 #[path = "common.rs"]
 #[allow(dead_code)]
 mod common;
+#[path = "lag.rs"]
+mod lag;
 #[path = "../support/mod.rs"]
 #[allow(dead_code)]
 mod support;

@@ -1,6 +1,7 @@
 //! Checkers run after every event: SingleWriter, LeaseCovers, HealthSingle, TimelineMonotone (at promotion),
-//! NoSilentDivergence; Liveness is checked by `assert_converged` once faults have healed.
-use tenure::ha::health;
+//! NoSilentDivergence; ReadLagHonest after every decision; Liveness is checked by `assert_converged` once
+//! faults have healed.
+use tenure::ha::{health, NodeRole, NodeStatus, Observation, StoreView};
 
 use crate::pgmodel::Run;
 use crate::world::World;
@@ -142,6 +143,29 @@ pub fn no_silent_divergence(w: &mut World) {
         } else {
             w.nodes[i].diverged_healthy_since = None;
         }
+    }
+}
+
+/// After every decision: a running replica's published lag (what `/replica?lag=` answers from) is never less
+/// than how far its *replayed* WAL, what a query sees, is behind the leader's position in the snapshot it
+/// decided on. Received-but-unreplayed WAL must not count.
+pub fn read_lag_honest(w: &mut World, i: usize, obs: &Observation, status: &NodeStatus) {
+    let (Some(lag), StoreView::Available(c)) = (status.lag_bytes, &obs.store) else {
+        return;
+    };
+    let pg = &w.nodes[i].pg;
+    let (Some(optime), Some(d)) = (c.optime, pg.data.as_ref()) else {
+        return;
+    };
+    if status.role != NodeRole::Replica || !matches!(pg.run, Run::Replica { .. }) {
+        return;
+    }
+    let behind = optime.0.saturating_sub(pg.replayed(d));
+    if behind > lag {
+        let name = w.nodes[i].name.clone();
+        w.violations.push(format!(
+            "ReadLagHonest: {name} publishes lag {lag} but its replay is {behind} bytes behind the leader"
+        ));
     }
 }
 

@@ -186,6 +186,21 @@ impl Sim {
         self.w
             .note(format!("FAULT: host {} crashed", self.w.nodes[i].name));
     }
+    /// `pg_wal_replay_pause()` on node `i` (a running replica): WAL still arrives, replay stops.
+    pub fn pause_replay(&mut self, i: usize) {
+        self.w.nodes[i].pg.pause_replay();
+        self.w
+            .note(format!("FAULT: replay paused on {}", self.w.nodes[i].name));
+    }
+    pub fn resume_replay(&mut self, i: usize) {
+        self.w.nodes[i].pg.resume_replay();
+        self.w
+            .note(format!("replay resumed on {}", self.w.nodes[i].name));
+    }
+    /// Node `i`'s published REST status, if its agent has decided yet.
+    pub fn status_of(&self, i: usize) -> Option<tenure::ha::NodeStatus> {
+        self.w.nodes[i].agent.status.clone()
+    }
     pub fn crash_pg(&mut self, i: usize) {
         self.w.nodes[i].pg.stop(false);
         self.w.note(format!(

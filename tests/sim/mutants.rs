@@ -119,6 +119,17 @@ fn mutant_skip_divergence_check_trips_no_silent_divergence() {
 }
 
 #[test]
+fn mutant_read_lag_from_received_trips_read_lag_honest() {
+    let msg = first_failure(1..5, |seed| {
+        let mut sim = mutant_sim(seed, Mutant::ReadLagFromReceived).started();
+        let r = sim.replicas()[0];
+        sim.pause_replay(r);
+        sim.run_for(5_000);
+    });
+    assert_tripped(&msg, &["ReadLagHonest"]);
+}
+
+#[test]
 fn mutant_never_race_trips_liveness() {
     let msg = first_failure(1..5, |seed| {
         let mut sim = mutant_sim(seed, Mutant::NeverRace).started();

@@ -1,4 +1,4 @@
-//! A PostgreSQL model: stopped / primary / replica, timelines with switch points, WAL growth, divergence.
+//! A PostgreSQL model: stopped / primary / replica, timelines with switch points, WAL growth (received vs replayed), divergence.
 use tenure::ha::{
     Controldata, Divergence, Lsn, NodeName, PgRole, PgState, RunningPg, SystemId, Timeline,
 };
@@ -59,6 +59,9 @@ pub struct Pg {
     pub streaming: bool,
     /// The whole host is frozen: PostgreSQL does nothing.
     pub frozen: bool,
+    /// `pg_wal_replay_pause()`: replay stopped at this position while WAL is still received (`Data::lsn`).
+    /// Cleared by a stop (the pause is not persistent) and by a promotion (which replays everything first).
+    pub replay_paused_at: Option<u64>,
 }
 
 impl Pg {
@@ -68,6 +71,19 @@ impl Pg {
             run: Run::Stopped,
             streaming: false,
             frozen: false,
+            replay_paused_at: None,
+        }
+    }
+
+    /// The replayed position: all received WAL, unless replay is paused.
+    pub fn replayed(&self, d: &Data) -> u64 {
+        self.replay_paused_at.map_or(d.lsn, |p| p.min(d.lsn))
+    }
+
+    /// `pg_wal_replay_pause()` on a running replica.
+    pub fn pause_replay(&mut self) {
+        if let (Run::Replica { .. }, Some(d)) = (&self.run, &self.data) {
+            self.replay_paused_at = Some(self.replay_paused_at.unwrap_or(d.lsn));
         }
     }
 
@@ -101,13 +117,21 @@ impl Pg {
             system_id: SystemId(d.sysid),
             role,
             timeline: Timeline(d.tl),
-            lsn: Lsn(d.lsn),
+            lsn: Lsn(d.lsn.max(self.replayed(d))),
+            receive_lsn: (role == PgRole::Replica).then_some(Lsn(d.lsn)),
+            replay_lsn: (role == PgRole::Replica).then_some(Lsn(self.replayed(d))),
+            upstream_end_lsn: None,
             upstream,
             streaming: self.streaming,
             // The model changes no settings; the filter's rule is in tests/core_rules/operator.rs.
             pending_restart: false,
             server_version: 150_004,
         })
+    }
+
+    /// `pg_wal_replay_resume()`.
+    pub fn resume_replay(&mut self) {
+        self.replay_paused_at = None;
     }
 
     pub fn stop(&mut self, clean: bool) {
@@ -119,6 +143,7 @@ impl Pg {
         }
         self.run = Run::Stopped;
         self.streaming = false;
+        self.replay_paused_at = None;
     }
 
     /// `pg_ctl promote`: a new timeline one above ours, as PostgreSQL picks it without an archive.
@@ -132,6 +157,7 @@ impl Pg {
         d.was_primary = true;
         self.run = Run::Primary;
         self.streaming = false;
+        self.replay_paused_at = None;
         Some(d.tl)
     }
 }

@@ -140,6 +140,7 @@ fn observe_and_decide(w: &mut World, i: usize, view: Option<Cluster>) {
         failsafe_grant: w.nodes[i].agent.failsafe_grant.clone(),
     };
     let d = decide(&w.nodes[i].cfg, &w.nodes[i].agent.mem, &obs);
+    crate::checkers::read_lag_honest(w, i, &obs, &d.status);
     let a = &mut w.nodes[i].agent;
     a.job = match job {
         JobStatus::Finished(..) => JobStatus::Idle,
