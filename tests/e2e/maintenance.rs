@@ -40,7 +40,7 @@ fn e2_consul_pause_hands_off_agents_stopped_postgres_kept_no_promotion_resume() 
 
 fn pause_hands_off(kind: StoreKind) {
     let mut c = Cluster::start(kind);
-    let p = c.primary().expect("one primary");
+    let p = c.wait_healthy(CONVERGE_BUDGET);
     create_table(&c, p);
     let (code, out, err) = tenure_cli(&c, 0, &["pause", "--wait"]);
     assert_eq!(code, 0, "tenure pause --wait: {out}\n{err}");
@@ -194,7 +194,7 @@ fn f2_consul_switchover_under_load_scheduled_and_refusals() {
 
 fn switchover_under_load(kind: StoreKind) {
     let mut c = Cluster::start(kind);
-    let old = c.primary().expect("one primary");
+    let old = c.wait_healthy(CONVERGE_BUDGET);
     create_table(&c, old);
     let cand = others(old).next().expect("a replica");
     let writer = c.start_writer(old);
@@ -222,7 +222,12 @@ fn switchover_under_load(kind: StoreKind) {
     let took = t0.elapsed();
     let rejoin = wait_rejoined(&mut c, old, cand);
     let writes = writer.stop();
-    let promoted_at = c.first_writable(cand, asked).expect("seen writable");
+    // The checker samples every 100 ms: wait for its sample of the new primary rather than race it.
+    let promoted_at = c.wait_until(
+        "the checker to see the new primary",
+        Duration::from_secs(10),
+        |c| c.first_writable(cand, asked),
+    );
     let old_last = last_true(&c.samples(), old, asked, c.epoch.elapsed());
     // Every write the old primary acknowledged must be on the new one.
     let want = writes.acked.len();
@@ -296,9 +301,12 @@ fn switchover_under_load(kind: StoreKind) {
     c.wait_until("the scheduled switchover", Duration::from_secs(40), |c| {
         (c.primary() == Some(old)).then_some(())
     });
-    let switched_at = c
-        .first_writable(old, promoted_at + Duration::from_secs(1))
-        .expect("seen writable");
+    // `primary()` saw it just now; the checker's 100 ms sample may not have yet.
+    let switched_at = c.wait_until(
+        "the checker to see the old primary back",
+        Duration::from_secs(10),
+        |c| c.first_writable(old, promoted_at + Duration::from_secs(1)),
+    );
     let cand_last = last_true(&c.samples(), cand, promoted_at, c.epoch.elapsed());
     log(
         &c,
@@ -340,7 +348,7 @@ fn switchover_under_load(kind: StoreKind) {
 #[test]
 fn g_switchover_to_nofailover_candidate_is_refused() {
     let mut c = Cluster::start(StoreKind::Etcd);
-    let p = c.primary().expect("one primary");
+    let p = c.wait_healthy(CONVERGE_BUDGET);
     let tagged = others(p).next().expect("a replica");
     let path = c.nodes[tagged].config_path();
     let mut cfg = std::fs::read_to_string(&path).expect("config");
@@ -384,15 +392,13 @@ fn postmaster_start(c: &Cluster, i: usize) -> String {
         .unwrap_or_else(|e| panic!("{}: {e}", c.nodes[i].name))
 }
 
-/// GET /cluster on node `i`: the `lag` (bytes) it shows for `member`, when a number.
-fn cluster_lag(c: &Cluster, i: usize, member: &str) -> Option<u64> {
-    let (_, body) = c.rest_get(i, "/cluster");
-    let v: serde_json::Value = serde_json::from_str(&body).ok()?;
-    v["members"]
-        .as_array()?
-        .iter()
-        .find(|m| m["name"] == member)?["lag"]
-        .as_u64()
+/// `tenure list --format json` run with node `i`'s config: the lag in MB the store's member records show for
+/// `member` (read from the store itself, as the REST API's switchover check reads it, not from a node's
+/// last snapshot), when a number.
+fn store_lag_mb(c: &Cluster, i: usize, member: &str) -> Option<u64> {
+    let (code, out, _) = tenure_cli(c, i, &["list", "--format", "json"]);
+    let v: serde_json::Value = serde_json::from_str(&out).ok().filter(|_| code == 0)?;
+    v.as_array()?.iter().find(|m| m["Member"] == member)?["Lag in MB"].as_u64()
 }
 
 /// In pause: `tenure restart <primary>` restarts PostgreSQL (new postmaster, new start time) and it stays
@@ -405,7 +411,7 @@ fn cluster_lag(c: &Cluster, i: usize, member: &str) -> Option<u64> {
 #[test]
 fn h_manual_actions_in_pause_restart_reinit_switchover_and_refusals() {
     let mut c = Cluster::start(StoreKind::Etcd);
-    let p = c.primary().expect("one primary");
+    let p = c.wait_healthy(CONVERGE_BUDGET);
     create_table(&c, p);
     let mut replicas = others(p);
     let (r1, r2) = (replicas.next().unwrap(), replicas.next().unwrap());
@@ -537,10 +543,13 @@ fn h_manual_actions_in_pause_restart_reinit_switchover_and_refusals() {
         "INSERT INTO e2e_writes SELECT g FROM generate_series(1000, 150000) g",
     )
     .expect("write a few MB");
+    // Wait until the lag is in the members' published positions in the store, which is what the check
+    // compares (a node's /cluster answers from its last snapshot, and the SQL-measured lag reaches the store
+    // only when the agents next publish).
     let lag = c.wait_until(
-        &format!("{r2n} to lag over 1 MiB"),
+        &format!("{r2n}'s published position to lag over 1 MiB"),
         Duration::from_secs(30),
-        |c| cluster_lag(c, p, &r2n).filter(|l| *l > 2 * 1_048_576),
+        |c| store_lag_mb(c, p, &r2n).filter(|mb| *mb >= 3),
     );
     let asked = c.epoch.elapsed();
     let body = format!(r#"{{"leader":"{pn}","candidate":"{r2n}"}}"#);
@@ -548,7 +557,7 @@ fn h_manual_actions_in_pause_restart_reinit_switchover_and_refusals() {
     log(
         &c,
         &format!(
-            "switchover to {r2n} lagging {lag} bytes: {status} {}",
+            "switchover to {r2n} lagging {lag} MB: {status} {}",
             resp.trim()
         ),
     );
@@ -645,7 +654,7 @@ fn h_manual_actions_in_pause_restart_reinit_switchover_and_refusals() {
 #[test]
 fn i_scheduled_restart_of_a_replica_runs_at_its_time_not_before() {
     let mut c = Cluster::start(StoreKind::Etcd);
-    let p = c.primary().expect("one primary");
+    let p = c.wait_healthy(CONVERGE_BUDGET);
     let r = others(p).next().expect("a replica");
     let rn = c.nodes[r].name.clone();
     let pid = c.postmaster_pid(r).expect("replica postmaster");
