@@ -1,4 +1,4 @@
-//! Lag as Patroni measures it (issue 16 §4), on real PostgreSQL 15 and etcd: `/replica?lag=` follows the
+//! Lag as Patroni measures it (issue 16 §4), on real PostgreSQL 15, etcd and the Consul test double: `/replica?lag=` follows the
 //! *replayed* position against the leader's, for GET and HEAD and sizes in bytes or units.
 use std::time::Duration;
 
@@ -23,8 +23,17 @@ fn sql_retry(c: &mut Cluster, i: usize, query: &str) -> String {
 /// `/replica?lag=N` answers 503 on it (GET and HEAD, N in bytes or with a unit) and 200 on the other
 /// replica; its failover position (received WAL) stays current; replay resumed, 200 again.
 #[test]
-fn j_replica_lag_follows_the_replayed_position() {
-    let mut c = Cluster::start(StoreKind::Etcd);
+fn j1_etcd_replica_lag_follows_the_replayed_position() {
+    replica_lag_follows_replay(StoreKind::Etcd);
+}
+
+#[test]
+fn j2_consul_replica_lag_follows_the_replayed_position() {
+    replica_lag_follows_replay(StoreKind::Consul);
+}
+
+fn replica_lag_follows_replay(kind: StoreKind) {
+    let mut c = Cluster::start(kind);
     let p = c.wait_healthy(CONVERGE_BUDGET);
     create_table(&c, p);
     let mut replicas = others(p);
@@ -80,7 +89,7 @@ fn j_replica_lag_follows_the_replayed_position() {
         ("/replica", 200),
         ("/read-only?lag=16MB", 503),
     ] {
-        for method in ["GET", "HEAD"] {
+        for method in ["GET", "HEAD", "OPTIONS"] {
             assert_eq!(
                 code(&c, r1, method, path),
                 want_r1,
