@@ -32,6 +32,10 @@ and the REST API credentials.";
     after_help = EXIT_CODES
 )]
 struct Cli {
+    /// The agent config file (to find the store and the REST API; for `agent`, the file it runs with);
+    /// default: $TENURE_CONFIG. Before or after the command, as `patronictl -c FILE list`.
+    #[arg(short = 'c', long, value_name = "FILE", global = true)]
+    config: Option<PathBuf>,
     #[command(subcommand)]
     command: Command,
 }
@@ -79,11 +83,7 @@ struct DemoArgs {
 }
 
 #[derive(Args)]
-#[group(required = true, multiple = false)]
 struct AgentArgs {
-    /// Run the agent with this config file.
-    #[arg(long, value_name = "FILE")]
-    config: Option<PathBuf>,
     /// Check this config file, print "config OK" or the errors, and exit (0 or 64).
     #[arg(long, value_name = "FILE")]
     validate_config: Option<PathBuf>,
@@ -99,13 +99,10 @@ struct FencerArgs {
     data_dir: PathBuf,
 }
 
+/// What every operator command shares (the config file is the global `-c/--config`).
 #[derive(Args)]
 #[command(after_help = EXIT_CODES)]
-struct ClientArgs {
-    /// The agent config file (to find the store and the REST API); default: $TENURE_CONFIG.
-    #[arg(long, value_name = "FILE")]
-    config: Option<PathBuf>,
-}
+struct ClientArgs {}
 
 #[derive(Clone, Copy, clap::ValueEnum)]
 enum FormatArg {
@@ -157,6 +154,10 @@ struct PauseArgs {
 struct SwitchoverArgs {
     #[command(flatten)]
     client: ClientArgs,
+    /// The current leader (patronictl's `--leader`/`--primary`); refused when it is not (default: the
+    /// leader in the store).
+    #[arg(long, visible_alias = "primary", value_name = "NAME")]
+    leader: Option<String>,
     /// The member to promote (default: the healthiest replica, chosen by the leader).
     #[arg(long, value_name = "NAME")]
     candidate: Option<String>,
@@ -252,15 +253,18 @@ fn main() -> ExitCode {
     };
     // The only place that reads the environment; the library gets it injected.
     let env: BTreeMap<String, String> = std::env::vars().collect();
+    let config = cli.config;
+    let operator = |_: ClientArgs, command, env: &BTreeMap<String, String>| {
+        operator(config.as_deref(), command, env)
+    };
     match cli.command {
         Command::Agent(AgentArgs {
             validate_config: Some(file),
-            ..
         }) => validate(&file, &env),
-        Command::Agent(AgentArgs {
-            config: Some(file), ..
-        }) => agent(&file, &env),
-        Command::Agent(_) => usage("tenure agent needs --config FILE or --validate-config FILE"),
+        Command::Agent(_) => match config.as_deref() {
+            Some(file) => agent(file, &env),
+            None => usage("tenure agent needs --config FILE or --validate-config FILE"),
+        },
         Command::Fencer(args) => tenure::agent::fence::fencer_main(&args.file, &args.data_dir),
         Command::List(a) => operator(
             a.client,
@@ -278,6 +282,7 @@ fn main() -> ExitCode {
         Command::Switchover(a) => operator(
             a.client,
             tenure::cli::Command::Switchover {
+                leader: a.leader,
                 candidate: a.candidate,
                 scheduled: a.scheduled,
                 force: a.force,
@@ -363,11 +368,11 @@ fn usage(msg: &str) -> ExitCode {
 
 /// An operator command (`src/cli/`): its errors are printed and become the exit code.
 fn operator(
-    client: ClientArgs,
+    config: Option<&Path>,
     command: tenure::cli::Command,
     env: &BTreeMap<String, String>,
 ) -> ExitCode {
-    match tenure::cli::run(client.config.as_deref(), command, env) {
+    match tenure::cli::run(config, command, env) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("tenure: {e}");

@@ -704,3 +704,67 @@ async fn restart_and_reinit_go_to_the_named_members_api_and_ask_unless_forced() 
         "{err}"
     );
 }
+
+/// patronictl's habits: `-c/--config` before or after the command, `list -f json`,
+/// `switchover --leader/--primary`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn config_is_global_and_patronictl_option_names_work() {
+    let f = Fixture::start().await;
+    let config = f.config();
+    for args in [
+        vec!["-c", path(&config), "list", "-f", "json"],
+        vec!["--config", path(&config), "list", "-f", "json"],
+        vec!["list", "-c", path(&config), "-f", "json"],
+        vec!["list", "-f", "json", "--config", path(&config)],
+    ] {
+        let (code, out, err) = tenure(&args).await;
+        assert_eq!(code, 0, "{args:?}: {err}");
+        let v: Value =
+            serde_json::from_str(&out).unwrap_or_else(|e| panic!("{args:?}: {e}: {out}"));
+        assert_eq!(v.as_array().map(Vec::len), Some(2), "{args:?}: {out}");
+    }
+    // --leader / --primary name the current leader; a wrong one is refused before anything is sent.
+    let (code, _, err) = tenure(&[
+        "-c",
+        path(&config),
+        "switchover",
+        "--primary",
+        "pg2",
+        "--candidate",
+        "pg2",
+        "--force",
+    ])
+    .await;
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("pg2 is not the leader"), "{err}");
+    assert!(f.pg1_api.control.calls().is_empty());
+    let (code, _, err) = tenure(&[
+        "-c",
+        path(&config),
+        "switchover",
+        "--leader",
+        "pg1",
+        "--candidate",
+        "pg2",
+        "--force",
+    ])
+    .await;
+    assert_eq!(code, 0, "{err}");
+    let calls = f.pg1_api.control.calls();
+    assert!(calls[0].contains(r#"leader: NodeName("pg1")"#), "{calls:?}");
+}
+
+/// patronictl refuses a switchover before sending it when the leader is alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn switchover_without_other_members_is_refused_before_sending() {
+    let f = Fixture::start().await;
+    let config = f.config();
+    f._pg2.destroy_session(deadline()).await.unwrap();
+    let (code, _, err) = tenure(&["switchover", "--force", "--config", path(&config)]).await;
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("No candidates found to switchover to"),
+        "{err}"
+    );
+    assert!(f.pg1_api.control.calls().is_empty());
+}

@@ -191,6 +191,7 @@ async fn wait_for_pause(ctx: &Ctx, to: &[Target], on: bool) -> Result<(), CliErr
 /// `POST /switchover` to the leader: `{"leader", "candidate"?, "scheduled_at"?}`.
 pub async fn switchover(
     ctx: &Ctx,
+    expected_leader: Option<String>,
     candidate: Option<String>,
     scheduled: Option<String>,
     force: bool,
@@ -206,6 +207,17 @@ pub async fn switchover(
             "cluster {scope} has no leader: a switchover needs one (use failover --candidate NAME)"
         )));
     };
+    if let Some(l) = expected_leader.filter(|l| *l != leader) {
+        return Err(CliError::refused(format!(
+            "{l} is not the leader of cluster {scope} ({leader} is)"
+        )));
+    }
+    if candidate.is_none() && !snapshot.members.keys().any(|m| *m != leader) {
+        // patronictl refuses before sending; the API would answer 412.
+        return Err(CliError::refused(format!(
+            "No candidates found to switchover to: cluster {scope} has no member but its leader {leader}"
+        )));
+    }
     if let Some(c) = &candidate {
         if *c == leader {
             return Err(CliError::refused(format!(

@@ -52,6 +52,8 @@ pub enum Command {
         wait: bool,
     },
     Switchover {
+        /// The leader the operator means (`--leader`/`--primary`); refused when it is not the leader.
+        leader: Option<String>,
         candidate: Option<String>,
         /// ISO 8601 with a time zone, or `now`.
         scheduled: Option<String>,
@@ -177,10 +179,11 @@ async fn dispatch(ctx: &Ctx, command: Command) -> Result<(), CliError> {
         Command::Pause { wait } => control::pause(ctx, true, wait).await,
         Command::Resume { wait } => control::pause(ctx, false, wait).await,
         Command::Switchover {
+            leader,
             candidate,
             scheduled,
             force,
-        } => control::switchover(ctx, candidate, scheduled, force).await,
+        } => control::switchover(ctx, leader, candidate, scheduled, force).await,
         Command::Failover { candidate, force } => control::failover(ctx, candidate, force).await,
         Command::EditConfig { set } => control::edit_config(ctx, &set).await,
         Command::Restart {
