@@ -768,3 +768,32 @@ async fn switchover_without_other_members_is_refused_before_sending() {
     );
     assert!(f.pg1_api.control.calls().is_empty());
 }
+
+/// `pause --wait` with one member's agent gone (its REST API does not answer, PostgreSQL may still run, as
+/// pause allows): that member is reported, not waited for, as patronictl (which reads the member keys, and an
+/// agent that is gone stops renewing its key) completes too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pause_wait_reports_a_member_whose_agent_is_gone() {
+    let f = Fixture::start().await;
+    let config = f.config();
+    f.pg1_api.set(|p| p.status.paused = true);
+    let Fixture {
+        pg1_api,
+        pg2_api,
+        server,
+        ..
+    } = f;
+    pg2_api.shutdown().await;
+    let (code, out, err) = tenure(&["pause", "--wait", "--config", path(&config)]).await;
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(
+        out.contains("Success: cluster management is paused"),
+        "{out}"
+    );
+    assert!(
+        out.contains("pg2") && out.contains("does not answer"),
+        "the member that was not waited for is named: {out}"
+    );
+    assert_eq!(pg1_api.control.calls().len(), 1);
+    drop(server);
+}

@@ -157,24 +157,38 @@ pub async fn pause(ctx: &Ctx, on: bool, wait: bool) -> Result<(), CliError> {
     Ok(())
 }
 
-/// Poll every member's `GET /patroni` until each reports the pause state `on` (or the limit passes).
+/// Poll every member's `GET /patroni` until each reports the pause state `on` (or the limit passes). A
+/// member whose agent does not answer (stopped, its PostgreSQL perhaps still running, as pause allows) or
+/// whose member key is gone from the store (its session or lease expired) is reported, not waited for:
+/// patronictl reads the member keys, and an agent that is gone stops renewing its own.
 async fn wait_for_pause(ctx: &Ctx, to: &[Target], on: bool) -> Result<(), CliError> {
     let state = if on { "pause" } else { "resume" };
     println!("Waiting for every member to {state}...");
     let until = Instant::now() + WAIT_LIMIT;
     loop {
+        let present = ctx.store.read().await.ok().map(|s| s.members);
         let mut behind = Vec::new();
+        let mut gone = Vec::new();
         for t in to {
-            let reported = ctx.rest.get_json(t, "/patroni").await;
-            let paused = reported
-                .as_ref()
-                .map(|v| v.get("pause").and_then(Value::as_bool).unwrap_or(false));
-            if paused != Some(on) {
-                behind.push(t.name.clone());
+            if present.as_ref().is_some_and(|m| !m.contains_key(&t.name)) {
+                gone.push(format!("{} (its member key expired)", t.name));
+                continue;
+            }
+            match ctx.rest.get_json(t, "/patroni").await {
+                None => gone.push(format!("{} (its agent does not answer)", t.name)),
+                Some(v) if v.get("pause").and_then(Value::as_bool).unwrap_or(false) == on => {}
+                Some(_) => behind.push(t.name.clone()),
             }
         }
         if behind.is_empty() {
-            println!("Success: every member reports that it has {state}d");
+            if gone.is_empty() {
+                println!("Success: every member reports that it has {state}d");
+            } else {
+                println!(
+                    "Success: every running member reports that it has {state}d; not waited for: {}",
+                    gone.join(", ")
+                );
+            }
             return Ok(());
         }
         if Instant::now() + WAIT_POLL > until {
