@@ -214,7 +214,7 @@ fn observe(t: &Target) -> Seen {
             "POST",
             "/switchover",
             Auth::Good,
-            format!(r#"{{"leader":"nobody"}}"#),
+            r#"{"leader":"nobody"}"#.to_string(),
         ),
         ("POST", "/failover", Auth::Good, "{}".into()),
         (
