@@ -716,6 +716,7 @@ async fn config_is_global_and_patronictl_option_names_work() {
         vec!["--config", path(&config), "list", "-f", "json"],
         vec!["list", "-c", path(&config), "-f", "json"],
         vec!["list", "-f", "json", "--config", path(&config)],
+        vec!["-c", path(&config), "list", SCOPE, "-f", "json"],
     ] {
         let (code, out, err) = tenure(&args).await;
         assert_eq!(code, 0, "{args:?}: {err}");
@@ -723,6 +724,10 @@ async fn config_is_global_and_patronictl_option_names_work() {
             serde_json::from_str(&out).unwrap_or_else(|e| panic!("{args:?}: {e}: {out}"));
         assert_eq!(v.as_array().map(Vec::len), Some(2), "{args:?}: {out}");
     }
+    // patronictl's positional CLUSTER: tenure's config names one scope, another is refused.
+    let (code, _, err) = tenure(&["-c", path(&config), "list", "other-cluster"]).await;
+    assert_eq!(code, 64, "{err}");
+    assert!(err.contains("other-cluster"), "{err}");
     // --leader / --primary name the current leader; a wrong one is refused before anything is sent.
     let (code, _, err) = tenure(&[
         "-c",

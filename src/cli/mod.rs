@@ -150,13 +150,22 @@ pub(crate) struct Ctx {
 }
 
 /// Run `command` with the config file `config` (or `$TENURE_CONFIG` from `env`).
+/// `cluster`, when given (patronictl's positional CLUSTER), must be the config's scope.
 pub fn run(
     config: Option<&Path>,
+    cluster: Option<&str>,
     command: Command,
     env: &BTreeMap<String, String>,
 ) -> Result<(), CliError> {
     let file = config_file(config, env)?;
     let config = load_config(&file, env)?;
+    if let Some(c) = cluster.filter(|c| *c != config.scope) {
+        return Err(CliError::usage(format!(
+            "cluster {c} is not the one {} manages (scope {}); tenure works on its config's scope",
+            file.display(),
+            config.scope
+        )));
+    }
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
