@@ -73,6 +73,23 @@ impl Target<'_> {
         })
     }
 
+    /// A key's raw value.
+    fn kv_raw(&self, key: &str) -> Option<String> {
+        self.rt.block_on(async {
+            let url = format!("{}/v1/kv/service/{}/{key}", self.consul, self.scope);
+            let r = reqwest::get(url).await.ok()?;
+            if r.status() != 200 {
+                return None;
+            }
+            let v: Value = serde_json::from_str(&r.text().await.ok()?).ok()?;
+            use base64::Engine as _;
+            let raw = base64::engine::general_purpose::STANDARD
+                .decode(v[0]["Value"].as_str().unwrap_or_default())
+                .ok()?;
+            String::from_utf8(raw).ok()
+        })
+    }
+
     fn kv_json(&self, key: &str) -> Option<Value> {
         self.rt.block_on(async {
             let url = format!("{}/v1/kv/service/{}/{key}", self.consul, self.scope);
@@ -140,9 +157,10 @@ fn record(seen: &mut Seen, probe: &str, code: u16, challenge: bool, body: &str) 
         "www-authenticate".into(),
         if challenge { "present" } else { "absent" }.into(),
     );
-    // `/config` holds each cluster's own settings: only its status is compared.
+    // `/config` (and `PATCH /config`'s answer) holds each cluster's own settings: only the status is compared.
     let parsed = serde_json::from_str::<Value>(body).ok();
-    if let Some(v) = parsed.filter(|_| !probe.starts_with("GET /config")) {
+    let own_settings = probe.starts_with("GET /config") || probe.starts_with("PATCH /config");
+    if let Some(v) = parsed.filter(|_| !own_settings) {
         if v.is_object() {
             shape(&v, "", &mut fields);
             values(&v, &mut fields);
@@ -291,7 +309,136 @@ fn observe(t: &Target) -> Seen {
         }
         seen.insert(format!("member key ({role})"), fields);
     }
+    operator_actions(t, &mut seen);
     seen
+}
+
+/// Poll `f` every 200 ms for up to `limit`.
+fn until<T>(limit: Duration, mut f: impl FnMut() -> Option<T>) -> Option<T> {
+    let end = std::time::Instant::now() + limit;
+    loop {
+        if let Some(v) = f() {
+            return Some(v);
+        }
+        if std::time::Instant::now() > end {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// Pause and resume through `PATCH /config` (the `config` key's `pause`, the member keys' `pause`), then a
+/// switchover to the replica that runs: its answer, the `failover` key afterwards, and both members' roles
+/// and states once the old primary has rejoined.
+fn operator_actions(t: &Target, seen: &mut Seen) {
+    let replica = replica_name(t);
+    let member_pause = |name: &str| {
+        t.kv_json(&format!("members/{name}"))
+            .and_then(|v| v.get("pause").cloned())
+    };
+    let (code, ch, text) = t.call(
+        t.primary,
+        "PATCH",
+        "/config",
+        Auth::Good,
+        Some(r#"{"pause":true}"#),
+    );
+    record(seen, "PATCH /config pause", code, ch, &text);
+    let mut fields = BTreeMap::new();
+    if let Some(v) = t.kv_json("config").and_then(|v| v.get("pause").cloned()) {
+        shape(&serde_json::json!({ "pause": v }), "", &mut fields);
+    }
+    for (role, name) in [
+        ("primary", t.leader.as_str()),
+        ("replica", replica.as_str()),
+    ] {
+        let p = until(Duration::from_secs(15), || member_pause(name));
+        fields.insert(
+            format!("member key ({role}).pause"),
+            p.map_or("absent".into(), |v| v.to_string()),
+        );
+    }
+    seen.insert("store after pause".into(), fields);
+    let (code, ch, text) = t.call(
+        t.primary,
+        "PATCH",
+        "/config",
+        Auth::Good,
+        Some(r#"{"pause":null}"#),
+    );
+    record(seen, "PATCH /config resume", code, ch, &text);
+    let mut fields = BTreeMap::new();
+    let cleared = until(Duration::from_secs(15), || {
+        [t.leader.as_str(), replica.as_str()]
+            .iter()
+            .all(|n| member_pause(n).is_none())
+            .then_some(())
+    });
+    fields.insert(
+        "member keys lose pause".into(),
+        format!("{}", cleared.is_some()),
+    );
+    fields.insert(
+        "config key pause".into(),
+        t.kv_json("config")
+            .and_then(|v| v.get("pause").cloned())
+            .map_or("absent".into(), |v| v.to_string()),
+    );
+    seen.insert("store after resume".into(), fields);
+
+    let body = format!(r#"{{"leader":"{}","candidate":"{replica}"}}"#, t.leader);
+    let (code, ch, text) = t.call(t.primary, "POST", "/switchover", Auth::Good, Some(&body));
+    record(seen, "POST /switchover to the replica", code, ch, &text);
+    let mut fields = BTreeMap::new();
+    let rejoined = until(Duration::from_secs(60), || {
+        let (_, _, body) = t.call(t.primary, "GET", "/patroni", Auth::None, None);
+        let old: Value = serde_json::from_str(&body).ok()?;
+        (old["role"] == "replica" && old["state"] == "running").then_some(old)
+    });
+    // The candidate's own answer once it runs as the primary (or what it says after 30 s).
+    let read_new = || {
+        let (_, _, body) = t.call(t.replica, "GET", "/patroni", Auth::None, None);
+        serde_json::from_str::<Value>(&body).unwrap_or_default()
+    };
+    let new = until(Duration::from_secs(30), || {
+        let v = read_new();
+        (v["role"] == "primary" || v["role"] == "master").then_some(v)
+    })
+    .unwrap_or_else(read_new);
+    fields.insert(
+        "new primary =role".into(),
+        new["role"].as_str().unwrap_or("?").into(),
+    );
+    fields.insert(
+        "old primary rejoined as a running replica".into(),
+        rejoined.is_some().to_string(),
+    );
+    fields.insert(
+        "leader key".into(),
+        if t.kv_raw("leader").as_deref() == Some(replica.as_str()) {
+            "the candidate"
+        } else {
+            "someone else"
+        }
+        .into(),
+    );
+    let mut key = BTreeMap::new();
+    if let Some(v) = t.kv_json("failover") {
+        shape(&v, "failover key", &mut key);
+    }
+    if key.is_empty() {
+        key.insert(
+            "failover key".into(),
+            if t.kv_raw("failover").is_some() {
+                "not JSON"
+            } else {
+                "absent"
+            }
+            .into(),
+        );
+    }
+    fields.extend(key);
+    seen.insert("after the switchover".into(), fields);
 }
 
 fn replica_name(t: &Target) -> String {
@@ -388,7 +535,7 @@ fn tenure_answers_as_patroni_does_except_where_the_docs_say_why() {
             .enable_all()
             .build()
             .unwrap();
-        let lp = c.primary().expect("a primary");
+        let lp = c.wait_healthy(Duration::from_secs(60));
         let rp = (0..3).find(|i| *i != lp).unwrap();
         let t = Target {
             rt: &rt,
