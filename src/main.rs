@@ -32,6 +32,10 @@ and the REST API credentials.";
     after_help = EXIT_CODES
 )]
 struct Cli {
+    /// The agent config file (to find the store and the REST API; for `agent`, the file it runs with);
+    /// default: $TENURE_CONFIG. Before or after the command, as `patronictl -c FILE list`.
+    #[arg(short = 'c', long, value_name = "FILE", global = true)]
+    config: Option<PathBuf>,
     #[command(subcommand)]
     command: Command,
 }
@@ -53,7 +57,7 @@ enum Command {
     /// Show the timeline history (read from the store).
     History(HistoryArgs),
     /// Print the dynamic configuration (the store's `config` key) as YAML.
-    ShowConfig(ClientArgs),
+    ShowConfig(ScopedArgs),
     /// Change the dynamic configuration: --set KEY=VALUE, dotted keys, YAML values (PATCH /config).
     EditConfig(EditConfigArgs),
     /// Restart PostgreSQL on one member, in its current role; allowed in pause (POST /restart on its API).
@@ -79,11 +83,7 @@ struct DemoArgs {
 }
 
 #[derive(Args)]
-#[group(required = true, multiple = false)]
 struct AgentArgs {
-    /// Run the agent with this config file.
-    #[arg(long, value_name = "FILE")]
-    config: Option<PathBuf>,
     /// Check this config file, print "config OK" or the errors, and exit (0 or 64).
     #[arg(long, value_name = "FILE")]
     validate_config: Option<PathBuf>,
@@ -99,12 +99,18 @@ struct FencerArgs {
     data_dir: PathBuf,
 }
 
+/// What every operator command shares (the config file is the global `-c/--config`).
 #[derive(Args)]
 #[command(after_help = EXIT_CODES)]
-struct ClientArgs {
-    /// The agent config file (to find the store and the REST API); default: $TENURE_CONFIG.
-    #[arg(long, value_name = "FILE")]
-    config: Option<PathBuf>,
+struct ClientArgs {}
+
+/// The cluster argument patronictl takes (`patronictl -c FILE list batman`).
+#[derive(Args)]
+#[command(after_help = EXIT_CODES)]
+struct ScopedArgs {
+    /// The cluster name, as patronictl takes it; optional, and it must be the config's `scope`.
+    #[arg(value_name = "CLUSTER")]
+    cluster: Option<String>,
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -126,7 +132,7 @@ impl From<FormatArg> for tenure::cli::Format {
 #[command(after_help = EXIT_CODES)]
 struct ListArgs {
     #[command(flatten)]
-    client: ClientArgs,
+    client: ScopedArgs,
     /// Output format.
     #[arg(long, short = 'f', value_enum, default_value = "table")]
     format: FormatArg,
@@ -136,7 +142,7 @@ struct ListArgs {
 #[command(after_help = EXIT_CODES)]
 struct HistoryArgs {
     #[command(flatten)]
-    client: ClientArgs,
+    client: ScopedArgs,
     /// Output format.
     #[arg(long, short = 'f', value_enum, default_value = "table")]
     format: FormatArg,
@@ -146,7 +152,7 @@ struct HistoryArgs {
 #[command(after_help = EXIT_CODES)]
 struct PauseArgs {
     #[command(flatten)]
-    client: ClientArgs,
+    client: ScopedArgs,
     /// Wait (up to 30 s) until every member reports the new state.
     #[arg(long)]
     wait: bool,
@@ -156,7 +162,11 @@ struct PauseArgs {
 #[command(after_help = EXIT_CODES)]
 struct SwitchoverArgs {
     #[command(flatten)]
-    client: ClientArgs,
+    client: ScopedArgs,
+    /// The current leader (patronictl's `--leader`/`--primary`); refused when it is not (default: the
+    /// leader in the store).
+    #[arg(long, visible_alias = "primary", value_name = "NAME")]
+    leader: Option<String>,
     /// The member to promote (default: the healthiest replica, chosen by the leader).
     #[arg(long, value_name = "NAME")]
     candidate: Option<String>,
@@ -172,7 +182,7 @@ struct SwitchoverArgs {
 #[command(after_help = EXIT_CODES)]
 struct FailoverArgs {
     #[command(flatten)]
-    client: ClientArgs,
+    client: ScopedArgs,
     /// The member to promote.
     #[arg(long, value_name = "NAME")]
     candidate: String,
@@ -185,7 +195,7 @@ struct FailoverArgs {
 #[command(after_help = EXIT_CODES)]
 struct EditConfigArgs {
     #[command(flatten)]
-    client: ClientArgs,
+    client: ScopedArgs,
     /// KEY=VALUE, e.g. loop_wait=10 or postgresql.parameters.work_mem=8MB; `null` deletes the key.
     #[arg(long, short = 's', value_name = "KEY=VALUE")]
     set: Vec<String>,
@@ -252,32 +262,40 @@ fn main() -> ExitCode {
     };
     // The only place that reads the environment; the library gets it injected.
     let env: BTreeMap<String, String> = std::env::vars().collect();
+    let config = cli.config;
+    let operator = |scope: Scope, command, env: &BTreeMap<String, String>| {
+        operator(config.as_deref(), scope.0.as_deref(), command, env)
+    };
     match cli.command {
         Command::Agent(AgentArgs {
             validate_config: Some(file),
-            ..
         }) => validate(&file, &env),
-        Command::Agent(AgentArgs {
-            config: Some(file), ..
-        }) => agent(&file, &env),
-        Command::Agent(_) => usage("tenure agent needs --config FILE or --validate-config FILE"),
+        Command::Agent(_) => match config.as_deref() {
+            Some(file) => agent(file, &env),
+            None => usage("tenure agent needs --config FILE or --validate-config FILE"),
+        },
         Command::Fencer(args) => tenure::agent::fence::fencer_main(&args.file, &args.data_dir),
         Command::List(a) => operator(
-            a.client,
+            a.client.into(),
             tenure::cli::Command::List {
                 format: a.format.into(),
             },
             &env,
         ),
-        Command::Pause(a) => operator(a.client, tenure::cli::Command::Pause { wait: a.wait }, &env),
+        Command::Pause(a) => operator(
+            a.client.into(),
+            tenure::cli::Command::Pause { wait: a.wait },
+            &env,
+        ),
         Command::Resume(a) => operator(
-            a.client,
+            a.client.into(),
             tenure::cli::Command::Resume { wait: a.wait },
             &env,
         ),
         Command::Switchover(a) => operator(
-            a.client,
+            a.client.into(),
             tenure::cli::Command::Switchover {
+                leader: a.leader,
                 candidate: a.candidate,
                 scheduled: a.scheduled,
                 force: a.force,
@@ -285,7 +303,7 @@ fn main() -> ExitCode {
             &env,
         ),
         Command::Failover(a) => operator(
-            a.client,
+            a.client.into(),
             tenure::cli::Command::Failover {
                 candidate: a.candidate,
                 force: a.force,
@@ -293,20 +311,20 @@ fn main() -> ExitCode {
             &env,
         ),
         Command::History(a) => operator(
-            a.client,
+            a.client.into(),
             tenure::cli::Command::History {
                 format: a.format.into(),
             },
             &env,
         ),
-        Command::ShowConfig(a) => operator(a, tenure::cli::Command::ShowConfig, &env),
+        Command::ShowConfig(a) => operator(a.into(), tenure::cli::Command::ShowConfig, &env),
         Command::EditConfig(a) => operator(
-            a.client,
+            a.client.into(),
             tenure::cli::Command::EditConfig { set: a.set },
             &env,
         ),
         Command::Restart(a) => operator(
-            a.node.client,
+            a.node.client.into(),
             tenure::cli::Command::Restart {
                 node: a.node.node,
                 scheduled: a.scheduled,
@@ -317,14 +335,14 @@ fn main() -> ExitCode {
             &env,
         ),
         Command::Flush(a) => operator(
-            a.client,
+            a.client.into(),
             match a.what {
                 FlushWhat::Restart => tenure::cli::Command::FlushRestart { node: a.node },
             },
             &env,
         ),
         Command::Reinit(a) => operator(
-            a.client,
+            a.client.into(),
             tenure::cli::Command::Reinit {
                 node: a.node,
                 force: a.force,
@@ -362,12 +380,28 @@ fn usage(msg: &str) -> ExitCode {
 }
 
 /// An operator command (`src/cli/`): its errors are printed and become the exit code.
+/// The cluster an operator command names, if it does (patronictl's positional CLUSTER).
+struct Scope(Option<String>);
+
+impl From<ScopedArgs> for Scope {
+    fn from(a: ScopedArgs) -> Self {
+        Scope(a.cluster)
+    }
+}
+
+impl From<ClientArgs> for Scope {
+    fn from(_: ClientArgs) -> Self {
+        Scope(None)
+    }
+}
+
 fn operator(
-    client: ClientArgs,
+    config: Option<&Path>,
+    cluster: Option<&str>,
     command: tenure::cli::Command,
     env: &BTreeMap<String, String>,
 ) -> ExitCode {
-    match tenure::cli::run(client.config.as_deref(), command, env) {
+    match tenure::cli::run(config, cluster, command, env) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("tenure: {e}");

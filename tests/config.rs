@@ -125,7 +125,7 @@ fn the_template_parses_into_every_setting() {
         "from bootstrap.dcs.postgresql"
     );
     assert_eq!(pg.parameters["wal_keep_size"], "1GB", "from postgresql");
-    assert_eq!(pg.pg_hba.len(), 2);
+    assert_eq!(pg.pg_hba.len(), 5);
     assert_eq!(
         pg.pgpass_path,
         Path::new("/var/lib/postgresql/.pgpass-tenure")

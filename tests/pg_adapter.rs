@@ -400,3 +400,35 @@ async fn the_probe_reads_received_and_replayed_apart() {
     })
     .await;
 }
+
+/// `postgresql.pg_hba` is written as given, as Patroni writes it: pg_hba is first-match, so a configured
+/// `trust` rule must not be shadowed by tenure's scram lines (they apply only when no list is configured).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_configured_pg_hba_is_written_as_given() {
+    let mut node = PgNode::new("hba");
+    node.settings.pg_hba = vec![
+        "local all all trust".into(),
+        "host all all 127.0.0.1/32 trust".into(),
+        "host replication all 127.0.0.1/32 trust".into(),
+    ];
+    bootstrap(&node).await;
+    let s = &node.settings;
+    let hba = std::fs::read_to_string(s.data_dir.join("pg_hba.conf")).unwrap();
+    let rules: Vec<&str> = hba
+        .lines()
+        .filter(|l| !l.trim_start().starts_with('#') && !l.trim().is_empty())
+        .collect();
+    assert_eq!(rules, node.settings.pg_hba, "{hba}");
+    // The trust rule is the one that matches: a wrong password is not even asked for.
+    let dsn = format!(
+        "host=127.0.0.1 port={} user=postgres password=wrong dbname=postgres",
+        s.listen_port
+    );
+    let (client, conn) = tokio_postgres::connect(&dsn, tokio_postgres::NoTls)
+        .await
+        .unwrap_or_else(|e| panic!("trust rule shadowed: {e}\n{hba}"));
+    tokio::spawn(conn);
+    let one: i32 = client.query_one("SELECT 1", &[]).await.unwrap().get(0);
+    assert_eq!(one, 1);
+    ctl::stop(s, StopMode::Fast).await.unwrap();
+}

@@ -95,6 +95,16 @@ fn candidate_problem(snap: Option<&ClusterSnapshot>, name: &str) -> Option<Strin
     None
 }
 
+/// Whether a member other than `leader` with a REST API is in the store (Patroni's `is_failover_possible`
+/// without a candidate).
+fn has_other_members(snap: Option<&ClusterSnapshot>, leader: &crate::ha::NodeName) -> bool {
+    snap.is_some_and(|c| {
+        c.members
+            .iter()
+            .any(|(name, rec)| name != leader.as_str() && !rec.api_url.is_empty())
+    })
+}
+
 fn leader(snap: Option<&ClusterSnapshot>) -> Option<String> {
     snap.and_then(|c| c.cluster.leader_name().map(|l| l.to_string()))
 }
@@ -133,6 +143,21 @@ impl Control for StoreControl {
 
     async fn switchover(&self, req: SwitchoverRequest) -> Result<Accepted, ControlError> {
         let snap = self.current().await;
+        if let Some(at_ms) = req.scheduled_at_ms {
+            // Patroni's order: pause first, then the schedule's time (api.py `do_POST_failover`).
+            if snap.as_ref().is_some_and(|c| c.cluster.config.pause) {
+                return Err(ControlError::new(
+                    400,
+                    "Can't schedule switchover in the paused state",
+                ));
+            }
+            if at_ms < crate::clock::wall_ms() {
+                return Err(ControlError::new(
+                    422,
+                    "Cannot schedule switchover in the past",
+                ));
+            }
+        }
         if leader(snap.as_ref()).as_deref() != Some(req.leader.as_str()) {
             return Err(ControlError::new(
                 412,
@@ -146,6 +171,15 @@ impl Control for StoreControl {
             if let Some(why) = candidate_problem(snap.as_ref(), c.as_str()) {
                 return Err(ControlError::new(412, why));
             }
+        }
+        if req.scheduled_at.is_none()
+            && req.candidate.is_none()
+            && !has_other_members(snap.as_ref(), &req.leader)
+        {
+            return Err(ControlError::new(
+                412,
+                "switchover is not possible: cluster does not have members except leader",
+            ));
         }
         if req.scheduled_at.is_none() {
             // The core's rules on the last snapshot (pause needs a candidate; a candidate must be a running
@@ -182,6 +216,15 @@ impl Control for StoreControl {
     }
 
     async fn cancel_switchover(&self) -> Result<Accepted, ControlError> {
+        // Patroni deletes only a scheduled one; anything else is 404 (api.py `do_DELETE_switchover`).
+        let scheduled = self
+            .current()
+            .await
+            .and_then(|c| c.switchover)
+            .is_some_and(|s| s.scheduled_at.is_some());
+        if !scheduled {
+            return Err(ControlError::new(404, "no switchover is scheduled"));
+        }
         self.dcs
             .clear_switchover(self.deadline())
             .await

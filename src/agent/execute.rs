@@ -383,7 +383,7 @@ pub fn member_record(
     MemberRecord {
         conn_url: pg.conn_url(),
         api_url: api_url.to_string(),
-        state: m.state.as_str().to_string(),
+        state: crate::dcs::keys::wire_state(m.state).to_string(),
         role: m.role.as_str().to_string(),
         version: crate::api::VERSION.to_string(),
         // patronictl computes lag from xlog_location even for replicas.
@@ -393,7 +393,8 @@ pub fn member_record(
         // and `/cluster`'s `replay_lag` the replayed one.
         replay_lsn: m.replay_lsn.or(m.lsn).map(|Lsn(l)| l).filter(|_| replica),
         receive_lsn: m.receive_lsn.or(m.lsn).map(|Lsn(l)| l).filter(|_| replica),
-        replication_state: (replica && streaming).then(|| "streaming".to_string()),
+        replication_state: crate::dcs::keys::replication_state(replica, m.state, streaming)
+            .map(str::to_string),
         tags: tags.clone(),
         scheduled_restart: m.scheduled_restart.map(|s| ScheduledRestartRecord {
             schedule: format_rfc3339_ms(s.at_wall_ms),

@@ -107,7 +107,7 @@ pub async fn run_loop(
                 StoreView::Unavailable
             }
         };
-        let pg_state = observe_pg(&pg).await;
+        let (pg_state, running) = observe_pg(&pg).await;
         let streaming = matches!(&pg_state, PgState::Running(r) if r.streaming);
         let obs = Observation {
             now: clock::monotonic(),
@@ -136,6 +136,7 @@ pub async fn run_loop(
         // (`patronictl pause --wait` waits for exactly that).
         record.pause = d.status.paused;
         publish_api(&tx, &d, &record, &exec, &counters, dcs_last_seen, &obs.pg);
+        tx.send_modify(|p| publish_pg_details(p, running.as_ref(), &obs.pg));
         tx.send_modify(|p| p.maximum_lag_on_failover_bytes = core.maximum_lag_on_failover_bytes);
         // Before any action runs: a POST /failsafe answered from now on sees this decision's answer.
         lock(&failsafe).answer = d.status.failsafe;
@@ -318,15 +319,60 @@ async fn watch(dcs: &dyn Dcs, key: Watched, index: Option<u64>, until: Instant) 
 }
 
 /// Local PostgreSQL, bounded: a probe that hangs reads as "starting".
-async fn observe_pg(pg: &crate::pg::PgSettings) -> PgState {
-    match tokio::time::timeout(Duration::from_secs(5), crate::pg::probe::observe(pg)).await {
-        Ok(Ok(state)) => state,
+/// The core's view of local PostgreSQL, and the probe's details when it runs (for the REST API only).
+async fn observe_pg(
+    pg: &crate::pg::PgSettings,
+) -> (PgState, Option<crate::pg::probe::RunningStatus>) {
+    use crate::pg::probe::Observed;
+    let observed = tokio::time::timeout(
+        Duration::from_secs(5),
+        crate::pg::probe::observe_detailed(pg),
+    )
+    .await;
+    match observed {
+        Ok(Ok(Observed::NoData)) => (PgState::NoData, None),
+        Ok(Ok(Observed::Stopped(cd))) => (PgState::Stopped(cd.to_core()), None),
+        Ok(Ok(Observed::Starting)) => (PgState::Starting, None),
+        Ok(Ok(Observed::Running(st))) => (PgState::Running(st.to_core()), Some(st)),
         Ok(Err(e)) => {
             warn!(error = %e, "PostgreSQL probe failed");
-            PgState::Starting
+            (PgState::Starting, None)
         }
-        Err(_) => PgState::Starting,
+        Err(_) => (PgState::Starting, None),
     }
+}
+
+/// `/patroni`'s PostgreSQL details: the system identifier (also of a stopped cluster), the postmaster's
+/// start time and a primary's walsenders, in Patroni's shapes.
+fn publish_pg_details(
+    p: &mut crate::api::Published,
+    running: Option<&crate::pg::probe::RunningStatus>,
+    pg: &PgState,
+) {
+    p.database_system_identifier = match pg {
+        PgState::Running(r) => Some(r.system_id.0.to_string()),
+        PgState::Stopped(cd) => Some(cd.system_id.0.to_string()),
+        _ => p.database_system_identifier.take(),
+    };
+    p.postmaster_start_time = running.map(|r| r.postmaster_start_time.clone());
+    p.postmaster_start_unix_s = running.map(|r| r.postmaster_start_unix_s);
+    p.replication = running
+        .map(|r| {
+            r.replication
+                .iter()
+                .map(|w| {
+                    serde_json::json!({
+                        "usename": w.usename,
+                        "application_name": w.application_name,
+                        "client_addr": w.client_addr,
+                        "state": w.state,
+                        "sync_state": w.sync_state,
+                        "sync_priority": w.sync_priority,
+                    })
+                })
+                .collect()
+        })
+        .unwrap_or_default();
 }
 
 /// Our member key, bound to our session (renewed here for replicas, so the key lives while we do).

@@ -12,7 +12,8 @@ pub struct Auth {
     open: bool,
 }
 
-/// Why a request was refused: 401 (no credentials) or 403 (wrong ones, or none configured).
+/// Why a request was refused: 401 with a challenge for missing and for wrong credentials (as Patroni
+/// and RFC 7235), 403 when none are configured (nobody may call).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Denied {
     Missing,
@@ -23,14 +24,15 @@ pub enum Denied {
 impl Denied {
     pub fn status(self) -> u16 {
         match self {
-            Denied::Missing => 401,
-            Denied::Wrong | Denied::NotConfigured => 403,
+            Denied::Missing | Denied::Wrong => 401,
+            Denied::NotConfigured => 403,
         }
     }
     pub fn message(self) -> &'static str {
         match self {
-            Denied::Missing => "authentication required",
-            Denied::Wrong => "invalid credentials",
+            // Patroni's texts (api.py `check_auth_header`).
+            Denied::Missing => "no auth header received",
+            Denied::Wrong => "not authenticated",
             Denied::NotConfigured => {
                 "the control endpoints are disabled: no credentials are configured \
                  (set restapi username/password or token, or allow_unauthenticated)"
@@ -63,11 +65,11 @@ impl Auth {
         self.basic.is_some() || self.token.is_some()
     }
 
-    /// The `WWW-Authenticate` challenge of a 401.
+    /// The `WWW-Authenticate` challenge of a 401: Patroni's realm, so clients that match on it keep working.
     pub fn challenge(&self) -> &'static str {
         match (&self.basic, &self.token) {
-            (None, Some(_)) => "Bearer realm=\"tenure\"",
-            _ => "Basic realm=\"tenure\"",
+            (None, Some(_)) => "Bearer realm=\"Patroni\"",
+            _ => "Basic realm=\"Patroni\"",
         }
     }
 

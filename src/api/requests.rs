@@ -25,6 +25,9 @@ struct SwitchoverBody {
     leader: Option<String>,
     #[serde(default)]
     candidate: Option<String>,
+    /// Patroni reads `candidate`, else `member`.
+    #[serde(default)]
+    member: Option<String>,
     #[serde(default)]
     scheduled_at: Option<String>,
 }
@@ -62,31 +65,59 @@ pub fn config_patch(body: &[u8]) -> Result<serde_json::Value, BadRequest> {
     Ok(value)
 }
 
-/// `POST /switchover`: `leader` required; `candidate` must differ from it; `scheduled_at` with a time zone.
-pub fn switchover(body: &[u8]) -> Result<SwitchoverRequest, BadRequest> {
-    let b: SwitchoverBody = json(body)?;
-    let leader =
-        name(b.leader).ok_or("Switchover could be performed only from a specific leader")?;
-    switchover_request(leader, name(b.candidate), b.scheduled_at)
+/// `POST /switchover`: `leader` required; `scheduled_at` with a time zone (400 without one, 422 when it
+/// does not parse; a schedule in the past is refused by the agent, which reads the clock); `candidate`
+/// must differ from `leader`. Patroni's order of checks (api.py `do_POST_failover`).
+pub fn switchover(body: &[u8]) -> Result<SwitchoverRequest, ControlError> {
+    let b: SwitchoverBody = json(body).map_err(bad_request)?;
+    let candidate = name(b.candidate).or(name(b.member));
+    let leader = name(b.leader).ok_or_else(|| {
+        bad_request("Switchover could be performed only from a specific leader".into())
+    })?;
+    switchover_request(leader, candidate, b.scheduled_at)
 }
 
-/// `POST /failover`: `candidate` required, never scheduled; with a `leader` it is a switchover.
-pub fn failover(body: &[u8]) -> Result<FailoverOrSwitchover, BadRequest> {
-    let b: SwitchoverBody = json(body)?;
-    let candidate = name(b.candidate);
+/// `POST /failover`: `candidate` required (even with a `leader`), never scheduled; with a `leader` it is a
+/// switchover.
+pub fn failover(body: &[u8]) -> Result<FailoverOrSwitchover, ControlError> {
+    let b: SwitchoverBody = json(body).map_err(bad_request)?;
+    let candidate = name(b.candidate).or(name(b.member)).ok_or_else(|| {
+        bad_request("Failover could be performed only to a specific candidate".into())
+    })?;
+    if b.scheduled_at
+        .as_deref()
+        .is_some_and(|s| !s.trim().is_empty())
+    {
+        return Err(bad_request("Failover can't be scheduled".into()));
+    }
     match name(b.leader) {
-        Some(leader) => switchover_request(leader, candidate, b.scheduled_at)
-            .map(FailoverOrSwitchover::Switchover),
-        None => {
-            if b.scheduled_at.is_some() {
-                return Err("Failover can't be scheduled".into());
-            }
-            let candidate =
-                candidate.ok_or("Failover could be performed only to a specific candidate")?;
-            Ok(FailoverOrSwitchover::Failover(FailoverRequest {
-                candidate,
-            }))
+        Some(leader) => {
+            switchover_request(leader, Some(candidate), None).map(FailoverOrSwitchover::Switchover)
         }
+        None => Ok(FailoverOrSwitchover::Failover(FailoverRequest {
+            candidate,
+        })),
+    }
+}
+
+fn bad_request(message: BadRequest) -> ControlError {
+    ControlError::new(400, message)
+}
+
+/// A schedule as Unix ms: 400 without a time zone, 422 when it does not parse (Patroni's `parse_schedule`;
+/// `action` names the request in the message).
+fn parse_schedule(s: &str, action: &str) -> Result<u64, ControlError> {
+    match parse_rfc3339_ms(s) {
+        Ok(ms) => Ok(ms),
+        // Parses once a zone is added: the zone was missing.
+        Err(_) if parse_rfc3339_ms(&format!("{}Z", s.trim())).is_ok() => Err(ControlError::new(
+            400,
+            format!("Timezone information is mandatory for the scheduled {action}"),
+        )),
+        Err(e) => Err(ControlError::new(
+            422,
+            format!("Unable to parse scheduled timestamp. It should be in an unambiguous format, e.g. ISO 8601 ({e})"),
+        )),
     }
 }
 
@@ -101,24 +132,8 @@ pub fn restart(body: &[u8]) -> Result<RestartRequest, ControlError> {
 
 impl RestartRequest {
     fn schedule(mut self) -> Result<RestartRequest, ControlError> {
-        let Some(s) = self.schedule.as_deref() else {
-            return Ok(self);
-        };
-        match parse_rfc3339_ms(s) {
-            Ok(ms) => self.schedule_ms = Some(ms),
-            // Parses once a zone is added: the zone was missing.
-            Err(_) if parse_rfc3339_ms(&format!("{}Z", s.trim())).is_ok() => {
-                return Err(ControlError::new(
-                    400,
-                    "Timezone information is mandatory for the scheduled restart",
-                ))
-            }
-            Err(e) => {
-                return Err(ControlError::new(
-                    422,
-                    format!("Unable to parse scheduled timestamp. It should be in an unambiguous format, e.g. ISO 8601 ({e})"),
-                ))
-            }
+        if let Some(s) = self.schedule.as_deref() {
+            self.schedule_ms = Some(parse_schedule(s, "restart")?);
         }
         Ok(self)
     }
@@ -188,15 +203,17 @@ fn switchover_request(
     leader: NodeName,
     candidate: Option<NodeName>,
     scheduled_at: Option<String>,
-) -> Result<SwitchoverRequest, BadRequest> {
-    if candidate.as_ref() == Some(&leader) {
-        return Err("Switchover target and source are the same".into());
-    }
+) -> Result<SwitchoverRequest, ControlError> {
     let scheduled_at = scheduled_at.filter(|s| !s.trim().is_empty());
     let scheduled_at_ms = match scheduled_at.as_deref() {
-        Some(s) => Some(parse_rfc3339_ms(s)?),
+        Some(s) => Some(parse_schedule(s, "switchover")?),
         None => None,
     };
+    if candidate.as_ref() == Some(&leader) {
+        return Err(bad_request(
+            "Switchover target and source are the same".into(),
+        ));
+    }
     Ok(SwitchoverRequest {
         leader,
         candidate,
@@ -250,7 +267,16 @@ mod tests {
         assert_eq!(r.scheduled_at_ms, Some(1_893_456_000_000));
         assert!(switchover(br#"{"leader":"a","extra":1}"#)
             .unwrap_err()
+            .message
             .contains("unknown field"));
+        assert_eq!(
+            switchover(br#"{"leader":"a","scheduled_at":"soon"}"#)
+                .unwrap_err()
+                .status,
+            422
+        );
+        let r = switchover(br#"{"leader":"a","member":"b"}"#).unwrap();
+        assert_eq!(r.candidate, Some(NodeName::new("b")));
     }
 
     #[test]
@@ -261,6 +287,7 @@ mod tests {
         ));
         assert!(failover(br#"{"candidate":"b","scheduled_at":"2030-01-01T00:00Z"}"#).is_err());
         assert!(failover(b"{}").is_err());
+        assert_eq!(failover(br#"{"leader":"a"}"#).unwrap_err().status, 400);
     }
 
     #[test]

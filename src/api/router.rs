@@ -9,7 +9,7 @@ use warp::http::{HeaderMap, Method, Response, StatusCode};
 use warp::hyper::Body;
 use warp::{Buf, Filter, Stream};
 
-use super::auth::{Auth, Denied};
+use super::auth::Auth;
 use super::control::{Accepted, ControlError};
 use super::health::{healthy, Check, HealthQuery};
 use super::requests::{self, FailoverOrSwitchover};
@@ -179,7 +179,7 @@ where
             "REST API: refused a control request"
         );
         let mut r = text(denied.status(), denied.message());
-        if denied == Denied::Missing {
+        if denied.status() == 401 {
             r.headers_mut().insert(
                 WWW_AUTHENTICATE,
                 HeaderValue::from_static(ctx.auth.challenge()),
@@ -205,9 +205,7 @@ where
                 200,
                 &c.patch_config(bad(requests::config_patch(&bytes))?).await?,
             ),
-            ("POST", "/switchover") => {
-                accepted(c.switchover(bad(requests::switchover(&bytes))?).await?)
-            }
+            ("POST", "/switchover") => accepted(c.switchover(requests::switchover(&bytes)?).await?),
             ("DELETE", "/restart") => {
                 bad(requests::no_body(&bytes))?;
                 accepted(c.cancel_restart().await?)
@@ -216,7 +214,7 @@ where
                 bad(requests::no_body(&bytes))?;
                 accepted(c.cancel_switchover().await?)
             }
-            ("POST", "/failover") => match bad(requests::failover(&bytes))? {
+            ("POST", "/failover") => match requests::failover(&bytes)? {
                 FailoverOrSwitchover::Failover(r) => accepted(c.failover(r).await?),
                 FailoverOrSwitchover::Switchover(r) => accepted(c.switchover(r).await?),
             },

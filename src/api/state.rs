@@ -33,6 +33,9 @@ pub struct Published {
     pub postmaster_start_time: Option<String>,
     pub postmaster_start_unix_s: Option<f64>,
     pub database_system_identifier: Option<String>,
+    /// A primary's walsenders, as `/patroni`'s `replication` rows (`usename`, `application_name`,
+    /// `client_addr`, `state`, `sync_state`, `sync_priority`).
+    pub replication: Vec<serde_json::Value>,
     /// Unix seconds of the last successful store read.
     pub dcs_last_seen_unix_s: Option<u64>,
     /// Counters and gauges the runtime keeps (metrics only).
@@ -85,6 +88,7 @@ impl Published {
             postmaster_start_time: None,
             postmaster_start_unix_s: None,
             database_system_identifier: None,
+            replication: Vec::new(),
             dcs_last_seen_unix_s: None,
             counters: RuntimeCounters::default(),
             maximum_lag_on_failover_bytes: 1_048_576,

@@ -37,6 +37,9 @@ pub fn patroni_json(p: &Published) -> Value {
     if let Some(r) = &m.replication_state {
         out.insert("replication_state".into(), json!(r));
     }
+    if !p.replication.is_empty() {
+        out.insert("replication".into(), json!(p.replication));
+    }
     if p.status.paused {
         out.insert("pause".into(), json!(true));
     }

@@ -157,24 +157,38 @@ pub async fn pause(ctx: &Ctx, on: bool, wait: bool) -> Result<(), CliError> {
     Ok(())
 }
 
-/// Poll every member's `GET /patroni` until each reports the pause state `on` (or the limit passes).
+/// Poll every member's `GET /patroni` until each reports the pause state `on` (or the limit passes). A
+/// member whose agent does not answer (stopped, its PostgreSQL perhaps still running, as pause allows) or
+/// whose member key is gone from the store (its session or lease expired) is reported, not waited for:
+/// patronictl reads the member keys, and an agent that is gone stops renewing its own.
 async fn wait_for_pause(ctx: &Ctx, to: &[Target], on: bool) -> Result<(), CliError> {
     let state = if on { "pause" } else { "resume" };
     println!("Waiting for every member to {state}...");
     let until = Instant::now() + WAIT_LIMIT;
     loop {
+        let present = ctx.store.read().await.ok().map(|s| s.members);
         let mut behind = Vec::new();
+        let mut gone = Vec::new();
         for t in to {
-            let reported = ctx.rest.get_json(t, "/patroni").await;
-            let paused = reported
-                .as_ref()
-                .map(|v| v.get("pause").and_then(Value::as_bool).unwrap_or(false));
-            if paused != Some(on) {
-                behind.push(t.name.clone());
+            if present.as_ref().is_some_and(|m| !m.contains_key(&t.name)) {
+                gone.push(format!("{} (its member key expired)", t.name));
+                continue;
+            }
+            match ctx.rest.get_json(t, "/patroni").await {
+                None => gone.push(format!("{} (its agent does not answer)", t.name)),
+                Some(v) if v.get("pause").and_then(Value::as_bool).unwrap_or(false) == on => {}
+                Some(_) => behind.push(t.name.clone()),
             }
         }
         if behind.is_empty() {
-            println!("Success: every member reports that it has {state}d");
+            if gone.is_empty() {
+                println!("Success: every member reports that it has {state}d");
+            } else {
+                println!(
+                    "Success: every running member reports that it has {state}d; not waited for: {}",
+                    gone.join(", ")
+                );
+            }
             return Ok(());
         }
         if Instant::now() + WAIT_POLL > until {
@@ -191,6 +205,7 @@ async fn wait_for_pause(ctx: &Ctx, to: &[Target], on: bool) -> Result<(), CliErr
 /// `POST /switchover` to the leader: `{"leader", "candidate"?, "scheduled_at"?}`.
 pub async fn switchover(
     ctx: &Ctx,
+    expected_leader: Option<String>,
     candidate: Option<String>,
     scheduled: Option<String>,
     force: bool,
@@ -206,6 +221,17 @@ pub async fn switchover(
             "cluster {scope} has no leader: a switchover needs one (use failover --candidate NAME)"
         )));
     };
+    if let Some(l) = expected_leader.filter(|l| *l != leader) {
+        return Err(CliError::refused(format!(
+            "{l} is not the leader of cluster {scope} ({leader} is)"
+        )));
+    }
+    if candidate.is_none() && !snapshot.members.keys().any(|m| *m != leader) {
+        // patronictl refuses before sending; the API would answer 412.
+        return Err(CliError::refused(format!(
+            "No candidates found to switchover to: cluster {scope} has no member but its leader {leader}"
+        )));
+    }
     if let Some(c) = &candidate {
         if *c == leader {
             return Err(CliError::refused(format!(

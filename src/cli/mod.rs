@@ -52,6 +52,8 @@ pub enum Command {
         wait: bool,
     },
     Switchover {
+        /// The leader the operator means (`--leader`/`--primary`); refused when it is not the leader.
+        leader: Option<String>,
         candidate: Option<String>,
         /// ISO 8601 with a time zone, or `now`.
         scheduled: Option<String>,
@@ -148,13 +150,22 @@ pub(crate) struct Ctx {
 }
 
 /// Run `command` with the config file `config` (or `$TENURE_CONFIG` from `env`).
+/// `cluster`, when given (patronictl's positional CLUSTER), must be the config's scope.
 pub fn run(
     config: Option<&Path>,
+    cluster: Option<&str>,
     command: Command,
     env: &BTreeMap<String, String>,
 ) -> Result<(), CliError> {
     let file = config_file(config, env)?;
     let config = load_config(&file, env)?;
+    if let Some(c) = cluster.filter(|c| *c != config.scope) {
+        return Err(CliError::usage(format!(
+            "cluster {c} is not the one {} manages (scope {}); tenure works on its config's scope",
+            file.display(),
+            config.scope
+        )));
+    }
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -177,10 +188,11 @@ async fn dispatch(ctx: &Ctx, command: Command) -> Result<(), CliError> {
         Command::Pause { wait } => control::pause(ctx, true, wait).await,
         Command::Resume { wait } => control::pause(ctx, false, wait).await,
         Command::Switchover {
+            leader,
             candidate,
             scheduled,
             force,
-        } => control::switchover(ctx, candidate, scheduled, force).await,
+        } => control::switchover(ctx, leader, candidate, scheduled, force).await,
         Command::Failover { candidate, force } => control::failover(ctx, candidate, force).await,
         Command::EditConfig { set } => control::edit_config(ctx, &set).await,
         Command::Restart {

@@ -149,12 +149,40 @@ pub fn member_from_record(name: &str, record: &MemberRecord) -> Member {
     Member {
         name: NodeName::new(name),
         role: member_role(&record.role),
-        state: member_state(&record.state),
+        state: match (record.state.as_str(), record.replication_state.as_deref()) {
+            // Patroni's (and tenure's) streaming replica: `running` + `replication_state: streaming`.
+            ("running", Some("streaming")) => MemberState::Streaming,
+            (state, _) => member_state(state),
+        },
         api_url: non_empty(&record.api_url),
         conn_url: non_empty(&record.conn_url),
         timeline: record.timeline.map(Timeline),
         lsn: lsn.map(Lsn),
         tags: tags_from_json(&record.tags),
+    }
+}
+
+/// The `state` a member key carries: PostgreSQL's state, as Patroni's `PostgresqlState`. A streaming
+/// replica is `running`; that it streams goes in `replication_state`.
+pub fn wire_state(state: MemberState) -> &'static str {
+    match state {
+        MemberState::Streaming => MemberState::Running.as_str(),
+        other => other.as_str(),
+    }
+}
+
+/// A running replica's `replication_state`, as Patroni 3.x/4.x publish it: `streaming` while its WAL
+/// receiver streams, `in archive recovery` otherwise; nothing for a primary or a replica not running.
+pub fn replication_state(
+    replica: bool,
+    state: MemberState,
+    streaming: bool,
+) -> Option<&'static str> {
+    match (replica, state) {
+        (true, MemberState::Streaming) => Some("streaming"),
+        (true, MemberState::Running) if streaming => Some("streaming"),
+        (true, MemberState::Running) => Some("in archive recovery"),
+        _ => None,
     }
 }
 
@@ -499,6 +527,21 @@ mod tests {
         assert_eq!(m.tags.failover_priority, 3);
         assert_eq!(m.tags.other.get("zone").map(String::as_str), Some("a"));
         assert_eq!(m.tags.other.get("weight").map(String::as_str), Some("5"));
+        // Patroni's streaming replica: state running, replication_state streaming.
+        let patroni = MemberRecord {
+            state: "running".into(),
+            replication_state: Some("streaming".into()),
+            ..r.clone()
+        };
+        assert_eq!(
+            member_from_record("pg2", &patroni).state,
+            MemberState::Streaming
+        );
+        assert_eq!(wire_state(MemberState::Streaming), "running");
+        assert_eq!(
+            replication_state(true, MemberState::Running, false),
+            Some("in archive recovery")
+        );
         let legacy = MemberRecord {
             role: "master".into(),
             state: "who knows".into(),

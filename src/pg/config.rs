@@ -5,18 +5,22 @@ use super::{recovery, write_owned, PgError, PgSettings};
 /// from a data directory that `pg_basebackup` or `pg_rewind` copied from another member.
 pub const TENURE_CONF: &str = "tenure.conf";
 
-/// Rewrite `pg_hba.conf`: scram from loopback for every database and for replication, then the extra lines.
+/// Rewrite `pg_hba.conf`: the configured `postgresql.pg_hba` lines exactly as given (as Patroni writes
+/// them: pg_hba is first-match, so nothing may come before them); tenure's defaults (scram from loopback
+/// for every database and for replication) only when no list is configured.
 pub fn write_hba(settings: &PgSettings) -> Result<(), PgError> {
-    let repl = &settings.replication.username;
     let mut text = String::from("# Written by tenure.\n");
-    text.push_str("local   all          all                     scram-sha-256\n");
-    for net in ["127.0.0.1/32", "::1/128"] {
-        text.push_str(&format!(
-            "host    all          all      {net:<18} scram-sha-256\n"
-        ));
-        text.push_str(&format!(
-            "host    replication  {repl}  {net:<18} scram-sha-256\n"
-        ));
+    if settings.pg_hba.is_empty() {
+        let repl = &settings.replication.username;
+        text.push_str("local   all          all                     scram-sha-256\n");
+        for net in ["127.0.0.1/32", "::1/128"] {
+            text.push_str(&format!(
+                "host    all          all      {net:<18} scram-sha-256\n"
+            ));
+            text.push_str(&format!(
+                "host    replication  {repl}  {net:<18} scram-sha-256\n"
+            ));
+        }
     }
     for line in &settings.pg_hba {
         text.push_str(line);

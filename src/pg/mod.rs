@@ -79,7 +79,7 @@ pub struct PgSettings {
     pub rewind: Credentials,
     /// Extra GUCs written into the tenure-managed config file; they win over the defaults tenure writes.
     pub parameters: BTreeMap<String, String>,
-    /// Extra `pg_hba.conf` lines, placed after tenure's loopback rules (other members' networks).
+    /// `postgresql.pg_hba`: the whole `pg_hba.conf`, as given; empty means tenure's loopback scram defaults.
     pub pg_hba: Vec<String>,
     /// Run every binary as this user via `runuser -u <user> --` (tests run as root); `None` in production,
     /// where the agent itself is the postgres user.

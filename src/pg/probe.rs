@@ -35,6 +35,11 @@ pub struct RunningStatus {
     pub pending_restart: bool,
     /// `server_version_num`, e.g. 150020.
     pub server_version: u32,
+    /// `pg_postmaster_start_time()` as PostgreSQL prints it, and as Unix seconds (`/patroni`, metrics).
+    pub postmaster_start_time: String,
+    pub postmaster_start_unix_s: f64,
+    /// A primary's walsenders (`/patroni`'s `replication`); empty on a replica.
+    pub replication: Vec<ReplicationRow>,
 }
 
 /// Local PostgreSQL in the adapter's richer types (the divergence check needs them).
@@ -59,6 +64,7 @@ pub struct WalReceiver {
 /// A row of `pg_stat_replication` (on the upstream).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ReplicationRow {
+    pub usename: Option<String>,
     pub application_name: String,
     pub client_addr: Option<String>,
     pub state: String,
@@ -67,6 +73,7 @@ pub struct ReplicationRow {
     pub write_lsn: Option<Lsn>,
     pub flush_lsn: Option<Lsn>,
     pub replay_lsn: Option<Lsn>,
+    pub sync_priority: i32,
 }
 
 impl RunningStatus {
@@ -176,7 +183,8 @@ pub async fn running_status(
         .query_one(
             "SELECT pg_is_in_recovery(), system_identifier::text, \
              (SELECT coalesce(bool_or(pending_restart), false) FROM pg_settings), \
-             current_setting('server_version_num')::int \
+             current_setting('server_version_num')::int, pg_postmaster_start_time()::text, \
+             extract(epoch FROM pg_postmaster_start_time())::float8 \
              FROM pg_control_system()",
             &[],
         )
@@ -185,6 +193,8 @@ pub async fn running_status(
     let sysid: String = row.get(1);
     let pending_restart: bool = row.get(2);
     let server_version = u32::try_from(row.get::<_, i32>(3)).unwrap_or(0);
+    let postmaster_start_time: String = row.get(4);
+    let postmaster_start_unix_s: f64 = row.get(5);
     let system_id = SystemId(
         sysid
             .parse()
@@ -213,6 +223,9 @@ pub async fn running_status(
             upstream: None,
             pending_restart,
             server_version,
+            postmaster_start_time,
+            postmaster_start_unix_s,
+            replication: replication(client).await?,
         });
     }
     let row = client
@@ -256,6 +269,9 @@ pub async fn running_status(
         upstream: recovery::configured_upstream(settings),
         pending_restart,
         server_version,
+        postmaster_start_time,
+        postmaster_start_unix_s,
+        replication: Vec::new(),
     })
 }
 
@@ -264,7 +280,8 @@ pub async fn replication(client: &Client) -> Result<Vec<ReplicationRow>, PgError
     let rows = client
         .query(
             "SELECT application_name, host(client_addr), state, sync_state, sent_lsn::text, write_lsn::text, \
-             flush_lsn::text, replay_lsn::text FROM pg_stat_replication ORDER BY application_name",
+             flush_lsn::text, replay_lsn::text, usename::text, sync_priority \
+             FROM pg_stat_replication ORDER BY application_name",
             &[],
         )
         .await?;
@@ -279,6 +296,8 @@ pub async fn replication(client: &Client) -> Result<Vec<ReplicationRow>, PgError
                 write_lsn: parse_lsn(r.get(5))?,
                 flush_lsn: parse_lsn(r.get(6))?,
                 replay_lsn: parse_lsn(r.get(7))?,
+                usename: r.get(8),
+                sync_priority: r.get::<_, Option<i32>>(9).unwrap_or(0),
             })
         })
         .collect()

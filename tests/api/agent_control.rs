@@ -29,7 +29,6 @@ async fn start() -> AgentApi {
 }
 
 async fn start_with(published: tenure::api::Published) -> AgentApi {
-    let (_tx, rx) = watch::channel(published);
     // Never contacted by these requests: they go to the loop, not to the store.
     let dcs = ConsulDcs::new(ConsulSettings::new(
         "http://127.0.0.1:9",
@@ -38,10 +37,15 @@ async fn start_with(published: tenure::api::Published) -> AgentApi {
         TTL_MS,
     ))
     .expect("consul settings");
+    start_on(published, Arc::new(dcs)).await
+}
+
+async fn start_on(published: tenure::api::Published, dcs: Arc<dyn tenure::dcs::Dcs>) -> AgentApi {
+    let (_tx, rx) = watch::channel(published);
     let (request_tx, requests) = mpsc::channel(1);
     let reload = Arc::new(Notify::new());
     let control = Arc::new(StoreControl {
-        dcs: Arc::new(dcs),
+        dcs,
         published: rx.clone(),
         timeout_ms: 1_000,
         requests: request_tx,
@@ -576,4 +580,117 @@ async fn switchover_checks_the_store_now_and_accepted_writes_wake_the_loop() {
         .expect("config written");
     assert_eq!(merged["pause"], true);
     assert!(woken().await, "config written: the loop wakes");
+}
+
+/// Patroni's answers (api.py `do_POST_failover`, `parse_schedule`, `is_failover_possible`,
+/// `do_DELETE_switchover`) to the requests it refuses, checked over HTTP against the store double.
+#[tokio::test]
+async fn switchover_and_failover_refusals_match_patroni() {
+    use crate::support::consul_server::{ConsulTestOptions, ConsulTestServer};
+    use tenure::dcs::Dcs;
+    let consul = ConsulTestServer::start(ConsulTestOptions::default()).await;
+    let store = |name: &str| {
+        ConsulDcs::new(ConsulSettings::new(&consul.url(), "batman", name, 120_000))
+            .expect("consul settings")
+    };
+    let deadline = || tokio::time::Instant::now() + std::time::Duration::from_secs(3);
+    let pg1 = store("pg1");
+    pg1.ensure_session(deadline()).await.unwrap();
+    pg1.acquire_leader(deadline()).await.unwrap();
+    pg1.publish_member(&record("primary", 50_000), deadline())
+        .await
+        .unwrap();
+    let api = start_on(with_cluster(primary(NOW + 10_000)), Arc::new(store("pg1"))).await;
+    let send = |path: &'static str, body: &'static str| {
+        let rq = api.post(path, body, true);
+        async move {
+            let r = rq.send().await.unwrap();
+            (r.status().as_u16(), r.text().await.unwrap())
+        }
+    };
+    // The leader alone: nobody to switch over to.
+    assert_eq!(
+        send("/switchover", r#"{"leader":"pg1"}"#).await,
+        (
+            412,
+            "switchover is not possible: cluster does not have members except leader".into()
+        )
+    );
+    // A failover needs a candidate, with or without a leader.
+    for body in [r#"{"leader":"pg1"}"#, "{}"] {
+        assert_eq!(
+            send("/failover", body).await,
+            (
+                400,
+                "Failover could be performed only to a specific candidate".into()
+            ),
+            "{body}"
+        );
+    }
+    // Schedules: no time zone 400, in the past or unparsable 422.
+    let (code, text) = send(
+        "/switchover",
+        r#"{"leader":"pg1","scheduled_at":"2000-01-01T00:00:00+00:00"}"#,
+    )
+    .await;
+    assert_eq!(
+        (code, text.as_str()),
+        (422, "Cannot schedule switchover in the past")
+    );
+    let (code, text) = send(
+        "/switchover",
+        r#"{"leader":"pg1","scheduled_at":"next tuesday"}"#,
+    )
+    .await;
+    assert_eq!(code, 422, "{text}");
+    assert!(
+        text.starts_with("Unable to parse scheduled timestamp"),
+        "{text}"
+    );
+    let (code, text) = send(
+        "/switchover",
+        r#"{"leader":"pg1","scheduled_at":"2099-01-01T00:00:00"}"#,
+    )
+    .await;
+    assert_eq!(code, 400, "{text}");
+    // Nothing scheduled: 404, and after a scheduled one is deleted, 404 again.
+    let cancel = || {
+        api.http
+            .delete(format!("{}/switchover", api.base))
+            .basic_auth("admin", Some("s3cret"))
+    };
+    let r = cancel().send().await.unwrap();
+    assert_eq!(
+        (r.status().as_u16(), r.text().await.unwrap()),
+        (404, "no switchover is scheduled".into())
+    );
+    let (code, text) = send(
+        "/switchover",
+        r#"{"leader":"pg1","scheduled_at":"2099-01-01T00:00:00+00:00"}"#,
+    )
+    .await;
+    assert_eq!((code, text.as_str()), (202, "Switchover scheduled"));
+    let r = cancel().send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    let r = cancel().send().await.unwrap();
+    assert_eq!(r.status(), 404, "the second DELETE finds nothing scheduled");
+    // In pause a switchover cannot be scheduled, and nothing is written.
+    pg1.cas_config(&serde_json::json!({"pause": true}), None, deadline())
+        .await
+        .unwrap();
+    let (code, text) = send(
+        "/switchover",
+        r#"{"leader":"pg1","candidate":"pg2","scheduled_at":"2099-01-01T00:00:00+00:00"}"#,
+    )
+    .await;
+    assert_eq!(
+        (code, text.as_str()),
+        (400, "Can't schedule switchover in the paused state")
+    );
+    let snap = pg1.get_cluster(true, deadline()).await.unwrap();
+    assert_eq!(
+        snap.switchover, None,
+        "a refused schedule writes no failover key"
+    );
+    api.shutdown().await;
 }

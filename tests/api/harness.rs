@@ -176,6 +176,18 @@ impl Api {
         auth: Auth,
         body: &str,
     ) -> (StatusCode, String) {
+        let r = self.request(method, path, auth, body).await;
+        (r.status(), r.text().await.unwrap())
+    }
+
+    /// The whole response, headers included.
+    pub async fn request(
+        &self,
+        method: Method,
+        path: &str,
+        auth: Auth,
+        body: &str,
+    ) -> reqwest::Response {
         let mut rq = self
             .http
             .request(method, format!("{}{path}", self.base))
@@ -185,8 +197,7 @@ impl Api {
             Auth::Basic(u, p) => rq.basic_auth(u, Some(p)),
             Auth::Bearer(t) => rq.bearer_auth(t),
         };
-        let r = rq.send().await.unwrap();
-        (r.status(), r.text().await.unwrap())
+        rq.send().await.unwrap()
     }
 
     pub async fn shutdown(mut self) {

@@ -168,7 +168,7 @@ mod semantics {
         let (_, _, text) = get(&s, &format!("/v1/session/info/{id}")).await;
         let info = &serde_json::from_str::<Value>(&text).expect("json")[0];
         assert_eq!(info["Name"], "sem-a");
-        assert_eq!(info["TTL"], "500ms", "session TTL is half the HA ttl");
+        assert_eq!(info["TTL"], "0.5s", "session TTL is half the HA ttl");
         assert_eq!(info["Behavior"], "delete");
         assert_eq!(
             info["LockDelay"], 1_000_000,
@@ -532,5 +532,67 @@ mod semantics {
             ConsulDcs::new(settings),
             Err(SetupError::HalfIdentity)
         ));
+    }
+
+    /// Consul decodes a session body with Go's encoding/json: field names match case-insensitively and
+    /// unknown fields are ignored. python-consul (Patroni's client) sends lower-case names; a session made
+    /// from them must carry its TTL and behaviour, and expire (the double once made it immortal).
+    #[tokio::test]
+    async fn session_bodies_decode_case_insensitively_as_consul_does() {
+        let s = server().await;
+        let id = session(
+            &s,
+            json!({"name": "batman-pg1", "checks": [], "lockdelay": "0.001s",
+                   "behavior": "delete", "ttl": "0.3s", "somethingnew": 1}),
+        )
+        .await;
+        let (code, _, text) = get(&s, &format!("/v1/session/info/{id}")).await;
+        assert_eq!(code, 200, "{text}");
+        let info = &serde_json::from_str::<Value>(&text).unwrap()[0];
+        assert_eq!(info["Name"], "batman-pg1", "{info}");
+        assert_eq!(info["TTL"], "0.3s", "{info}");
+        assert_eq!(info["Behavior"], "delete", "{info}");
+        assert_eq!(info["LockDelay"], 1_000_000, "{info}");
+        assert_eq!(info["NodeChecks"], json!([]), "{info}");
+        let (code, text) = put(&s, &format!("/v1/kv/k?acquire={id}"), "v").await;
+        assert_eq!((code, text.as_str()), (200, "true"));
+        // The session expires within [TTL, 2·TTL] and takes the key with it (behavior delete).
+        let gone = async {
+            loop {
+                if get(&s, "/v1/kv/k").await.0 == 404 {
+                    break;
+                }
+                sleep(Duration::from_millis(20)).await;
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(3), gone)
+            .await
+            .expect("the session expired and deleted its key");
+        // Mixed case too; a value of the wrong type is a decode error, as in Go.
+        let id = session(&s, json!({"Ttl": "10s", "BEHAVIOR": "release"})).await;
+        let (_, _, text) = get(&s, &format!("/v1/session/info/{id}")).await;
+        let info = &serde_json::from_str::<Value>(&text).unwrap()[0];
+        assert_eq!(
+            (info["TTL"].as_str(), info["Behavior"].as_str()),
+            (Some("10s"), Some("release"))
+        );
+        let (code, text) = put(&s, "/v1/session/create", r#"{"ttl": 10}"#).await;
+        assert_eq!(code, 400, "{text}");
+        assert!(text.starts_with("Request decode failed"), "{text}");
+        let (code, text) = put(&s, "/v1/session/create", "[]").await;
+        assert_eq!(code, 400, "{text}");
+    }
+
+    /// `GET /v1/agent/self`: Patroni's `adjust_ttl` reads `Config.SessionTTLMin` (ns) after Consul refused its
+    /// TTL; today's Consul has it in `DebugConfig`.
+    #[tokio::test]
+    async fn agent_self_reports_the_session_ttl_minimum() {
+        let s = server().await;
+        let (code, _, text) = get(&s, "/v1/agent/self").await;
+        assert_eq!(code, 200, "{text}");
+        let v: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(v["Config"]["SessionTTLMin"], 100_000_000u64, "{v}");
+        assert_eq!(v["DebugConfig"]["SessionTTLMin"], "100ms", "{v}");
+        assert!(v["Config"]["Datacenter"].is_string(), "{v}");
     }
 }

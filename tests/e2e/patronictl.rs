@@ -212,3 +212,107 @@ fn patronictl_schedules_lists_and_flushes_a_restart_and_restarts_a_pending_one()
     );
     c.assert_never_two_primaries();
 }
+
+/// `GET /patroni` and the member keys carry Patroni 4.x's fields with Patroni's types: a streaming replica
+/// is `state: running` with `replication_state: streaming` (deployment checks assert `running`), the primary
+/// lists its walsenders under `replication`, and both name the database system. patronictl (3.0.2 shows the
+/// member key's `state`) sees every member `running`; `tenure list`, like Patroni 4's patronictl, shows a
+/// replica's `replication_state`.
+#[test]
+fn status_and_member_keys_carry_patronis_fields() {
+    let mut c = Cluster::start(StoreKind::Etcd);
+    let scope = c.nodes[0].scope.clone();
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = patronictl_config(&c, &dir);
+    let p = c.primary().expect("a primary");
+    let replicas: Vec<usize> = (0..c.nodes.len()).filter(|i| *i != p).collect();
+    let ready = c.wait_until(
+        "both replicas streaming and listed by the primary",
+        Duration::from_secs(30),
+        |c| {
+            let st = c.patroni(p);
+            let n = st.get("replication")?.as_array()?.len();
+            let streaming = replicas
+                .iter()
+                .all(|r| c.patroni(*r)["replication_state"] == "streaming");
+            (n == replicas.len() && streaming).then_some(st)
+        },
+    );
+    let sysid = ready["database_system_identifier"]
+        .as_str()
+        .expect("database_system_identifier is a string")
+        .to_string();
+    assert!(sysid.parse::<u64>().is_ok(), "{sysid}");
+    for (i, st) in
+        std::iter::once((p, ready.clone())).chain(replicas.iter().map(|r| (*r, c.patroni(*r))))
+    {
+        assert_eq!(st["state"], "running", "{st}");
+        assert_eq!(st["database_system_identifier"], sysid.as_str(), "{st}");
+        assert!(st["dcs_last_seen"].is_u64(), "{st}");
+        assert!(st["server_version"].is_u64(), "{st}");
+        assert!(st["timeline"].is_u64(), "{st}");
+        assert!(st["postmaster_start_time"].is_string(), "{st}");
+        assert_eq!(st["patroni"]["scope"], scope.as_str(), "{st}");
+        assert_eq!(st["patroni"]["name"], c.nodes[i].name.as_str(), "{st}");
+        assert!(st["patroni"]["version"].is_string(), "{st}");
+    }
+    assert_eq!(ready["role"], "primary");
+    assert!(ready["xlog"]["location"].is_u64(), "{ready}");
+    assert!(ready.get("replication_state").is_none(), "{ready}");
+    for row in ready["replication"].as_array().unwrap() {
+        for (k, is) in [
+            (
+                "usename",
+                serde_json::Value::is_string as fn(&serde_json::Value) -> bool,
+            ),
+            ("application_name", serde_json::Value::is_string),
+            ("client_addr", serde_json::Value::is_string),
+            ("state", serde_json::Value::is_string),
+            ("sync_state", serde_json::Value::is_string),
+            ("sync_priority", serde_json::Value::is_u64),
+        ] {
+            assert!(is(&row[k]), "{k} in {row}");
+        }
+        assert_eq!(row["state"], "streaming", "{row}");
+    }
+    for r in &replicas {
+        let st = c.patroni(*r);
+        assert_eq!(st["role"], "replica", "{st}");
+        assert!(st["xlog"]["received_location"].is_u64(), "{st}");
+        assert!(st["xlog"]["replayed_location"].is_u64(), "{st}");
+        assert!(st["xlog"]["paused"].is_boolean(), "{st}");
+    }
+    // The member keys, as patronictl reads them: every member `running`.
+    let rows = c.wait_until(
+        "patronictl list to show every member running",
+        Duration::from_secs(15),
+        |_| {
+            let out = patronictl(&cfg, &["list", &scope, "-f", "json"]);
+            let rows: Vec<serde_json::Value> = serde_json::from_str(&out).ok()?;
+            rows.iter().all(|m| m["State"] == "running").then_some(rows)
+        },
+    );
+    assert_eq!(rows.len(), 3, "{rows:?}");
+    // tenure's own reader of the member key: replicas show their replication state.
+    let out = tenure_cli(&c, &["list", "-f", "json"]);
+    let rows: Vec<serde_json::Value> = serde_json::from_str(&out).unwrap();
+    let streaming = rows.iter().filter(|m| m["State"] == "streaming").count();
+    assert_eq!(streaming, 2, "{out}");
+    c.assert_never_two_primaries();
+}
+
+/// `tenure ARGS -c <node 0's config>`.
+fn tenure_cli(c: &Cluster, args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_tenure"))
+        .args(args)
+        .arg("-c")
+        .arg(c.nodes[0].config_path())
+        .output()
+        .expect("run tenure");
+    assert!(
+        out.status.success(),
+        "tenure {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}

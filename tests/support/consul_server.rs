@@ -290,6 +290,7 @@ async fn handle(shared: &Shared, req: &Request) -> Response {
     }
     let mut st = shared.lock();
     match (req.method.as_str(), path) {
+        ("GET", "/v1/agent/self") => Response::json(200, &agent_self(&shared.opts)),
         ("PUT", "/v1/session/create") => st.session_create(&shared.opts, &req.body),
         ("PUT", p) if p.starts_with("/v1/session/renew/") => {
             st.session_renew(&p["/v1/session/renew/".len()..])
@@ -310,6 +311,30 @@ async fn handle(shared: &Shared, req: &Request) -> Response {
         }
         _ => Response::text(404, "no such endpoint in the Consul test double"),
     }
+}
+
+/// `GET /v1/agent/self`, the parts a client reads: today's Consul reports the agent's `session_ttl_min` in
+/// `DebugConfig.SessionTTLMin` (a Go duration string); Consul before 1.0 had it in `Config` as nanoseconds,
+/// which is where Patroni's `adjust_ttl` still looks (it calls this after an "Invalid Session TTL" answer),
+/// so both are served.
+fn agent_self(opts: &ConsulTestOptions) -> Value {
+    json!({
+        "Config": {
+            "Datacenter": "dc1",
+            "PrimaryDatacenter": "dc1",
+            "NodeName": "test-double",
+            "NodeID": "00000000-0000-0000-0000-000000000001",
+            "Revision": "test-double",
+            "Server": true,
+            "Version": "1.16.0",
+            "SessionTTLMin": opts.session_ttl_min_ms * 1_000_000,
+        },
+        "DebugConfig": {
+            "SessionTTLMin": format!("{}ms", opts.session_ttl_min_ms),
+        },
+        "Member": {"Name": "test-double", "Addr": "127.0.0.1", "Port": 8301, "Status": 1},
+        "Meta": {},
+    })
 }
 
 /// `GET /v1/kv/<key>`: plain, `?recurse`, or blocking with `?index=&wait=`.

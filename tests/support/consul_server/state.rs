@@ -36,6 +36,8 @@ pub struct Entry {
 pub struct Session {
     pub name: String,
     pub ttl_ms: u64,
+    /// The TTL as the client wrote it: Consul stores and reports that string.
+    pub ttl: String,
     pub delete: bool,
     pub lock_delay_ms: u64,
     pub expires_at: Option<Instant>,
@@ -51,7 +53,7 @@ pub fn session_json(id: &str, s: &Session) -> Value {
     json!({
         "ID": id, "Name": s.name, "Node": "test-double", "LockDelay": s.lock_delay_ms * 1_000_000,
         "Behavior": if s.delete { "delete" } else { "release" },
-        "TTL": if s.ttl_ms > 0 { format!("{}ms", s.ttl_ms) } else { String::new() },
+        "TTL": s.ttl,
         "NodeChecks": s.node_checks, "ServiceChecks": [], "CreateIndex": s.create_index, "ModifyIndex": s.create_index,
     })
 }
@@ -104,19 +106,41 @@ impl State {
     }
 
     pub fn session_create(&mut self, opts: &ConsulTestOptions, body: &[u8]) -> Response {
+        // Consul decodes the body with Go's encoding/json into `structs.Session`: field names match
+        // case-insensitively (python-consul sends `ttl`, `behavior`, `lockdelay`, `checks`), unknown fields
+        // are ignored, and a value of the wrong type is a decode error (400).
         let req: Value = if body.is_empty() {
             json!({})
         } else {
             match serde_json::from_slice(body) {
-                Ok(v) => v,
+                Ok(v @ Value::Object(_)) | Ok(v @ Value::Null) => v,
+                Ok(other) => {
+                    return Response::text(
+                        400,
+                        &format!("Request decode failed: json: cannot unmarshal {} into Go value of type structs.Session", go_kind(&other)),
+                    )
+                }
                 Err(e) => return Response::text(400, &format!("Request decode failed: {e}")),
             }
         };
-        let ttl_ms = match req
-            .get("TTL")
-            .and_then(Value::as_str)
-            .filter(|s| !s.is_empty())
-        {
+        let text = |name: &str| -> Result<Option<String>, Response> {
+            match go_field(&req, name) {
+                None | Some(Value::Null) => Ok(None),
+                Some(Value::String(s)) => Ok(Some(s.clone())),
+                Some(other) => Err(Response::text(
+                    400,
+                    &format!(
+                        "Request decode failed: json: cannot unmarshal {} into Go struct field Session.{name} of type string",
+                        go_kind(other)
+                    ),
+                )),
+            }
+        };
+        let (ttl, behavior, name) = match (text("TTL"), text("Behavior"), text("Name")) {
+            (Ok(t), Ok(b), Ok(n)) => (t, b, n),
+            (Err(r), _, _) | (_, Err(r), _) | (_, _, Err(r)) => return r,
+        };
+        let ttl_ms = match ttl.as_deref().filter(|s| !s.is_empty()) {
             None => 0,
             Some(t) => match parse_go_duration_ms(t) {
                 Some(ms) if (opts.session_ttl_min_ms..=MAX_TTL_MS).contains(&ms) => ms,
@@ -129,8 +153,9 @@ impl State {
                 }
             },
         };
-        // Default 15 s; a bare number below 1000 means seconds, else nanoseconds (`FixupLockDelay`).
-        let lock_delay_ms = match req.get("LockDelay") {
+        // Default 15 s; a bare number below 1000 means seconds, else nanoseconds (`FixupLockDelay`, which
+        // also finds the key case-insensitively).
+        let lock_delay_ms = match go_field(&req, "LockDelay") {
             None | Some(Value::Null) => Some(15_000),
             Some(Value::String(s)) => parse_go_duration_ms(s),
             Some(Value::Number(n)) => n.as_f64().map(|n| {
@@ -145,20 +170,12 @@ impl State {
         let Some(lock_delay_ms) = lock_delay_ms.filter(|ms| *ms <= 60_000) else {
             return Response::text(400, "Request decode failed: bad LockDelay");
         };
-        let delete = match req
-            .get("Behavior")
-            .and_then(Value::as_str)
-            .unwrap_or("release")
-        {
+        let delete = match behavior.as_deref().unwrap_or("release") {
             "delete" => true,
             "release" | "" => false,
             other => return Response::text(400, &format!("Invalid Behavior setting '{other}'")),
         };
-        let name = req
-            .get("Name")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_string();
+        let name = name.unwrap_or_default();
         let id = format!(
             "{:08x}-{:04x}-{:04x}-{:04x}-{:012x}",
             self.random(u64::from(u32::MAX)),
@@ -168,7 +185,7 @@ impl State {
             self.random(0xffff_ffff_ffff)
         );
         // `FixupChecks`: given neither `Checks` nor `NodeChecks`, Consul binds the session to `serfHealth`.
-        let node_checks = match req.get("Checks").or_else(|| req.get("NodeChecks")) {
+        let node_checks = match go_field(&req, "Checks").or_else(|| go_field(&req, "NodeChecks")) {
             None => vec!["serfHealth".to_string()],
             Some(v) => v
                 .as_array()
@@ -185,6 +202,11 @@ impl State {
             Session {
                 name,
                 ttl_ms,
+                ttl: if ttl_ms > 0 {
+                    ttl.unwrap_or_default()
+                } else {
+                    String::new()
+                },
                 delete,
                 lock_delay_ms,
                 expires_at: None,
@@ -389,5 +411,28 @@ impl State {
         }
         self.kv_changed(index, changes);
         Response::json(200, &json!(true))
+    }
+}
+
+/// A field of a JSON object as Go's encoding/json finds it for a struct field: the exact name first, else
+/// any key equal to it ignoring ASCII case.
+pub fn go_field<'a>(obj: &'a Value, name: &str) -> Option<&'a Value> {
+    let map = obj.as_object()?;
+    map.get(name).or_else(|| {
+        map.iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v)
+    })
+}
+
+/// How Go's decoder names a JSON value's kind in its errors.
+fn go_kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "bool",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
     }
 }

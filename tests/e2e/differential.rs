@@ -1,0 +1,582 @@
+//! The differential test: a Patroni 3.0.2 cluster and a tenure cluster, each on its own Consul test double
+//! (the same kind of store), one after the other (two cores), are driven through the same steps; what a
+//! client sees (status codes, `WWW-Authenticate`, the JSON fields present and their types, the member keys'
+//! and the `failover` key's JSON) is recorded for both and compared. Every difference must be a row of the
+//! table in `docs/differences.md`; an unlisted difference fails the test. `cargo test --test differential`.
+#[path = "../support/mod.rs"]
+#[allow(dead_code)]
+mod support;
+
+#[path = "patroni_harness.rs"]
+#[allow(dead_code)]
+mod patroni_harness;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use serde_json::Value;
+use support::cluster::{serial, Cluster, StoreKind};
+
+/// One cluster as the probes see it.
+struct Target<'a> {
+    rt: &'a tokio::runtime::Runtime,
+    primary: SocketAddr,
+    replica: SocketAddr,
+    leader: String,
+    consul: String,
+    scope: String,
+    user: (&'a str, &'a str),
+}
+
+/// What a client saw: `probe -> field -> kind` (`status` holds the code, `www-authenticate` present/absent).
+type Seen = BTreeMap<String, BTreeMap<String, String>>;
+
+enum Auth {
+    None,
+    Good,
+    Wrong,
+}
+
+impl Target<'_> {
+    fn call(
+        &self,
+        at: SocketAddr,
+        method: &str,
+        path: &str,
+        auth: Auth,
+        body: Option<&str>,
+    ) -> (u16, bool, String) {
+        self.rt.block_on(async {
+            let client = reqwest::Client::new();
+            let m = reqwest::Method::from_bytes(method.as_bytes()).unwrap();
+            let mut rq = client
+                .request(m, format!("http://{at}{path}"))
+                .timeout(Duration::from_secs(30));
+            rq = match auth {
+                Auth::None => rq,
+                Auth::Good => rq.basic_auth(self.user.0, Some(self.user.1)),
+                Auth::Wrong => rq.basic_auth(self.user.0, Some("wrong-password")),
+            };
+            if let Some(b) = body {
+                rq = rq
+                    .header("content-type", "application/json")
+                    .body(b.to_string());
+            }
+            let r = rq.send().await.expect("the REST API answers");
+            let challenge = r.headers().contains_key("www-authenticate");
+            (
+                r.status().as_u16(),
+                challenge,
+                r.text().await.unwrap_or_default(),
+            )
+        })
+    }
+
+    /// A key's raw value.
+    fn kv_raw(&self, key: &str) -> Option<String> {
+        self.rt.block_on(async {
+            let url = format!("{}/v1/kv/service/{}/{key}", self.consul, self.scope);
+            let r = reqwest::get(url).await.ok()?;
+            if r.status() != 200 {
+                return None;
+            }
+            let v: Value = serde_json::from_str(&r.text().await.ok()?).ok()?;
+            use base64::Engine as _;
+            let raw = base64::engine::general_purpose::STANDARD
+                .decode(v[0]["Value"].as_str().unwrap_or_default())
+                .ok()?;
+            String::from_utf8(raw).ok()
+        })
+    }
+
+    fn kv_json(&self, key: &str) -> Option<Value> {
+        self.rt.block_on(async {
+            let url = format!("{}/v1/kv/service/{}/{key}", self.consul, self.scope);
+            let r = reqwest::get(url).await.ok()?;
+            if r.status() != 200 {
+                return None;
+            }
+            let v: Value = serde_json::from_str(&r.text().await.ok()?).ok()?;
+            use base64::Engine as _;
+            let raw = base64::engine::general_purpose::STANDARD
+                .decode(v[0]["Value"].as_str()?)
+                .ok()?;
+            serde_json::from_slice(&raw).ok()
+        })
+    }
+}
+
+/// The JSON's shape: every field path with its kind; arrays merge their elements (`a[].b`).
+fn shape(v: &Value, path: &str, out: &mut BTreeMap<String, String>) {
+    let kind = match v {
+        Value::Null => "null",
+        Value::Bool(_) => "bool",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    };
+    if !path.is_empty() {
+        // Array elements of different kinds (a number here, null there) show as `null|number`.
+        let merged = match out.get(path) {
+            Some(k) if k != kind => {
+                let mut kinds: Vec<&str> = k.split('|').chain([kind]).collect();
+                kinds.sort_unstable();
+                kinds.dedup();
+                kinds.join("|")
+            }
+            _ => kind.to_string(),
+        };
+        out.insert(path.to_string(), merged);
+    }
+    match v {
+        Value::Object(m) => {
+            for (k, x) in m {
+                let p = if path.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{path}.{k}")
+                };
+                shape(x, &p, out);
+            }
+        }
+        Value::Array(a) => {
+            for x in a {
+                shape(x, &format!("{path}[]"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+fn record(seen: &mut Seen, probe: &str, code: u16, challenge: bool, body: &str) {
+    let mut fields = BTreeMap::new();
+    fields.insert("status".into(), code.to_string());
+    fields.insert(
+        "www-authenticate".into(),
+        if challenge { "present" } else { "absent" }.into(),
+    );
+    // `/config` (and `PATCH /config`'s answer) holds each cluster's own settings: only the status is compared.
+    let parsed = serde_json::from_str::<Value>(body).ok();
+    let own_settings = probe.starts_with("GET /config") || probe.starts_with("PATCH /config");
+    if let Some(v) = parsed.filter(|_| !own_settings) {
+        if v.is_object() {
+            shape(&v, "", &mut fields);
+            values(&v, &mut fields);
+        }
+    }
+    seen.insert(probe.to_string(), fields);
+}
+
+/// The values clients branch on, compared as values (`=role`), not only as kinds.
+fn values(v: &Value, fields: &mut BTreeMap<String, String>) {
+    for k in ["state", "role", "replication_state"] {
+        if let Some(x) = v.get(k).and_then(Value::as_str) {
+            fields.insert(format!("={k}"), x.to_string());
+        }
+    }
+}
+
+/// `*` matches any run of characters.
+fn glob(pattern: &str, s: &str) -> bool {
+    match pattern.split_once('*') {
+        None => pattern == s,
+        Some((head, rest)) => {
+            let Some(tail) = s.strip_prefix(head) else {
+                return false;
+            };
+            (0..=tail.len()).any(|i| tail.is_char_boundary(i) && glob(rest, &tail[i..]))
+        }
+    }
+}
+
+/// Drive `t` through the steps; the same for both clusters.
+fn observe(t: &Target) -> Seen {
+    let mut seen = Seen::new();
+    let gets = [
+        "/patroni",
+        "/primary",
+        "/replica",
+        "/replica?lag=1",
+        "/replica?tag_nosuchtag=1",
+        "/read-only",
+        "/leader",
+        "/health",
+        "/liveness",
+        "/readiness",
+        "/cluster",
+        "/history",
+        "/config",
+    ];
+    for (role, at) in [("primary", t.primary), ("replica", t.replica)] {
+        for path in gets {
+            let (code, ch, body) = t.call(at, "GET", path, Auth::None, None);
+            record(&mut seen, &format!("GET {path} ({role})"), code, ch, &body);
+        }
+    }
+    let leader = &t.leader;
+    let steps: Vec<(&str, &str, Auth, String)> = vec![
+        ("POST", "/restart", Auth::None, "{}".into()),
+        ("POST", "/restart", Auth::Wrong, "{}".into()),
+        ("PATCH", "/config", Auth::None, r#"{"pause":true}"#.into()),
+        ("PATCH", "/config", Auth::Wrong, r#"{"pause":true}"#.into()),
+        ("POST", "/switchover", Auth::Good, "{".into()),
+        (
+            "POST",
+            "/switchover",
+            Auth::Good,
+            format!(r#"{{"leader":"{leader}","candidate":"nobody"}}"#),
+        ),
+        (
+            "POST",
+            "/switchover",
+            Auth::Good,
+            r#"{"leader":"nobody"}"#.to_string(),
+        ),
+        ("POST", "/failover", Auth::Good, "{}".into()),
+        (
+            "POST",
+            "/failover",
+            Auth::Good,
+            format!(r#"{{"leader":"{leader}"}}"#),
+        ),
+        (
+            "POST",
+            "/switchover",
+            Auth::Good,
+            format!(r#"{{"leader":"{leader}","scheduled_at":"2000-01-01T00:00:00+00:00"}}"#),
+        ),
+        (
+            "POST",
+            "/switchover",
+            Auth::Good,
+            format!(r#"{{"leader":"{leader}","scheduled_at":"next tuesday"}}"#),
+        ),
+        ("DELETE", "/switchover", Auth::Good, String::new()),
+    ];
+    for (i, (method, path, auth, body)) in steps.into_iter().enumerate() {
+        let label = match auth {
+            Auth::None => "no credentials",
+            Auth::Wrong => "wrong credentials",
+            Auth::Good => "good credentials",
+        };
+        let shown = body.replace(leader.as_str(), "LEADER");
+        let (code, ch, text) = t.call(
+            t.primary,
+            method,
+            path,
+            auth,
+            Some(&body).filter(|b| !b.is_empty()).map(|b| b.as_str()),
+        );
+        record(
+            &mut seen,
+            &format!("{i:02} {method} {path} {shown} ({label})"),
+            code,
+            ch,
+            &text,
+        );
+    }
+    // A scheduled switchover: the failover key's JSON, then its cancel (twice).
+    let body = format!(r#"{{"leader":"{leader}","scheduled_at":"2099-01-01T00:00:00+00:00"}}"#);
+    let (code, ch, text) = t.call(t.primary, "POST", "/switchover", Auth::Good, Some(&body));
+    record(&mut seen, "POST /switchover scheduled", code, ch, &text);
+    let mut key = BTreeMap::new();
+    if let Some(v) = t.kv_json("failover") {
+        shape(&v, "", &mut key);
+    }
+    seen.insert("failover key (scheduled switchover)".into(), key);
+    for n in 1..=2 {
+        let (code, ch, text) = t.call(t.primary, "DELETE", "/switchover", Auth::Good, None);
+        record(
+            &mut seen,
+            &format!("DELETE /switchover #{n} after scheduling"),
+            code,
+            ch,
+            &text,
+        );
+    }
+    // The member keys, field by field.
+    let members: Vec<String> = ["primary", "replica"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    for (role, name) in members.iter().zip([t.leader.clone(), replica_name(t)]) {
+        let mut fields = BTreeMap::new();
+        if let Some(v) = t.kv_json(&format!("members/{name}")) {
+            shape(&v, "", &mut fields);
+            values(&v, &mut fields);
+        }
+        seen.insert(format!("member key ({role})"), fields);
+    }
+    operator_actions(t, &mut seen);
+    seen
+}
+
+/// Poll `f` every 200 ms for up to `limit`.
+fn until<T>(limit: Duration, mut f: impl FnMut() -> Option<T>) -> Option<T> {
+    let end = std::time::Instant::now() + limit;
+    loop {
+        if let Some(v) = f() {
+            return Some(v);
+        }
+        if std::time::Instant::now() > end {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// Pause and resume through `PATCH /config` (the `config` key's `pause`, the member keys' `pause`), then a
+/// switchover to the replica that runs: its answer, the `failover` key afterwards, and both members' roles
+/// and states once the old primary has rejoined.
+fn operator_actions(t: &Target, seen: &mut Seen) {
+    let replica = replica_name(t);
+    let member_pause = |name: &str| {
+        t.kv_json(&format!("members/{name}"))
+            .and_then(|v| v.get("pause").cloned())
+    };
+    let (code, ch, text) = t.call(
+        t.primary,
+        "PATCH",
+        "/config",
+        Auth::Good,
+        Some(r#"{"pause":true}"#),
+    );
+    record(seen, "PATCH /config pause", code, ch, &text);
+    let mut fields = BTreeMap::new();
+    if let Some(v) = t.kv_json("config").and_then(|v| v.get("pause").cloned()) {
+        shape(&serde_json::json!({ "pause": v }), "", &mut fields);
+    }
+    for (role, name) in [
+        ("primary", t.leader.as_str()),
+        ("replica", replica.as_str()),
+    ] {
+        let p = until(Duration::from_secs(15), || member_pause(name));
+        fields.insert(
+            format!("member key ({role}).pause"),
+            p.map_or("absent".into(), |v| v.to_string()),
+        );
+    }
+    seen.insert("store after pause".into(), fields);
+    let (code, ch, text) = t.call(
+        t.primary,
+        "PATCH",
+        "/config",
+        Auth::Good,
+        Some(r#"{"pause":null}"#),
+    );
+    record(seen, "PATCH /config resume", code, ch, &text);
+    let mut fields = BTreeMap::new();
+    let cleared = until(Duration::from_secs(15), || {
+        [t.leader.as_str(), replica.as_str()]
+            .iter()
+            .all(|n| member_pause(n).is_none())
+            .then_some(())
+    });
+    fields.insert(
+        "member keys lose pause".into(),
+        format!("{}", cleared.is_some()),
+    );
+    fields.insert(
+        "config key pause".into(),
+        t.kv_json("config")
+            .and_then(|v| v.get("pause").cloned())
+            .map_or("absent".into(), |v| v.to_string()),
+    );
+    seen.insert("store after resume".into(), fields);
+
+    let body = format!(r#"{{"leader":"{}","candidate":"{replica}"}}"#, t.leader);
+    let (code, ch, text) = t.call(t.primary, "POST", "/switchover", Auth::Good, Some(&body));
+    record(seen, "POST /switchover to the replica", code, ch, &text);
+    let mut fields = BTreeMap::new();
+    let rejoined = until(Duration::from_secs(60), || {
+        let (_, _, body) = t.call(t.primary, "GET", "/patroni", Auth::None, None);
+        let old: Value = serde_json::from_str(&body).ok()?;
+        (old["role"] == "replica" && old["state"] == "running").then_some(old)
+    });
+    // The candidate's own answer once it runs as the primary (or what it says after 30 s).
+    let read_new = || {
+        let (_, _, body) = t.call(t.replica, "GET", "/patroni", Auth::None, None);
+        serde_json::from_str::<Value>(&body).unwrap_or_default()
+    };
+    let new = until(Duration::from_secs(30), || {
+        let v = read_new();
+        (v["role"] == "primary" || v["role"] == "master").then_some(v)
+    })
+    .unwrap_or_else(read_new);
+    fields.insert(
+        "new primary =role".into(),
+        new["role"].as_str().unwrap_or("?").into(),
+    );
+    fields.insert(
+        "old primary rejoined as a running replica".into(),
+        rejoined.is_some().to_string(),
+    );
+    fields.insert(
+        "leader key".into(),
+        if t.kv_raw("leader").as_deref() == Some(replica.as_str()) {
+            "the candidate"
+        } else {
+            "someone else"
+        }
+        .into(),
+    );
+    let mut key = BTreeMap::new();
+    if let Some(v) = t.kv_json("failover") {
+        shape(&v, "failover key", &mut key);
+    }
+    if key.is_empty() {
+        key.insert(
+            "failover key".into(),
+            if t.kv_raw("failover").is_some() {
+                "not JSON"
+            } else {
+                "absent"
+            }
+            .into(),
+        );
+    }
+    fields.extend(key);
+    seen.insert("after the switchover".into(), fields);
+}
+
+fn replica_name(t: &Target) -> String {
+    let (_, _, body) = t.call(t.replica, "GET", "/patroni", Auth::None, None);
+    let v: Value = serde_json::from_str(&body).unwrap_or_default();
+    v["patroni"]["name"]
+        .as_str()
+        .map(str::to_string)
+        .unwrap_or_else(|| replica_name_from_cluster(t))
+}
+
+/// Patroni 3.0.2's `/patroni` has no `patroni.name`: the first non-leader of `/cluster`.
+fn replica_name_from_cluster(t: &Target) -> String {
+    let (_, _, body) = t.call(t.primary, "GET", "/cluster", Auth::None, None);
+    let v: Value = serde_json::from_str(&body).unwrap_or_default();
+    v["members"]
+        .as_array()
+        .and_then(|m| m.iter().find(|m| m["role"] != "leader"))
+        .and_then(|m| m["name"].as_str())
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// Every (probe, field, Patroni's, tenure's) where they differ; `absent` where one has no such field.
+fn differences(patroni: &Seen, tenure: &Seen) -> BTreeSet<(String, String, String, String)> {
+    let mut out = BTreeSet::new();
+    let probes: BTreeSet<&String> = patroni.keys().chain(tenure.keys()).collect();
+    let empty = BTreeMap::new();
+    for probe in probes {
+        let (p, t) = (
+            patroni.get(probe).unwrap_or(&empty),
+            tenure.get(probe).unwrap_or(&empty),
+        );
+        let fields: BTreeSet<&String> = p.keys().chain(t.keys()).collect();
+        for f in fields {
+            let pv = p.get(f).map_or("absent", String::as_str);
+            let tv = t.get(f).map_or("absent", String::as_str);
+            if pv != tv {
+                out.insert((probe.clone(), f.clone(), pv.to_string(), tv.to_string()));
+            }
+        }
+    }
+    out
+}
+
+/// The rows of `docs/differences.md`'s table: `| probe | field | Patroni 3.0.2 | tenure | why |` (`*` in
+/// any of the first four cells matches any run of characters).
+fn listed() -> BTreeSet<(String, String, String, String)> {
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/differences.md"))
+        .expect("docs/differences.md");
+    text.lines()
+        .filter(|l| l.starts_with("| `"))
+        .filter_map(|l| {
+            let cells: Vec<String> = l
+                .trim_matches('|')
+                .split(" | ")
+                .map(|c| c.trim().trim_matches('`').to_string())
+                .collect();
+            (cells.len() >= 5 && !cells[4].is_empty()).then(|| {
+                (
+                    cells[0].clone(),
+                    cells[1].clone(),
+                    cells[2].clone(),
+                    cells[3].clone(),
+                )
+            })
+        })
+        .collect()
+}
+
+#[test]
+fn tenure_answers_as_patroni_does_except_where_the_docs_say_why() {
+    let patroni_seen = {
+        let _serial = serial();
+        let mut p = patroni_harness::PatroniCluster::start();
+        let lp = p.wait_healthy(Duration::from_secs(90));
+        let rp = (0..3).find(|i| *i != lp).unwrap();
+        let t = Target {
+            rt: &p.rt,
+            primary: p.nodes[lp].api,
+            replica: p.nodes[rp].api,
+            leader: p.nodes[lp].name.clone(),
+            consul: p.consul.url(),
+            scope: patroni_harness::SCOPE.into(),
+            user: ("admin", "admin-pw"),
+        };
+        let seen = observe(&t);
+        p.failed = false;
+        seen
+    };
+    let tenure_seen = {
+        let mut c = Cluster::start(StoreKind::Consul);
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let lp = c.wait_healthy(Duration::from_secs(60));
+        let rp = (0..3).find(|i| *i != lp).unwrap();
+        let t = Target {
+            rt: &rt,
+            primary: c.nodes[lp].api_addr(),
+            replica: c.nodes[rp].api_addr(),
+            leader: c.nodes[lp].name.clone(),
+            consul: c.consul().expect("the Consul double").url(),
+            scope: c.nodes[0].scope.clone(),
+            user: tenure::demo::local::API_USER,
+        };
+        let seen = observe(&t);
+        c.assert_never_two_primaries();
+        seen
+    };
+    let found = differences(&patroni_seen, &tenure_seen);
+    let table = listed();
+    let covers = |row: &(String, String, String, String), d: &(String, String, String, String)| {
+        glob(&row.0, &d.0) && glob(&row.1, &d.1) && glob(&row.2, &d.2) && glob(&row.3, &d.3)
+    };
+    let unlisted: Vec<_> = found
+        .iter()
+        .filter(|d| !table.iter().any(|row| covers(row, d)))
+        .collect();
+    for (probe, field, p, t) in &found {
+        eprintln!("| `{probe}` | `{field}` | `{p}` | `{t}` |");
+    }
+    let stale: Vec<_> = table
+        .iter()
+        .filter(|row| !found.iter().any(|d| covers(row, d)))
+        .collect();
+    if !stale.is_empty() {
+        eprintln!("listed in docs/differences.md but not seen this run: {stale:#?}");
+    }
+    assert!(
+        unlisted.is_empty(),
+        "{} differences from Patroni are not in docs/differences.md:\n{}",
+        unlisted.len(),
+        unlisted
+            .iter()
+            .map(|(a, b, c, d)| format!("| `{a}` | `{b}` | `{c}` | `{d}` | ? |"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+}

@@ -1,0 +1,346 @@
+//! A Patroni 3.0.2 cluster (Debian's /usr/bin/patroni with python3-consul, run as `postgres`) on the Consul
+//! test double, for the end-to-end targets that judge tenure and the double by Patroni itself.
+use std::net::SocketAddr;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+
+use crate::support::cluster::wait_for;
+use crate::support::consul_server::{ConsulTestOptions, ConsulTestServer};
+use tenure::demo::local::{free_port, http_get, reaper, tail, RunAs};
+
+pub const PATRONI: &str = "/usr/bin/patroni";
+pub const PATRONICTL: &str = "/usr/bin/patronictl";
+pub const BIN_DIR: &str = "/usr/lib/postgresql/15/bin";
+pub const SCOPE: &str = "pdouble";
+/// Patroni's minimum ttl; its Consul session TTL is half of it (10 s, the double's default minimum, as
+/// Consul's), which Consul invalidates somewhere in [TTL, 2·TTL] after the last renewal.
+pub const TTL_S: u64 = 20;
+pub const LOOP_WAIT_S: u64 = 2;
+
+pub struct Node {
+    pub name: String,
+    pub dir: PathBuf,
+    pub api: SocketAddr,
+    pub pg_port: u16,
+    child: Option<Child>,
+}
+
+impl Node {
+    pub fn config(&self) -> PathBuf {
+        self.dir.join("patroni.yml")
+    }
+    pub fn log(&self) -> PathBuf {
+        self.dir.join("patroni.log")
+    }
+    pub fn data(&self) -> PathBuf {
+        self.dir.join("data")
+    }
+    pub fn get(&self, path: &str) -> Option<(u16, serde_json::Value)> {
+        let (code, body) = http_get(self.api, path)?;
+        Some((code, serde_json::from_str(&body).unwrap_or_default()))
+    }
+    pub fn is_primary(&self) -> bool {
+        self.get("/primary").is_some_and(|(c, _)| c == 200)
+    }
+    pub fn running_replica(&self) -> bool {
+        self.get("/patroni")
+            .is_some_and(|(_, v)| v["role"] == "replica" && v["state"] == "running")
+    }
+    /// The members streaming from this one, by `application_name` (Patroni names them after the member),
+    /// from its `/patroni` `replication` rows (3.0.2 has no `replication_state` on replicas).
+    pub fn streaming_from_here(&self) -> Vec<String> {
+        let Some((_, v)) = self.get("/patroni") else {
+            return Vec::new();
+        };
+        v["replication"]
+            .as_array()
+            .map(|rows| {
+                rows.iter()
+                    .filter(|r| r["state"] == "streaming")
+                    .filter_map(|r| r["application_name"].as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+    pub fn postmaster(&self) -> Option<Pid> {
+        let text = std::fs::read_to_string(self.data().join("postmaster.pid")).ok()?;
+        let pid = Pid::from_raw(text.lines().next()?.trim().parse().ok()?);
+        kill(pid, None).is_ok().then_some(pid)
+    }
+}
+
+pub struct PatroniCluster {
+    pub nodes: Vec<Node>,
+    pub consul: ConsulTestServer,
+    run_as: RunAs,
+    root: tempfile::TempDir,
+    pub failed: bool,
+    pub rt: tokio::runtime::Runtime,
+}
+
+impl PatroniCluster {
+    pub fn start() -> PatroniCluster {
+        for bin in [PATRONI, PATRONICTL] {
+            assert!(
+                Path::new(bin).exists(),
+                "{bin} missing: apt-get install patroni python3-consul"
+            );
+        }
+        let run_as = RunAs::detect().expect("run as root or as the postgres user");
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let consul = rt.block_on(ConsulTestServer::start(ConsulTestOptions::default()));
+        let root = tempfile::Builder::new()
+            .prefix("patroni-double-")
+            .tempdir()
+            .unwrap();
+        let mut nodes = Vec::new();
+        for i in 0..3 {
+            let dir = root.path().join(format!("p{i}"));
+            std::fs::create_dir_all(&dir).unwrap();
+            let node = Node {
+                name: format!("p{i}"),
+                dir,
+                api: format!("127.0.0.1:{}", free_port().unwrap())
+                    .parse()
+                    .unwrap(),
+                pg_port: free_port().unwrap(),
+                child: None,
+            };
+            std::fs::write(node.config(), config(&node, consul.addr())).unwrap();
+            nodes.push(node);
+        }
+        if let Some((uid, gid)) = run_as.owner() {
+            chown_tree(root.path(), uid, gid);
+        }
+        let mut c = PatroniCluster {
+            nodes,
+            consul,
+            run_as,
+            root,
+            failed: true,
+            rt,
+        };
+        for i in 0..3 {
+            c.start_patroni(i);
+        }
+        c
+    }
+
+    pub fn start_patroni(&mut self, i: usize) {
+        let node = &mut self.nodes[i];
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(node.log())
+            .unwrap();
+        let mut cmd = Command::new(PATRONI);
+        cmd.arg(node.config())
+            .env("HOME", &node.dir)
+            .current_dir(&node.dir)
+            .process_group(0)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log);
+        if let RunAs::Postgres { uid, gid } = self.run_as {
+            // Patroni refuses to run PostgreSQL as root: the process itself runs as `postgres`.
+            cmd.uid(uid.as_raw()).gid(gid.as_raw());
+        }
+        node.child = Some(reaper().spawn(&mut cmd).expect("spawn patroni"));
+    }
+
+    /// SIGKILL node `i`'s Patroni and its postmaster: the host is gone.
+    pub fn crash(&mut self, i: usize) {
+        let node = &mut self.nodes[i];
+        let pm = node.postmaster();
+        if let Some(mut child) = node.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+            reaper().release(child.id() as i32);
+        }
+        if let Some(pm) = pm {
+            let _ = kill(pm, Signal::SIGKILL);
+        }
+        // The postmaster's children notice its death and exit; wait for the pid file's owner to be gone.
+        wait_for(
+            || node.postmaster().is_none().then_some(()),
+            Duration::from_secs(10),
+        )
+        .expect("the killed postmaster is gone");
+    }
+
+    pub fn primaries(&self) -> Vec<usize> {
+        (0..self.nodes.len())
+            .filter(|i| self.nodes[*i].is_primary())
+            .collect()
+    }
+
+    pub fn wait<T>(&self, what: &str, limit: Duration, f: impl FnMut() -> Option<T>) -> T {
+        match wait_for(f, limit) {
+            Some(v) => v,
+            None => panic!("timed out after {limit:?} waiting for {what}"),
+        }
+    }
+
+    /// One primary and the other two running members streaming from it.
+    pub fn wait_healthy(&self, limit: Duration) -> usize {
+        self.wait("one primary and two streaming replicas", limit, || {
+            let p = self.primaries();
+            if p.len() != 1 {
+                return None;
+            }
+            let streaming = self.nodes[p[0]].streaming_from_here();
+            let replicas = (0..3).filter(|i| *i != p[0]).all(|i| {
+                self.nodes[i].running_replica() && streaming.contains(&self.nodes[i].name)
+            });
+            replicas.then(|| p[0])
+        })
+    }
+
+    pub fn leader_key(&self) -> Option<String> {
+        let url = format!("{}/v1/kv/service/{SCOPE}/leader", self.consul.url());
+        let body = self.rt.block_on(async {
+            let r = reqwest::get(url).await.ok()?;
+            if r.status() != 200 {
+                return None;
+            }
+            r.text().await.ok()
+        })?;
+        let v: serde_json::Value = serde_json::from_str(&body).ok()?;
+        let b64 = v[0]["Value"].as_str()?;
+        use base64::Engine as _;
+        let raw = base64::engine::general_purpose::STANDARD.decode(b64).ok()?;
+        String::from_utf8(raw).ok()
+    }
+
+    pub fn patronictl(&self, args: &[&str]) -> String {
+        let cfg = self.nodes[0].config();
+        let child = reaper()
+            .spawn(
+                Command::new(PATRONICTL)
+                    .arg("-c")
+                    .arg(&cfg)
+                    .args(args)
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::piped()),
+            )
+            .expect("run patronictl");
+        let pid = child.id() as i32;
+        let out = child.wait_with_output().expect("patronictl");
+        reaper().release(pid);
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(out.status.success(), "patronictl {args:?}: {text}");
+        text
+    }
+}
+
+impl Drop for PatroniCluster {
+    fn drop(&mut self) {
+        if self.failed || std::thread::panicking() {
+            for n in &self.nodes {
+                eprintln!("--- {} patroni.log\n{}", n.name, tail(&n.log(), 40));
+            }
+        }
+        // SIGTERM: Patroni stops PostgreSQL (fast) and gives its keys up; SIGKILL after 20 s.
+        for n in &mut self.nodes {
+            if let Some(child) = &n.child {
+                let _ = kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM);
+            }
+        }
+        for n in &mut self.nodes {
+            if let Some(mut child) = n.child.take() {
+                let pid = child.id() as i32;
+                let done = wait_for(|| child.try_wait().ok().flatten(), Duration::from_secs(20));
+                if done.is_none() {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                }
+                reaper().release(pid);
+            }
+            if let Some(pm) = n.postmaster() {
+                let _ = kill(pm, Signal::SIGQUIT);
+            }
+        }
+        let _ = &self.root;
+        self.consul.stop();
+    }
+}
+
+fn chown_tree(dir: &Path, uid: nix::unistd::Uid, gid: nix::unistd::Gid) {
+    nix::unistd::chown(dir, Some(uid), Some(gid)).unwrap();
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        if e.path().is_dir() {
+            chown_tree(&e.path(), uid, gid);
+        } else {
+            nix::unistd::chown(&e.path(), Some(uid), Some(gid)).unwrap();
+        }
+    }
+}
+
+fn config(n: &Node, consul: SocketAddr) -> String {
+    let dir = n.dir.display();
+    format!(
+        "scope: {SCOPE}
+namespace: /service/
+name: {name}
+restapi:
+  listen: {api}
+  connect_address: {api}
+  authentication: {{username: admin, password: admin-pw}}
+consul:
+  host: {consul}
+  checks: []
+  register_service: false
+bootstrap:
+  dcs:
+    ttl: {TTL_S}
+    loop_wait: {LOOP_WAIT_S}
+    retry_timeout: 5
+    maximum_lag_on_failover: 1048576
+    postgresql:
+      use_pg_rewind: true
+      use_slots: true
+      parameters:
+        wal_log_hints: 'on'
+        max_connections: 30
+        max_wal_senders: 10
+        max_replication_slots: 10
+  initdb:
+    - encoding: UTF8
+postgresql:
+  listen: 127.0.0.1:{port}
+  connect_address: 127.0.0.1:{port}
+  data_dir: {dir}/data
+  bin_dir: {BIN_DIR}
+  pgpass: {dir}/pgpass
+  authentication:
+    superuser: {{username: postgres, password: pg-pw}}
+    replication: {{username: replicator, password: rep-pw}}
+  parameters:
+    unix_socket_directories: '{dir}'
+    shared_buffers: 16MB
+    fsync: 'off'
+  pg_hba:
+    - local all all trust
+    - host all all 127.0.0.1/32 md5
+    - host replication replicator 127.0.0.1/32 md5
+watchdog:
+  mode: off
+",
+        name = n.name,
+        api = n.api,
+        port = n.pg_port,
+    )
+}
