@@ -67,6 +67,7 @@ fn absorb_one(
         }
         (Action::AcquireLeader | Action::RenewLeader, Outcome::Rejected) => m.lease = None,
         (Action::ReleaseLeader, Outcome::Done | Outcome::Unknown) => {
+            m.released_index = m.leader_index;
             m.lease = None;
             m.switchover_stopped_at = None;
         }

@@ -124,6 +124,10 @@ pub fn decide(cfg: &CoreConfig, mem: &Memory, obs: &Observation) -> Decision {
     };
     let mut answer = None;
     let plan = if obs.shutting_down {
+        // The snapshot read for this very cycle decides whether we are paused (found by PauseHandsOff).
+        if let StoreView::Available(c) = &obs.store {
+            mem.paused = c.config.pause;
+        }
         shutdown(&ctx, &mut mem)
     } else {
         let fresh = obs.now.since(obs.store_read_at) <= cfg.timing.retry_timeout_ms;

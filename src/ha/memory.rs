@@ -26,6 +26,9 @@ pub struct Memory {
     pub divergence: Option<Divergence>,
     /// A rewind failed against this leader; do not retry it against the same leader.
     pub rewind_failed_from: Option<NodeName>,
+    /// The index of the leader key we last released ourselves: a (stale) read still showing it is not a key
+    /// to re-adopt.
+    pub released_index: Option<u64>,
     /// We stopped PostgreSQL for a switchover and wait to release the key.
     pub switchover_stopped_at: Option<Millis>,
     /// When arming the fence last failed: we do not race for the key for a ttl after that.

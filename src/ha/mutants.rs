@@ -21,6 +21,8 @@ pub enum Mutant {
     FailsafeFromReceive,
     /// A replica ignores the failsafe grant it gave and races as soon as the leader key is free.
     FailsafeIgnoreGrant,
+    /// In pause, stop a primary whose lease lapsed under a key that still names it (the rule before issue 16).
+    PauseDemotesOnLapsedKey,
     /// Simulator-only: the watchdog never fires.
     WatchdogNeverFires,
 }

@@ -8,6 +8,7 @@ mod failsafe;
 mod local;
 #[cfg(feature = "mutants")]
 mod mutants;
+mod pause_outage;
 mod pgmodel;
 mod random;
 mod rng;
