@@ -1,5 +1,6 @@
 //! `decide()`: the one place with top-level branching. Absorbs last actions' outcomes, picks a path, fences.
 use super::action::{Action, Decision, Refusal, RequestAnswer, StopMode};
+use super::backoff;
 use super::config::{CoreConfig, MutantName};
 use super::failsafe;
 use super::follower;
@@ -134,7 +135,8 @@ pub fn decide(cfg: &CoreConfig, mem: &Memory, obs: &Observation) -> Decision {
         match &obs.store {
             StoreView::Available(c) if fresh => {
                 failsafe::remember(&ctx, &mut mem, c);
-                let mut plan = with_store(&ctx, &mut mem, c, &mut answer);
+                let plan = with_store(&ctx, &mut mem, c, &mut answer);
+                let mut plan = backoff::gate(&ctx, &mem, plan);
                 failsafe::write_key(&ctx, &mem, c, &mut plan);
                 failsafe::guard(&ctx, &mut mem, Some(c), plan)
             }

@@ -219,6 +219,16 @@ fn stopped(
             renew_due,
         );
     }
+    if let Some(f) = &mem.start_failure {
+        // A start failed (not one still in progress): give the key up at once, so the healthiest replica
+        // takes over instead of us retrying under the key; we race again only once PostgreSQL runs.
+        mem.primary_down_since = None;
+        return Plan::act_now(
+            Reason::StartFailedReleasing { why: f.why.clone() },
+            vec![Action::ReleaseLeader],
+            ctx.now,
+        );
+    }
     if !was_primary {
         return Plan::act_now(
             Reason::StartingReplica { leader: None },

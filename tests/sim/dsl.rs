@@ -218,6 +218,19 @@ impl Sim {
             self.w.nodes[i].name
         ));
     }
+    /// Break PostgreSQL's configuration on node `i`: every start fails until `repair_pg`.
+    pub fn break_pg(&mut self, i: usize) {
+        self.w.nodes[i].pg.cannot_start = true;
+        self.w.note(format!(
+            "FAULT: PostgreSQL on {} cannot start",
+            self.w.nodes[i].name
+        ));
+    }
+    pub fn repair_pg(&mut self, i: usize) {
+        self.w.nodes[i].pg.cannot_start = false;
+        self.w
+            .note(format!("PostgreSQL on {} repaired", self.w.nodes[i].name));
+    }
     pub fn shutdown_agent(&mut self, i: usize) {
         self.w.nodes[i].agent.shutting_down = true;
         let gen = self.w.nodes[i].agent.gen;

@@ -14,6 +14,7 @@ mod random;
 mod rng;
 mod scenarios;
 mod shell;
+mod start_failure;
 mod store;
 mod world;
 

@@ -59,6 +59,10 @@ pub struct Pg {
     pub streaming: bool,
     /// The whole host is frozen: PostgreSQL does nothing.
     pub frozen: bool,
+    /// A broken configuration (e.g. `postgresql.auto.conf`): every start fails until it is repaired.
+    pub cannot_start: bool,
+    /// True times of the starts that failed, for the back-off scenarios.
+    pub failed_starts: Vec<u64>,
 }
 
 impl Pg {
@@ -68,6 +72,8 @@ impl Pg {
             run: Run::Stopped,
             streaming: false,
             frozen: false,
+            cannot_start: false,
+            failed_starts: Vec::new(),
         }
     }
 
