@@ -9,9 +9,13 @@ use super::Reason;
 /// The longest wait between two start attempts.
 pub const MAX_BACKOFF_MS: u64 = 60_000;
 
-/// Whether `a` starts PostgreSQL.
+/// Whether `a` starts PostgreSQL (a divergence check of a crashed data directory first runs it in
+/// single-user mode for crash recovery).
 fn starts(a: &Action) -> bool {
-    matches!(a, Action::StartPrimary | Action::StartReplica { .. })
+    matches!(
+        a,
+        Action::StartPrimary | Action::StartReplica { .. } | Action::CheckDivergence { .. }
+    )
 }
 
 /// Fold a start's outcome into memory: a failure counts (from its send time), a success forgets them all.
@@ -28,7 +32,9 @@ pub(crate) fn absorb(m: &mut Memory, o: &ActionOutcome) {
                 why: why.clone(),
             });
         }
-        Outcome::Done => m.start_failure = None,
+        Outcome::Done if !matches!(o.action, Action::CheckDivergence { .. }) => {
+            m.start_failure = None
+        }
         _ => {}
     }
 }
