@@ -155,7 +155,14 @@ impl Executor {
                     .is_ok_and(|cd| cd.local_position().is_none())
                 {
                     if let Err(e) = pg::ctl::ensure_clean_shutdown(&self.pg).await {
-                        tracing::warn!(error = %e, "crash recovery before the divergence check failed");
+                        // PostgreSQL cannot even run in single-user mode: a failed start, as far as the
+                        // core's back-off goes.
+                        let why = format!("crash recovery in single-user mode failed: {e}");
+                        self.divergence = Some(Divergence::Unknown {
+                            leader: leader.clone(),
+                            why: why.clone(),
+                        });
+                        return Outcome::Failed(why);
                     }
                 }
                 let d = pg::rewind::check_divergence(&self.pg, &ep).await;

@@ -12,12 +12,12 @@ use super::types::Millis;
 /// and only from their send time (R3); a rejection drops it; an unknown outcome changes nothing.
 pub(crate) fn absorb(cfg: &CoreConfig, mem: &Memory, obs: &Observation) -> Memory {
     let mut m = mem.clone();
-    for ActionOutcome {
-        action,
-        sent_at,
-        result,
-    } in &obs.outcomes
-    {
+    for o in &obs.outcomes {
+        let ActionOutcome {
+            action,
+            sent_at,
+            result,
+        } = o;
         // Mutant LeaseFromReply counts from when we learned of the reply, not from when we asked.
         let from = if cfg.mutant(MutantName::LeaseFromReply) {
             obs.now
@@ -25,6 +25,7 @@ pub(crate) fn absorb(cfg: &CoreConfig, mem: &Memory, obs: &Observation) -> Memor
             *sent_at
         };
         absorb_one(cfg, &mut m, action, from, result);
+        super::backoff::absorb(&mut m, o);
         if let (Action::PostFailsafe { members }, Outcome::Done) = (action, result) {
             let replies = obs.failsafe_replies.as_deref();
             failsafe::absorb_round(cfg, &mut m, members, *sent_at, replies, obs.now);
@@ -35,6 +36,10 @@ pub(crate) fn absorb(cfg: &CoreConfig, mem: &Memory, obs: &Observation) -> Memor
     }
     if let JobStatus::Finished(job, result) = &obs.job {
         follower::absorb_job(&mut m, job, result);
+    }
+    if matches!(obs.pg, super::observation::PgState::Running(_)) {
+        // It can start: whatever failed before is over.
+        m.start_failure = None;
     }
     if m.lease.is_some_and(|l| !l.valid_at(obs.now)) {
         m.lease = None;
@@ -67,6 +72,7 @@ fn absorb_one(
         }
         (Action::AcquireLeader | Action::RenewLeader, Outcome::Rejected) => m.lease = None,
         (Action::ReleaseLeader, Outcome::Done | Outcome::Unknown) => {
+            m.released_index = m.leader_index;
             m.lease = None;
             m.switchover_stopped_at = None;
         }

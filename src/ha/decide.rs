@@ -1,5 +1,6 @@
 //! `decide()`: the one place with top-level branching. Absorbs last actions' outcomes, picks a path, fences.
 use super::action::{Action, Decision, Refusal, RequestAnswer, StopMode};
+use super::backoff;
 use super::config::{CoreConfig, MutantName};
 use super::failsafe;
 use super::follower;
@@ -124,13 +125,18 @@ pub fn decide(cfg: &CoreConfig, mem: &Memory, obs: &Observation) -> Decision {
     };
     let mut answer = None;
     let plan = if obs.shutting_down {
+        // The snapshot read for this very cycle decides whether we are paused (found by PauseHandsOff).
+        if let StoreView::Available(c) = &obs.store {
+            mem.paused = c.config.pause;
+        }
         shutdown(&ctx, &mut mem)
     } else {
         let fresh = obs.now.since(obs.store_read_at) <= cfg.timing.retry_timeout_ms;
         match &obs.store {
             StoreView::Available(c) if fresh => {
                 failsafe::remember(&ctx, &mut mem, c);
-                let mut plan = with_store(&ctx, &mut mem, c, &mut answer);
+                let plan = with_store(&ctx, &mut mem, c, &mut answer);
+                let mut plan = backoff::gate(&ctx, &mem, plan);
                 failsafe::write_key(&ctx, &mem, c, &mut plan);
                 failsafe::guard(&ctx, &mut mem, Some(c), plan)
             }

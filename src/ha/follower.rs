@@ -320,7 +320,10 @@ fn race(ctx: &Ctx, mem: &Memory, c: &Cluster) -> Plan {
     // so a whole-cluster restart brings the same primary back on the same timeline.
     let (timeline, lsn) = match ctx.local {
         Local::Replica(r) => (r.timeline, r.lsn),
-        Local::Stopped(cd) if cd.was_primary && cd.clean => (cd.timeline, cd.lsn),
+        // One whose last start failed is no candidate until it runs (it starts as a replica first).
+        Local::Stopped(cd) if cd.was_primary && cd.clean && mem.start_failure.is_none() => {
+            (cd.timeline, cd.lsn)
+        }
         Local::Stopped(_) => {
             return Plan::act_now(
                 Reason::StartingReplica { leader: None },

@@ -1,5 +1,6 @@
 //! The leader's paths: keep the lease, promote, restart a crashed primary, run a switchover; and R2.
 use super::action::{Action, StopMode};
+use super::config::MutantName;
 use super::decide::{Ctx, Local, Plan};
 use super::election::{self, SwitchoverCheck};
 use super::memory::Memory;
@@ -12,10 +13,13 @@ pub(crate) fn stop_unleased_primary(ctx: &Ctx, mem: &Memory, c: &Cluster) -> Opt
     if !ctx.local.is_primary() || mem.lease.is_some() {
         return None;
     }
+    // In pause a key that lapsed under us (the store was away longer than the ttl) is taken again, as
+    // Patroni does: the acquire is the store's compare-and-set, so it fails if anyone else holds it.
+    let retake = mem.paused && !ctx.cfg.mutant(MutantName::PauseDemotesOnLapsedKey);
     match c.leader_name() {
         // A restarted agent (it never armed a fence) re-adopts a key that carries its name; a lease that
-        // lapsed under this agent is lost, whatever a possibly stale read says.
-        Some(l) if *l == ctx.cfg.name && mem.fence_armed.is_none() => None,
+        // lapsed under this agent is lost, whatever a possibly stale read says (unless paused).
+        Some(l) if *l == ctx.cfg.name && (mem.fence_armed.is_none() || retake) => None,
         Some(l) if *l == ctx.cfg.name => Some(Plan::act_now(
             Reason::DemotingLockLost,
             vec![Action::Stop {
@@ -44,8 +48,17 @@ pub(crate) fn stop_unleased_primary(ctx: &Ctx, mem: &Memory, c: &Cluster) -> Opt
 /// The leader key carries our name.
 pub(crate) fn cycle(ctx: &Ctx, mem: &mut Memory, c: &Cluster) -> Plan {
     let Some(lease) = mem.lease else {
+        let index = c.leader.as_ref().map(|l| l.index);
+        if index.is_some() && index == mem.released_index && !ctx.local.is_primary() {
+            // We released this very key (a switchover, a failed start): a stale read still shows it.
+            return Plan::idle(Reason::ReleasedKeyStillShown);
+        }
         // Ours by name but not by an acknowledged request of this agent: take it (over) before anything else.
-        let reason = if ctx.local.is_primary() {
+        let reason = if ctx.local.is_primary() && mem.paused {
+            Reason::Paused {
+                what: "retaking the leader key for the running primary".into(),
+            }
+        } else if ctx.local.is_primary() {
             Reason::Renewing
         } else {
             Reason::Acquiring
@@ -204,6 +217,16 @@ fn stopped(
                 what: "PostgreSQL is not running; not starting it".into(),
             },
             renew_due,
+        );
+    }
+    if let Some(f) = &mem.start_failure {
+        // A start failed (not one still in progress): give the key up at once, so the healthiest replica
+        // takes over instead of us retrying under the key; we race again only once PostgreSQL runs.
+        mem.primary_down_since = None;
+        return Plan::act_now(
+            Reason::StartFailedReleasing { why: f.why.clone() },
+            vec![Action::ReleaseLeader],
+            ctx.now,
         );
     }
     if !was_primary {

@@ -26,6 +26,9 @@ pub struct Memory {
     pub divergence: Option<Divergence>,
     /// A rewind failed against this leader; do not retry it against the same leader.
     pub rewind_failed_from: Option<NodeName>,
+    /// The index of the leader key we last released ourselves: a (stale) read still showing it is not a key
+    /// to re-adopt.
+    pub released_index: Option<u64>,
     /// We stopped PostgreSQL for a switchover and wait to release the key.
     pub switchover_stopped_at: Option<Millis>,
     /// When arming the fence last failed: we do not race for the key for a ttl after that.
@@ -55,8 +58,19 @@ pub struct Memory {
     /// When this agent's first decision ran: a grant given by an earlier incarnation is lost with its
     /// memory, so with failsafe on a fresh agent does not race for a ttl.
     pub started_at: Option<Millis>,
+    /// The last failed start of PostgreSQL and how many failed in a row (forgotten once it runs).
+    pub start_failure: Option<StartFailure>,
     /// A restart an operator scheduled (`POST /restart` with `schedule`): lost with the agent, as in Patroni.
     pub scheduled_restart: Option<ScheduledRestart>,
+}
+
+/// Starts of PostgreSQL that failed in a row: the last one's send time and what it said.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StartFailure {
+    pub count: u32,
+    pub at: Millis,
+    /// The executor's message, with the last lines of PostgreSQL's log.
+    pub why: String,
 }
 
 /// A restart to run once the wall clock reaches `at_wall_ms`, with the request's filters.

@@ -1,6 +1,7 @@
 //! The pure decision core: `decide(config, memory, observation) -> Decision`. No I/O, clock, randomness or env.
 mod absorb;
 pub mod action;
+mod backoff;
 pub mod config;
 mod decide;
 mod election;
@@ -25,6 +26,6 @@ pub use config::{CoreConfig, Timing, TimingError, WatchdogMode};
 pub use decide::decide;
 pub use election::{switchover_request_problem, SwitchoverProblem};
 pub use lease::Lease;
-pub use memory::{Memory, ScheduledRestart};
+pub use memory::{Memory, ScheduledRestart, StartFailure};
 pub use observation::*;
 pub use types::*;

@@ -23,6 +23,8 @@ pub enum Mutant {
     FailsafeIgnoreGrant,
     /// `/replica?lag=` measured from the received position instead of the replayed one (tenure before issue 16).
     ReadLagFromReceived,
+    /// In pause, stop a primary whose lease lapsed under a key that still names it (the rule before issue 16).
+    PauseDemotesOnLapsedKey,
     /// Simulator-only: the watchdog never fires.
     WatchdogNeverFires,
 }

@@ -34,6 +34,17 @@ pub enum Reason {
     Promoting,
     RestartingCrashedPrimary,
     CrashedPrimaryGaveUp,
+    /// PostgreSQL failed to start (not "still starting") while we held the key: given up at once.
+    StartFailedReleasing {
+        why: String,
+    },
+    /// The last start failed: the next attempt waits (doubling from loop_wait up to a minute).
+    StartBackoff {
+        why: String,
+        retry_in_ms: u64,
+    },
+    /// A read still shows the key we released ourselves (a stale read): not taken back.
+    ReleasedKeyStillShown,
     Renewing,
     // following
     Following {
@@ -202,6 +213,16 @@ impl fmt::Display for Reason {
             RestartingCrashedPrimary => write!(f, "starting the primary in place"),
             CrashedPrimaryGaveUp => {
                 write!(f, "primary did not start within primary_start_timeout: releasing the leader key")
+            }
+            StartFailedReleasing { why } => {
+                write!(f, "PostgreSQL failed to start: releasing the leader key: {why}")
+            }
+            StartBackoff { why, retry_in_ms } => write!(
+                f,
+                "PostgreSQL failed to start; retrying in {retry_in_ms} ms: {why}"
+            ),
+            ReleasedKeyStillShown => {
+                write!(f, "the read still shows the leader key we released; not taking it back")
             }
             Renewing => write!(f, "renewing the leader lock"),
             Following { leader } => write!(f, "no action: I am a replica following the leader {leader}"),

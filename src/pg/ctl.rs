@@ -143,7 +143,7 @@ pub async fn start(settings: &PgSettings) -> Result<(), PgError> {
     if let Some(dir) = settings.log_file.parent() {
         std::fs::create_dir_all(dir).map_err(PgError::io(format!("create {}", dir.display())))?;
     }
-    Cmd::new(settings, "pg_ctl")
+    let res = Cmd::new(settings, "pg_ctl")
         .arg("start")
         .arg("-D")
         .arg(&settings.data_dir)
@@ -155,8 +155,27 @@ pub async fn start(settings: &PgSettings) -> Result<(), PgError> {
         // pg_ctl's own wait is the bound; ours only catches a hung pg_ctl.
         .timeout_s(settings.pg_ctl_timeout_s + 5)
         .run()
-        .await?;
-    Ok(())
+        .await;
+    match res {
+        Ok(_) => Ok(()),
+        // pg_ctl gave up waiting but the postmaster lives (a long crash recovery): still starting, which
+        // the probe reports; not a failed start.
+        Err(_) if read_postmaster_pid(settings).is_some_and(|(pid, _)| pid_alive(pid)) => Ok(()),
+        Err(e) => Err(PgError::StartFailed {
+            why: e.to_string(),
+            log_tail: log_tail(&settings.log_file, START_LOG_LINES),
+        }),
+    }
+}
+
+/// How many of the server log's last lines a failed start reports.
+const START_LOG_LINES: usize = 5;
+
+/// The last `lines` non-empty lines of PostgreSQL's log, joined with " | " (empty if unreadable).
+pub(crate) fn log_tail(path: &std::path::Path, lines: usize) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let all: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    all[all.len().saturating_sub(lines)..].join(" | ")
 }
 
 /// Stop PostgreSQL: `Fast` escalates to `Immediate`, and either to SIGKILL of the postmaster from `postmaster.pid`.

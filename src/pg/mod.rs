@@ -144,6 +144,9 @@ pub enum PgError {
     Sql(#[from] tokio_postgres::Error),
     #[error("unexpected output: {0}")]
     Parse(String),
+    /// `pg_ctl start` failed and no postmaster runs: the start failed (not "still starting").
+    #[error("PostgreSQL did not start ({why}); its log ends: {log_tail}")]
+    StartFailed { why: String, log_tail: String },
     /// The operation needs a running PostgreSQL (or a stopped one) and found the other.
     #[error("wrong state: {0}")]
     State(String),

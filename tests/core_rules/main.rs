@@ -14,6 +14,7 @@ mod pause;
 mod race;
 mod scheduled;
 mod shutdown;
+mod start_failure;
 mod store_down;
 mod switchover;
 mod timing;

@@ -337,3 +337,40 @@ fn paused_a_switchover_candidate_waits_for_the_final_wal_too() {
         &[],
     );
 }
+
+#[test]
+fn paused_a_primary_whose_lease_lapsed_under_a_key_still_naming_it_takes_the_key_again() {
+    // Issue 16 §2: the store was frozen longer than the ttl. Thawed, it still shows our key (etcd revokes
+    // the expired lease a moment later), but our own lease lapsed while the pause fence ran on. Patroni:
+    // "PAUSE: acquired session lock as a leader"; nothing is stopped.
+    let now = 1_000 + 3 * LEASE_MS;
+    let c = cluster().leader("pg1").optime(500).paused();
+    let o = obs(now).pg_primary(1, 500).store(c);
+    let m = mem()
+        .leased(1_000)
+        .paused()
+        .fence_armed(Some(now - 100 + LEASE_MS));
+    let d = decide(&cfg("pg1"), &m, &o);
+    assert!(!stops(&d), "{:?}: {:?}", d.reason, d.actions);
+    expect(
+        &d,
+        paused("retaking the leader key for the running primary"),
+        &[pause_fence(now), Action::AcquireLeader],
+    );
+    assert!(d.consistent_read, "the next read confirms the acquire");
+}
+
+#[test]
+fn paused_a_primary_whose_lease_lapsed_while_another_member_holds_the_key_is_still_stopped() {
+    // The fence still protects against two writers: in pause only an operator's failover hands the key on.
+    let now = 1_000 + 3 * LEASE_MS;
+    let c = cluster().leader("pg2").optime(500).paused();
+    let o = obs(now).pg_primary(1, 500).store(c);
+    let m = mem()
+        .leased(1_000)
+        .paused()
+        .fence_armed(Some(now - 100 + LEASE_MS));
+    let d = decide(&cfg("pg1"), &m, &o);
+    assert_eq!(d.reason, Reason::DemotingOtherLeader { leader: n("pg2") });
+    assert!(stops(&d));
+}

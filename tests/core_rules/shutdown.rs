@@ -154,3 +154,19 @@ fn shutdown_in_pause_with_the_store_away_leaves_postgres_running() {
     );
     assert!(!stops(&d));
 }
+
+#[test]
+fn shutdown_in_the_cycle_that_first_reads_pause_leaves_postgres_running() {
+    // SIGTERM arrived in the very cycle whose snapshot first shows the pause: that snapshot decides (found by
+    // the simulator's PauseHandsOff checker).
+    let o = obs(1_500)
+        .pg_primary(1, 500)
+        .store(led().paused())
+        .shutting_down();
+    let d = decide(&cfg("pg1"), &mem().leased(1_000), &o);
+    expect(
+        &d,
+        Reason::ShutdownLeavingPostgres,
+        &[Action::DisarmFence, Action::Exit],
+    );
+}

@@ -414,3 +414,18 @@ fn the_api_refuses_a_switchover_without_candidate_in_pause_and_a_lagging_candida
         None
     );
 }
+
+#[test]
+fn reason_released_key_still_shown_after_the_switchover_release() {
+    // The old leader released at 1600; a stale read at 1650 still shows the key it released (same index).
+    // It must not take it back and start as primary again (found by the simulator's PauseHandsOff checker).
+    let c = asked(Some("pg1"), Some("pg2"));
+    let index = c.leader.as_ref().expect("a leader key").index;
+    let m = mem().leased(1_000).leader_index(index).fence_armed(None);
+    let o = obs(1_650)
+        .pg_stopped_primary(1, LSN, true)
+        .store(c)
+        .outcome(Action::ReleaseLeader, 1_600, Outcome::Done);
+    let d = decide(&cfg("pg1"), &m, &o);
+    expect(&d, Reason::ReleasedKeyStillShown, &[]);
+}

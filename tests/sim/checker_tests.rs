@@ -104,3 +104,27 @@ fn liveness_fails_without_a_primary() {
     let verdict = checkers::converged(&sim.w);
     assert!(verdict.is_err_and(|e| e.starts_with("Liveness")));
 }
+
+#[test]
+fn pause_hands_off_fails_on_an_unasked_stop_in_pause_and_not_on_an_asked_one() {
+    let mut sim = settled();
+    sim.pause();
+    sim.run_for(2_000);
+    let p = sim.primary_now();
+    let stop = tenure::ha::Action::Stop {
+        mode: tenure::ha::StopMode::Fast,
+    };
+    sim.w.nodes[p].operator_licence = true;
+    checkers::pause_hands_off(&mut sim.w, p, &stop);
+    assert!(sim.w.violations.is_empty(), "{:?}", sim.w.violations);
+    sim.w.nodes[p].operator_licence = false;
+    checkers::pause_hands_off(&mut sim.w, p, &stop);
+    assert!(
+        sim.w
+            .violations
+            .iter()
+            .any(|v| v.starts_with("PauseHandsOff")),
+        "{:?}",
+        sim.w.violations
+    );
+}

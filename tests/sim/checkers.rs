@@ -1,7 +1,7 @@
 //! Checkers run after every event: SingleWriter, LeaseCovers, HealthSingle, TimelineMonotone (at promotion),
-//! NoSilentDivergence; ReadLagHonest after every decision; Liveness is checked by `assert_converged` once
-//! faults have healed.
-use tenure::ha::{health, NodeRole, NodeStatus, Observation, StoreView};
+//! NoSilentDivergence; ReadLagHonest after every decision; PauseHandsOff at every PostgreSQL action;
+//! Liveness by `assert_converged` after faults heal.
+use tenure::ha::{health, Action, Job, NodeRole, NodeStatus, Observation, StoreView};
 
 use crate::pgmodel::Run;
 use crate::world::World;
@@ -12,6 +12,42 @@ pub fn after_event(w: &mut World) {
     lease_covers(w);
     health_single(w);
     no_silent_divergence(w);
+}
+
+/// Pause means hands off: while the cluster is paused (the store says so and so did this agent's last read),
+/// an agent starts, stops, promotes, rewinds or clones PostgreSQL only on an operator's request (restart,
+/// reinitialize, switchover: `operator_licence`), or stops a primary while another member holds the key (the
+/// fence still protects against two writers). Called before each such action is executed.
+pub fn pause_hands_off(w: &mut World, i: usize, action: &Action) {
+    let transition = matches!(
+        action,
+        Action::StartPrimary
+            | Action::StartReplica { .. }
+            | Action::Promote
+            | Action::Stop { .. }
+            | Action::StartJob(
+                Job::Bootstrap | Job::Clone { .. } | Job::Rewind { .. } | Job::Reinit { .. }
+            )
+    );
+    if !transition {
+        return;
+    }
+    let n = &w.nodes[i];
+    let other_holds = w.store.leader.as_ref().is_some_and(|h| h.node != i);
+    let fenced = matches!(action, Action::Stop { .. }) && n.pg.is_primary() && other_holds;
+    if w.store.pause && n.pause_seen && !n.operator_licence && !fenced {
+        w.violations.push(format!(
+            "PauseHandsOff: {} ran {action:?} while paused, unasked (last: {})",
+            n.name, n.agent.last_reason
+        ));
+    }
+    // The request is carried out once PostgreSQL is started (or promoted) again.
+    if matches!(
+        action,
+        Action::StartPrimary | Action::StartReplica { .. } | Action::Promote
+    ) {
+        w.nodes[i].operator_licence = false;
+    }
 }
 
 /// At most one PostgreSQL accepts writes at any instant.

@@ -148,7 +148,32 @@ impl Sim {
     }
     pub fn store_back(&mut self) {
         self.w.store_down = false;
+        self.thaw_store();
         self.w.note("store back".into());
+    }
+    /// SIGSTOP of the store process: unreachable, and its clock stands still (no lease expires meanwhile).
+    pub fn freeze_store(&mut self) {
+        self.w.store_down = true;
+        self.w.store.frozen = true;
+        self.w.note("FAULT: store frozen".into());
+    }
+    /// SIGCONT: what expired while it stood still is revoked after its first lessor tick; until then reads
+    /// still show those keys.
+    fn thaw_store(&mut self) {
+        if std::mem::take(&mut self.w.store.frozen) {
+            let at = self.w.t + 500;
+            self.w.schedule(at, Ev::Expire);
+        }
+    }
+    /// The store behaves as etcd: leases of the full ttl, expiring within a lessor tick of it.
+    pub fn etcd_shaped(mut self) -> Sim {
+        let ttl = self.ttl();
+        for n in &mut self.w.nodes {
+            n.cfg.timing.session_ttl_ms = ttl;
+        }
+        self.w.store.session_ttl_ms = ttl;
+        self.w.store.etcd = true;
+        self
     }
     /// SIGSTOP of the agent only: PostgreSQL and the fencing process keep running.
     pub fn freeze_agent(&mut self, i: usize) {
@@ -208,6 +233,19 @@ impl Sim {
             self.w.nodes[i].name
         ));
     }
+    /// Break PostgreSQL's configuration on node `i`: every start fails until `repair_pg`.
+    pub fn break_pg(&mut self, i: usize) {
+        self.w.nodes[i].pg.cannot_start = true;
+        self.w.note(format!(
+            "FAULT: PostgreSQL on {} cannot start",
+            self.w.nodes[i].name
+        ));
+    }
+    pub fn repair_pg(&mut self, i: usize) {
+        self.w.nodes[i].pg.cannot_start = false;
+        self.w
+            .note(format!("PostgreSQL on {} repaired", self.w.nodes[i].name));
+    }
     pub fn shutdown_agent(&mut self, i: usize) {
         self.w.nodes[i].agent.shutting_down = true;
         let gen = self.w.nodes[i].agent.gen;
@@ -216,6 +254,7 @@ impl Sim {
     }
     pub fn heal_all(&mut self) {
         self.w.store_down = false;
+        self.thaw_store();
         self.w.store_cut.iter_mut().for_each(|c| *c = false);
         self.w.peer_cut.clear();
         self.w.knobs.slow_ms = 0;
@@ -241,10 +280,25 @@ impl Sim {
         self.w.note("OPERATOR: pause".into());
     }
     pub fn resume(&mut self) {
+        self.w
+            .nodes
+            .iter_mut()
+            .for_each(|n| n.operator_licence = false);
         self.w.store.pause = false;
         self.w.note("OPERATOR: resume".into());
     }
     pub fn switchover(&mut self, candidate: Option<usize>, delay_ms: Option<u64>) {
+        // The request licenses the key holder, any node running as primary (it may retake the key and act
+        // on it) and the candidate.
+        if let Some(h) = &self.w.store.leader {
+            self.w.nodes[h.node].operator_licence = true;
+        }
+        for n in &mut self.w.nodes {
+            n.operator_licence |= n.pg.is_primary();
+        }
+        if let Some(c) = candidate {
+            self.w.nodes[c].operator_licence = true;
+        }
         let leader = self
             .w
             .store
@@ -263,6 +317,16 @@ impl Sim {
     pub fn operator_request(&mut self, i: usize, request: tenure::ha::OperatorRequest) {
         self.w
             .note(format!("OPERATOR: {request:?} on {}", self.w.nodes[i].name));
+        // What the operator asks for now licenses this node's next transitions (PauseHandsOff); a scheduled
+        // restart does not: in pause it is refused, or dropped when it falls due.
+        let now = matches!(
+            request,
+            tenure::ha::OperatorRequest::Restart {
+                at_wall_ms: None,
+                ..
+            } | tenure::ha::OperatorRequest::Reinitialize { .. }
+        );
+        self.w.nodes[i].operator_licence |= now;
         self.w.nodes[i].agent.request = Some(request);
     }
     pub fn switchover_to_unknown(&mut self) {

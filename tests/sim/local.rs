@@ -11,7 +11,12 @@ pub fn execute(w: &mut World, i: usize, action: &Action) -> (ActionOutcomeKind, 
     let upstream_index = |u: &Option<tenure::ha::NodeName>| {
         u.as_ref().and_then(|n| names.iter().position(|m| m == n))
     };
+    let t = w.t;
     let pg = &mut w.nodes[i].pg;
+    if pg.cannot_start && matches!(action, Action::StartReplica { .. } | Action::StartPrimary) {
+        pg.failed_starts.push(t);
+        return (Failed, 30);
+    }
     match action {
         Action::StartReplica { upstream } => {
             if pg.data.is_none() || pg.run != Run::Stopped {

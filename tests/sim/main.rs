@@ -9,11 +9,13 @@ mod lag;
 mod local;
 #[cfg(feature = "mutants")]
 mod mutants;
+mod pause_outage;
 mod pgmodel;
 mod random;
 mod rng;
 mod scenarios;
 mod shell;
+mod start_failure;
 mod store;
 mod world;
 

@@ -167,3 +167,14 @@ fn mutant_failsafe_ignore_grant_trips_single_writer() {
     });
     assert_tripped(&msg, &["SingleWriter", "LeaseCovers"]);
 }
+
+#[test]
+fn mutant_pause_demotes_on_lapsed_key_trips_pause_hands_off() {
+    // The rule before issue 16 §2: a paused primary whose lease lapsed while the store was frozen is
+    // stopped when the thawed store still shows its key.
+    let msg = first_failure(1..5, |seed| {
+        let sim = mutant_sim(seed, Mutant::PauseDemotesOnLapsedKey);
+        crate::pause_outage::paused_outage(sim, crate::pause_outage::Outage::EtcdFrozen);
+    });
+    assert_tripped(&msg, &["PauseHandsOff"]);
+}

@@ -62,6 +62,10 @@ pub struct Pg {
     /// `pg_wal_replay_pause()`: replay stopped at this position while WAL is still received (`Data::lsn`).
     /// Cleared by a stop (the pause is not persistent) and by a promotion (which replays everything first).
     pub replay_paused_at: Option<u64>,
+    /// A broken configuration (e.g. `postgresql.auto.conf`): every start fails until it is repaired.
+    pub cannot_start: bool,
+    /// True times of the starts that failed, for the back-off scenarios.
+    pub failed_starts: Vec<u64>,
 }
 
 impl Pg {
@@ -72,6 +76,8 @@ impl Pg {
             streaming: false,
             frozen: false,
             replay_paused_at: None,
+            cannot_start: false,
+            failed_starts: Vec::new(),
         }
     }
 

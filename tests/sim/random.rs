@@ -17,6 +17,11 @@ pub fn run_seed(seed: u64, adjust: impl Fn(usize, &mut tenure::ha::CoreConfig)) 
     // Failsafe mode in three seeds out of eight (decided without drawing from `pick`, so the fault sequence
     // of every seed stays what it was).
     sim.w.store.failsafe_mode = failsafe_seed(seed);
+    // etcd's leases in one seed out of four, and the store outage is a SIGSTOP in one out of three
+    // (without drawing either, like failsafe).
+    if seed % 4 == 1 {
+        sim = sim.etcd_shaped();
+    }
     sim.w.knobs.slow_ms = if pick.chance(30) { 800 } else { 0 };
     sim = sim.started();
     let ttl = sim.ttl();
@@ -47,6 +52,7 @@ fn inject(sim: &mut Sim, pick: &mut Rng, watchdog: bool) {
         0 => sim.partition_from_store(target),
         1 => sim.heal_store_link(target),
         2 => sim.partition_nodes(target, (target + 1) % n),
+        3 if sim.w.seed % 3 == 2 => sim.freeze_store(),
         3 => sim.store_outage(),
         4 => sim.store_back(),
         5 => sim.freeze_agent(target),

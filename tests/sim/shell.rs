@@ -119,6 +119,11 @@ fn read_arrive(w: &mut World, i: usize, gen: u64, consistent: bool) {
 }
 
 fn observe_and_decide(w: &mut World, i: usize, view: Option<Cluster>) {
+    // A snapshot that took longer than retry_timeout to arrive is no snapshot to the agent (nor to us).
+    let fresh = w.local(i).0 - w.nodes[i].agent.read_sent_at <= w.timing().retry_timeout_ms;
+    if let Some(c) = view.as_ref().filter(|_| fresh) {
+        w.nodes[i].pause_seen = c.config.pause;
+    }
     let names = w.names();
     let now = w.local(i);
     let a = &mut w.nodes[i].agent;
@@ -153,6 +158,15 @@ fn observe_and_decide(w: &mut World, i: usize, view: Option<Cluster>) {
     a.wake_at = d.wake_at.0;
     a.pending = d.actions.iter().cloned().collect();
     if let Some(answer) = &d.answer {
+        // A refused request licenses nothing (a pending switchover naming this node still does).
+        let name = &w.nodes[i].name;
+        let switchover =
+            w.store.switchover.as_ref().is_some_and(|s| {
+                s.leader.as_ref() == Some(name) || s.candidate.as_ref() == Some(name)
+            });
+        if matches!(answer, tenure::ha::RequestAnswer::Refused(_)) && !switchover {
+            w.nodes[i].operator_licence = false;
+        }
         let line = format!("{}: operator request answered {answer:?}", w.nodes[i].name);
         w.note(line);
     }
@@ -178,11 +192,8 @@ fn ensure_session(w: &mut World, i: usize) -> u64 {
     let t = w.t;
     let current = w.nodes[i].agent.session.filter(|s| w.store.alive(*s));
     let id = match current {
-        Some(s) => {
-            w.store.renew(s, t, &mut w.rng);
-            s
-        }
-        None => w.store.create_session(i, t, &mut w.rng),
+        Some(s) if w.store.renew(s, t, &mut w.rng) => s,
+        _ => w.store.create_session(i, t, &mut w.rng),
     };
     w.nodes[i].agent.session = Some(id);
     let expiry = w.store.sessions[&id].expires_at;
@@ -244,6 +255,7 @@ fn next_action(w: &mut World, i: usize) {
         );
         return;
     }
+    crate::checkers::pause_hands_off(w, i, &action);
     let (outcome, took_ms) = crate::local::execute(w, i, &action);
     let at = w.t + took_ms;
     w.schedule(
@@ -323,6 +335,10 @@ fn apply(w: &mut World, i: usize, action: &Action) -> ActionOutcomeKind {
             Done
         }
         Action::ClearSwitchover => {
+            // A switchover cleared without happening licenses nothing more on the nodes still running.
+            for n in &mut w.nodes {
+                n.operator_licence &= n.pg.run == Run::Stopped;
+            }
             w.store.switchover = None;
             Done
         }

@@ -1,5 +1,6 @@
 //! A Consul model: sessions whose TTL is a lower bound (invalidation anywhere in [TTL, 2·TTL]), behaviour
-//! delete, lock-delay on invalidation only, acquire/release/CAS, consistent and stale reads.
+//! delete, lock-delay on invalidation only, acquire/release/CAS, consistent and stale reads; `etcd` shapes
+//! it as etcd's leases; `frozen` is a store process stopped with SIGSTOP (its clock stands still).
 use std::collections::BTreeMap;
 
 use tenure::ha::{
@@ -45,6 +46,11 @@ pub struct Store {
     past: Vec<(u64, Cluster)>,
     /// Set whenever the leader key changes (watches wake).
     pub leader_changed: bool,
+    /// etcd's leases instead of Consul's sessions: expiry within a lessor tick (500 ms) of the TTL, and a
+    /// keep-alive of an expired lease fails (etcd waits for its revocation, then answers "not found").
+    pub etcd: bool,
+    /// The store process is frozen (SIGSTOP): nothing expires until it runs again.
+    pub frozen: bool,
 }
 
 impl Store {
@@ -67,6 +73,8 @@ impl Store {
             index: 1,
             past: Vec::new(),
             leader_changed: false,
+            etcd: false,
+            frozen: false,
         }
     }
 
@@ -77,7 +85,8 @@ impl Store {
 
     /// TTL is a lower bound: the server may reap the session anywhere up to twice the TTL.
     fn expiry(&self, t: u64, rng: &mut Rng) -> u64 {
-        t + self.session_ttl_ms + rng.range(0, self.session_ttl_ms)
+        let late_ms = if self.etcd { 500 } else { self.session_ttl_ms };
+        t + self.session_ttl_ms + rng.range(0, late_ms)
     }
 
     pub fn create_session(&mut self, owner: usize, t: u64, rng: &mut Rng) -> u64 {
@@ -96,6 +105,10 @@ impl Store {
     pub fn renew(&mut self, session: u64, t: u64, rng: &mut Rng) -> bool {
         let expires_at = self.expiry(t, rng);
         match self.sessions.get_mut(&session) {
+            Some(s) if self.etcd && s.expires_at <= t => {
+                self.invalidate(session, t, false);
+                false
+            }
             Some(s) => {
                 s.expires_at = expires_at;
                 true
@@ -106,6 +119,9 @@ impl Store {
 
     /// Invalidate every session whose time has come; returns the owners of invalidated sessions.
     pub fn expire(&mut self, t: u64) -> Vec<usize> {
+        if self.frozen {
+            return Vec::new();
+        }
         let dead: Vec<u64> = self
             .sessions
             .iter()

@@ -151,6 +151,10 @@ pub struct Node {
     /// The operator stopped this agent during pause and PostgreSQL was left running as primary on purpose
     /// (the documented pause exception), until an agent takes a lease again or PostgreSQL stops.
     pub left_running_in_pause: bool,
+    /// PauseHandsOff: the pause flag of the last store snapshot this agent read, and whether an operator's
+    /// request (restart, reinitialize, switchover) licenses the next PostgreSQL transitions on this node.
+    pub pause_seen: bool,
+    pub operator_licence: bool,
 }
 
 /// Knobs of a run.
@@ -214,6 +218,8 @@ impl World {
                     clock_rate_ppm: rate,
                     diverged_healthy_since: None,
                     left_running_in_pause: false,
+                    pause_seen: false,
+                    operator_licence: false,
                 }
             })
             .collect::<Vec<_>>();
@@ -489,6 +495,8 @@ impl World {
         let gen = self.nodes[i].agent.gen + 1;
         let job_gen = self.nodes[i].agent.job_gen + 1;
         self.nodes[i].agent = Agent::fresh(gen);
+        // A fresh agent knows nothing of a pause until it reads the store (R2 holds until then).
+        self.nodes[i].pause_seen = false;
         self.nodes[i].agent.job_gen = job_gen;
         let name = self.nodes[i].name.clone();
         self.note(format!("{name}: agent started"));

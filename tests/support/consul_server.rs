@@ -53,7 +53,8 @@ impl Default for ConsulTestOptions {
     }
 }
 
-/// A fault applied to every request from now on (sessions keep expiring meanwhile, as they would).
+/// A fault applied to every request from now on (sessions keep expiring meanwhile, as they would, except
+/// under `Stopped`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Fault {
     None,
@@ -65,7 +66,14 @@ pub enum Fault {
     DropConnections,
     /// Requests hang until the fault is changed.
     Freeze,
+    /// The server process stopped (SIGSTOP): requests hang and no session expires; once it runs again,
+    /// requests are answered at once and what expired meanwhile is reaped `STOPPED_REAP_DELAY` later (a
+    /// thawed etcd revokes expired leases after its lessor's tick; a restarted Consul resets session TTLs).
+    Stopped,
 }
+
+/// After `Fault::Stopped`, how long expired sessions (and their keys) stay visible.
+pub const STOPPED_REAP_DELAY: Duration = Duration::from_secs(2);
 
 /// The running server. Stops on `stop()` or when dropped.
 pub struct ConsulTestServer {
@@ -206,8 +214,16 @@ async fn accept_loop(
 
 /// Sessions expire by timer; a coarse 5 ms tick is plenty against TTLs of hundreds of ms.
 async fn reap_loop(shared: Arc<Shared>) {
+    let mut was_stopped = false;
     loop {
         tokio::time::sleep(Duration::from_millis(5)).await;
+        if *shared.fault.borrow() == Fault::Stopped {
+            was_stopped = true;
+            continue;
+        }
+        if std::mem::take(&mut was_stopped) {
+            tokio::time::sleep(STOPPED_REAP_DELAY).await;
+        }
         let now = Instant::now();
         let mut st = shared.lock();
         let due: Vec<String> = st
@@ -235,7 +251,7 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin>(stream: S, shared: Arc<Shared>
         loop {
             let fault = *fault_rx.borrow_and_update();
             match fault {
-                Fault::Freeze => {
+                Fault::Freeze | Fault::Stopped => {
                     if fault_rx.changed().await.is_err() {
                         return;
                     }

@@ -1,0 +1,69 @@
+//! Failed starts of PostgreSQL: remembered until it runs, retried no faster than loop_wait, doubling to a minute.
+use super::action::Action;
+use super::decide::{Ctx, Plan};
+use super::memory::{Memory, StartFailure};
+use super::observation::{ActionOutcome, Outcome};
+use super::types::Millis;
+use super::Reason;
+
+/// The longest wait between two start attempts.
+pub const MAX_BACKOFF_MS: u64 = 60_000;
+
+/// Whether `a` starts PostgreSQL (a divergence check of a crashed data directory first runs it in
+/// single-user mode for crash recovery).
+fn starts(a: &Action) -> bool {
+    matches!(
+        a,
+        Action::StartPrimary | Action::StartReplica { .. } | Action::CheckDivergence { .. }
+    )
+}
+
+/// Fold a start's outcome into memory: a failure counts (from its send time), a success forgets them all.
+pub(crate) fn absorb(m: &mut Memory, o: &ActionOutcome) {
+    if !starts(&o.action) {
+        return;
+    }
+    match &o.result {
+        Outcome::Failed(why) => {
+            let count = m.start_failure.as_ref().map_or(0, |f| f.count) + 1;
+            m.start_failure = Some(StartFailure {
+                count,
+                at: o.sent_at,
+                why: why.clone(),
+            });
+        }
+        Outcome::Done if !matches!(o.action, Action::CheckDivergence { .. }) => {
+            m.start_failure = None
+        }
+        _ => {}
+    }
+}
+
+/// When the next start may be tried: loop_wait after the first failure, doubling up to a minute.
+pub(crate) fn retry_at(loop_wait_ms: u64, f: &StartFailure) -> Millis {
+    let doublings = f.count.saturating_sub(1).min(16);
+    let wait_ms = loop_wait_ms
+        .saturating_mul(1 << doublings)
+        .min(MAX_BACKOFF_MS.max(loop_wait_ms));
+    f.at.plus_ms(wait_ms)
+}
+
+/// A plan that would start PostgreSQL before the back-off after a failed start has run out waits instead.
+/// An operator's request is not held back: the operator asked for this attempt.
+pub(crate) fn gate(ctx: &Ctx, mem: &Memory, plan: Plan) -> Plan {
+    let Some(f) = &mem.start_failure else {
+        return plan;
+    };
+    if ctx.obs.request.is_some() || !plan.actions.iter().any(starts) {
+        return plan;
+    }
+    let at = retry_at(ctx.cfg.timing.loop_wait_ms, f);
+    if ctx.now >= at {
+        return plan;
+    }
+    Plan::idle(Reason::StartBackoff {
+        why: f.why.clone(),
+        retry_in_ms: at.since(ctx.now),
+    })
+    .wake(at)
+}
