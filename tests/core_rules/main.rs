@@ -16,3 +16,4 @@ mod shutdown;
 mod store_down;
 mod switchover;
 mod timing;
+mod timing_change;
