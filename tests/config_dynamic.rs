@@ -79,7 +79,10 @@ fn every_dynamic_key_is_read() {
 fn lease_arithmetic_that_breaks_is_refused_naming_the_rule() {
     let e = refused(json!({"ttl": 30, "loop_wait": 20, "retry_timeout": 10}));
     assert!(
-        matches!(e, DynamicError::Timing(TimingError::LoopTooSlowForTtl { .. })),
+        matches!(
+            e,
+            DynamicError::Timing(TimingError::LoopTooSlowForTtl { .. })
+        ),
         "{e:?}"
     );
     assert!(e.to_string().contains("2 * retry_timeout"), "{e}");
@@ -94,15 +97,39 @@ fn negative_absurd_and_mistyped_values_are_refused_naming_the_key() {
         (json!({"loop_wait": -1}), "loop_wait"),
         (json!({"ttl": 100_000_000}), "ttl"),
         (json!({"retry_timeout": "soon"}), "retry_timeout"),
-        (json!({"maximum_lag_on_failover": -5}), "maximum_lag_on_failover"),
-        (json!({"primary_start_timeout": [1]}), "primary_start_timeout"),
+        (
+            json!({"maximum_lag_on_failover": -5}),
+            "maximum_lag_on_failover",
+        ),
+        (
+            json!({"primary_start_timeout": [1]}),
+            "primary_start_timeout",
+        ),
         (json!({"pause": "maybe"}), "pause"),
-        (json!({"postgresql": {"parameters": ["work_mem"]}}), "postgresql.parameters"),
-        (json!({"postgresql": {"parameters": {"work_mem": {"a": 1}}}}), "postgresql.parameters.work_mem"),
-        (json!({"postgresql": {"parameters": {"wal_level": "minimal"}}}), "postgresql.parameters.wal_level"),
-        (json!({"postgresql": {"parameters": {"max_connections": 3}}}), "postgresql.parameters.max_connections"),
-        (json!({"postgresql": {"pg_hba": "host all"}}), "postgresql.pg_hba"),
-        (json!({"postgresql": {"use_pg_rewind": "sometimes"}}), "postgresql.use_pg_rewind"),
+        (
+            json!({"postgresql": {"parameters": ["work_mem"]}}),
+            "postgresql.parameters",
+        ),
+        (
+            json!({"postgresql": {"parameters": {"work_mem": {"a": 1}}}}),
+            "postgresql.parameters.work_mem",
+        ),
+        (
+            json!({"postgresql": {"parameters": {"wal_level": "minimal"}}}),
+            "postgresql.parameters.wal_level",
+        ),
+        (
+            json!({"postgresql": {"parameters": {"max_connections": 3}}}),
+            "postgresql.parameters.max_connections",
+        ),
+        (
+            json!({"postgresql": {"pg_hba": "host all"}}),
+            "postgresql.pg_hba",
+        ),
+        (
+            json!({"postgresql": {"use_pg_rewind": "sometimes"}}),
+            "postgresql.use_pg_rewind",
+        ),
         (json!([1, 2]), "config"),
     ] {
         let e = refused(v.clone());
@@ -126,13 +153,21 @@ fn the_store_wins_for_cluster_wide_keys_and_the_file_for_its_own_parameters() {
     let e = c.effective(&c.core_config(), &d).unwrap();
     let t = e.core.timing;
     assert_eq!(
-        (t.ttl_ms, t.session_ttl_ms, t.loop_wait_ms, t.retry_timeout_ms),
+        (
+            t.ttl_ms,
+            t.session_ttl_ms,
+            t.loop_wait_ms,
+            t.retry_timeout_ms
+        ),
         (40_000, 40_000, 2_000, 5_000),
         "absent keys keep the file's bootstrap.dcs value"
     );
     assert_eq!(e.core.maximum_lag_on_failover_bytes, 7);
     assert_eq!(e.core.primary_start_timeout_ms, 0);
-    assert!(!e.core.use_pg_rewind, "the file does not set it: the store's");
+    assert!(
+        !e.core.use_pg_rewind,
+        "the file does not set it: the store's"
+    );
     let p = &e.pg.parameters;
     assert_eq!(p["work_mem"], "5MB", "from the store");
     assert_eq!(p["shared_buffers"], "16MB", "the file's own parameter wins");
@@ -148,7 +183,10 @@ fn the_store_wins_for_cluster_wide_keys_and_the_file_for_its_own_parameters() {
 fn a_key_without_parameters_keeps_the_files_and_bootstrap_parameters() {
     let c = file(FILE);
     let e = c
-        .effective(&c.core_config(), &DynamicSettings::parse(&json!({"pause": true})).unwrap())
+        .effective(
+            &c.core_config(),
+            &DynamicSettings::parse(&json!({"pause": true})).unwrap(),
+        )
         .unwrap();
     assert_eq!(e.pg.parameters, c.pg_settings().parameters);
     assert_eq!(e.core, c.core_config());
@@ -156,12 +194,21 @@ fn a_key_without_parameters_keeps_the_files_and_bootstrap_parameters() {
 
 #[test]
 fn on_consul_the_session_ttl_is_half_the_stores_ttl() {
-    let c = file(&FILE.replace("etcd3: {hosts: 127.0.0.1:2379}", "consul: {host: 127.0.0.1:8500}"));
+    let c = file(&FILE.replace(
+        "etcd3: {hosts: 127.0.0.1:2379}",
+        "consul: {host: 127.0.0.1:8500}",
+    ));
     let d = DynamicSettings::parse(&json!({"ttl": 40})).unwrap();
     let t = c.effective(&c.core_config(), &d).unwrap().core.timing;
     assert_eq!(t.session_ttl_ms, 20_000);
     // loop_wait 5 + retry 5 + fence 2 = 12 > 9.9 (ttl 20 → session 10 less 1 %): refused on Consul only.
     let e = c.check_dynamic(&json!({"ttl": 20})).unwrap_err();
-    assert!(matches!(e, DynamicError::Timing(TimingError::RenewalCannotLand { .. })), "{e:?}");
+    assert!(
+        matches!(
+            e,
+            DynamicError::Timing(TimingError::RenewalCannotLand { .. })
+        ),
+        "{e:?}"
+    );
     assert!(file(FILE).check_dynamic(&json!({"ttl": 20})).is_ok());
 }

@@ -55,6 +55,15 @@ pub async fn run_loop(
         requests: request_tx,
         reload: reload.clone(),
         wake: woken.clone(),
+        check_config: {
+            let local = config.clone();
+            Arc::new(move |v: &serde_json::Value| {
+                local
+                    .check_dynamic(v)
+                    .map(|_| ())
+                    .map_err(|e| e.to_string())
+            })
+        },
     });
     let failsafe = crate::api::failsafe::SharedFailsafe::default();
     let state = ApiState {

@@ -169,8 +169,9 @@ fn check_protected(name: &str, value: &str) -> Result<(), DynamicError> {
             &key,
             format!("must be replica or logical: replicas need it (got {value:?})"),
         )),
-        "wal_log_hints" | "track_commit_timestamp" => flag(&key, Some(&Value::String(value.into())))
-            .map(|_| ()),
+        "wal_log_hints" | "track_commit_timestamp" => {
+            flag(&key, Some(&Value::String(value.into()))).map(|_| ())
+        }
         _ => Ok(()),
     }
 }

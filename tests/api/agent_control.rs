@@ -47,6 +47,7 @@ async fn start_with(published: tenure::api::Published) -> AgentApi {
         requests: request_tx,
         reload: reload.clone(),
         wake: Arc::new(Notify::new()),
+        check_config: tenure::agent::control::accept_any_config(),
     });
     let state = ApiState {
         published: rx,
@@ -534,6 +535,7 @@ async fn switchover_checks_the_store_now_and_accepted_writes_wake_the_loop() {
         requests: request_tx,
         reload: Arc::new(Notify::new()),
         wake: wake.clone(),
+        check_config: tenure::agent::control::accept_any_config(),
     };
     let woken = || async {
         tokio::time::timeout(std::time::Duration::from_millis(200), wake.notified())
