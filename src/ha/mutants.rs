@@ -21,6 +21,8 @@ pub enum Mutant {
     FailsafeFromReceive,
     /// A replica ignores the failsafe grant it gave and races as soon as the leader key is free.
     FailsafeIgnoreGrant,
+    /// A renewal counts the running lease term on the ttl configured now, not the one the store granted it.
+    TermTakesNewTtl,
     /// Simulator-only: the watchdog never fires.
     WatchdogNeverFires,
 }

@@ -14,6 +14,7 @@ mod rng;
 mod scenarios;
 mod shell;
 mod store;
+mod timing_change;
 mod world;
 
 /// Whether the simulator-only watchdog mutant is selected for this node.
