@@ -212,3 +212,29 @@ fn on_consul_the_session_ttl_is_half_the_stores_ttl() {
     );
     assert!(file(FILE).check_dynamic(&json!({"ttl": 20})).is_ok());
 }
+
+/// Patroni's rule for the protected parameters on a replica: a value lower than the primary's (from
+/// `pg_controldata`) is raised to it at start, so the hot standby starts; a higher one stays.
+#[test]
+fn a_replica_starts_with_at_least_the_primarys_max_connections() {
+    let text = include_str!("../src/pg/testdata/controldata_primary_shut_down.txt").replace(
+        "max_connections setting:              100",
+        "max_connections setting:              120",
+    );
+    let cd = tenure::pg::controldata::ControlData::parse(&text).unwrap();
+    assert_eq!(cd.primary_minimums["max_connections"], 120);
+    let mut pg = file(FILE).pg_settings();
+    assert_eq!(pg.parameters["max_connections"], "40");
+    pg.parameters
+        .insert("max_locks_per_transaction".into(), "128".into());
+    let raised = tenure::pg::config::raised_to_primary(&pg, &cd);
+    assert_eq!(raised.parameters["max_connections"], "120");
+    assert_eq!(
+        raised.parameters["max_locks_per_transaction"], "128",
+        "higher than the primary's: kept"
+    );
+    assert!(
+        !raised.parameters.contains_key("max_worker_processes"),
+        "unset and equal to the default"
+    );
+}
