@@ -7,6 +7,8 @@ use tenure::ha::Millis;
 
 #[path = "api/agent_control.rs"]
 mod agent_control;
+#[path = "api/config_check.rs"]
+mod config_check;
 #[path = "api/control.rs"]
 mod control;
 #[path = "api/failsafe.rs"]

@@ -27,6 +27,17 @@ pub struct StoreControl {
     /// Wakes the loop after a write it must act on (switchover, failover, config), as Patroni does:
     /// otherwise the request waits up to a `loop_wait`.
     pub wake: Arc<Notify>,
+    /// Whether the agents would run with a `config` value (`Config::check_dynamic`): `PATCH /config` and
+    /// `PUT /config` answer 422 with its message, and write nothing, when they would not.
+    pub check_config: ConfigCheck,
+}
+
+/// A check of a whole `config` value; `Err` names the key or the timing rule it breaks.
+pub type ConfigCheck = Arc<dyn Fn(&serde_json::Value) -> Result<(), String> + Send + Sync>;
+
+/// A check that accepts everything (tests of other requests).
+pub fn accept_any_config() -> ConfigCheck {
+    Arc::new(|_| Ok(()))
 }
 
 /// An operator request waiting for the next cycle, and where its answer goes.
@@ -113,6 +124,33 @@ fn unavailable(e: DcsError) -> ControlError {
     ControlError::new(503, format!("the store did not accept the request: {e}"))
 }
 
+impl StoreControl {
+    /// CAS-write a whole `config` value the agents would run with; 422 naming the rule otherwise.
+    async fn write_config(
+        &self,
+        value: serde_json::Value,
+        index: Option<u64>,
+    ) -> Result<serde_json::Value, ControlError> {
+        if let Err(why) = (self.check_config)(&value) {
+            return Err(ControlError::new(
+                422,
+                format!("the agents would refuse this configuration: {why}"),
+            ));
+        }
+        match self.dcs.cas_config(&value, index, self.deadline()).await {
+            Ok(()) => {
+                self.wake.notify_one();
+                Ok(value)
+            }
+            Err(DcsError::Conflict(_)) => Err(ControlError::new(
+                409,
+                "the config changed meanwhile; retry",
+            )),
+            Err(e) => Err(unavailable(e)),
+        }
+    }
+}
+
 #[async_trait]
 impl Control for StoreControl {
     async fn patch_config(
@@ -128,17 +166,20 @@ impl Control for StoreControl {
         };
         let mut value = current;
         merge_patch(&mut value, &merge);
-        match self.dcs.cas_config(&value, index, self.deadline()).await {
-            Ok(()) => {
-                self.wake.notify_one();
-                Ok(value)
-            }
-            Err(DcsError::Conflict(_)) => Err(ControlError::new(
-                409,
-                "the config changed meanwhile; retry",
-            )),
-            Err(e) => Err(unavailable(e)),
-        }
+        self.write_config(value, index).await
+    }
+
+    async fn put_config(
+        &self,
+        value: serde_json::Value,
+    ) -> Result<serde_json::Value, ControlError> {
+        let index = {
+            let p = self.published.borrow();
+            p.cluster
+                .as_ref()
+                .and_then(|c| c.config.as_ref().map(|(_, i)| *i))
+        };
+        self.write_config(value, index).await
     }
 
     async fn switchover(&self, req: SwitchoverRequest) -> Result<Accepted, ControlError> {

@@ -36,9 +36,13 @@ pub async fn run_loop(
     dcs: Arc<dyn Dcs>,
     env: BTreeMap<String, String>,
 ) -> Result<(), AgentError> {
-    let mut core = config.core_config();
+    // `local_core`: the file's settings (SIGHUP included); `core`: those with the store's `config` key over
+    // them (`dynamic`), what `decide` runs with.
+    let mut local_core = config.core_config();
+    let mut core = local_core.clone();
+    let mut dynamic = super::dynamic::Dynamic::default();
     let mut tags = config.tags.clone();
-    let pg = config.pg_settings();
+    let mut pg = config.pg_settings();
     let mut retry_ms = core.timing.retry_timeout_ms;
     let api_url = config.api_url();
     let scope = config.scope.clone();
@@ -55,6 +59,15 @@ pub async fn run_loop(
         requests: request_tx,
         reload: reload.clone(),
         wake: woken.clone(),
+        check_config: {
+            let local = config.clone();
+            Arc::new(move |v: &serde_json::Value| {
+                local
+                    .check_dynamic(v)
+                    .map(|_| ())
+                    .map_err(|e| e.to_string())
+            })
+        },
     });
     let failsafe = crate::api::failsafe::SharedFailsafe::default();
     let state = ApiState {
@@ -76,7 +89,7 @@ pub async fn run_loop(
     let mut int = signal(SignalKind::interrupt()).map_err(AgentError::Signals)?;
     let mut hup = signal(SignalKind::hangup()).map_err(AgentError::Signals)?;
     let mut exec = Executor::new(dcs.clone(), pg.clone(), config.initdb.clone());
-    exec.bootstrap_config = bootstrap_config(&core, &config);
+    exec.bootstrap_config = bootstrap_config(&local_core, &config);
     exec.watchdog = super::watchdog::Watchdog::new(config.watchdog.clone());
     exec.failsafe = failsafe_poster(&config, &core);
     exec.peer_client =
@@ -91,9 +104,11 @@ pub async fn run_loop(
     loop {
         let cycle_start = clock::monotonic();
         let store_read_at = clock::monotonic();
+        let mut config_key = None;
         let store = match dcs.get_cluster(consistent, after_ms(retry_ms)).await {
             Ok(mut snap) => {
                 keys::fill_derived(&mut snap);
+                config_key = snap.config.as_ref().map(|(v, _)| v.clone());
                 exec.remember(&snap);
                 dcs_last_seen = Some(clock::wall_s());
                 StoreView::Available(snap.cluster.clone())
@@ -108,6 +123,11 @@ pub async fn run_loop(
             }
         };
         let (pg_state, running) = observe_pg(&pg).await;
+        if dynamic.observe(&config, &local_core, config_key.as_ref()) {
+            let next = dynamic.effective(&config, &local_core);
+            run_with(next, &mut core, &mut pg, &mut exec, &pg_state).await;
+            retry_ms = core.timing.retry_timeout_ms;
+        }
         let streaming = matches!(&pg_state, PgState::Running(r) if r.streaming);
         let obs = Observation {
             now: clock::monotonic(),
@@ -173,11 +193,15 @@ pub async fn run_loop(
                 }
             } => {
                 info!(trigger = reloaded, "reloading the config file");
-                if let Some(r) = reload_config(&config, &env, &core, &tags) {
-                    core = r.core;
+                if let Some(r) = reload_config(&config, &env, &local_core, &tags) {
+                    local_core = r.core;
                     tags = r.tags;
+                    // The store's keys stay over the file's; the next read applies them again.
+                    core = dynamic.effective(&config, &local_core).core;
+                    dynamic.reread();
+                    dcs.set_ttl(core.timing.ttl_ms);
                     retry_ms = core.timing.retry_timeout_ms;
-                    exec.bootstrap_config = bootstrap_config(&core, &config);
+                    exec.bootstrap_config = bootstrap_config(&local_core, &config);
                     exec.failsafe = failsafe_poster(&config, &core);
                 }
             }
@@ -186,6 +210,31 @@ pub async fn run_loop(
     let _ = stop_api.send(());
     let _ = api_task.await;
     Ok(())
+}
+
+/// Run with the settings the store's `config` key gives from now on: a new `ttl` for the store's next
+/// session/lease (the core counts the running term on its own), PostgreSQL's files rewritten and reloaded.
+async fn run_with(
+    next: crate::config::dynamic::Effective,
+    core: &mut crate::ha::CoreConfig,
+    pg: &mut crate::pg::PgSettings,
+    exec: &mut Executor,
+    pg_state: &PgState,
+) {
+    let changed = super::dynamic::changes(core, pg, &next);
+    if changed.is_empty() {
+        return;
+    }
+    info!(changed = %changed.join(", "), "applying the store's config");
+    exec.dcs.set_ttl(next.core.timing.ttl_ms);
+    let pg_changed = next.pg.parameters != pg.parameters || next.pg.pg_hba != pg.pg_hba;
+    *core = next.core;
+    *pg = next.pg.clone();
+    exec.pg = next.pg;
+    if pg_changed {
+        let running = matches!(pg_state, PgState::Running(_));
+        super::dynamic::apply_pg(pg, running, exec.job_running()).await;
+    }
 }
 
 /// SIGHUP: re-read the file the agent started from and say what changes; `None` when the file is not
@@ -450,6 +499,13 @@ fn bootstrap_config(core: &crate::ha::CoreConfig, config: &Config) -> serde_json
     });
     if config.bootstrap_failsafe_mode {
         v["failsafe_mode"] = serde_json::json!(true);
+    }
+    let local = &config.local_pg;
+    if !local.bootstrap_parameters.is_empty() {
+        v["postgresql"]["parameters"] = serde_json::json!(local.bootstrap_parameters);
+    }
+    if let Some(hba) = &local.bootstrap_pg_hba {
+        v["postgresql"]["pg_hba"] = serde_json::json!(hba);
     }
     v
 }

@@ -8,11 +8,21 @@ use crate::ha::NodeName;
 #[async_trait]
 pub trait Control: Send + Sync {
     /// `PATCH /config`: JSON merge into the `config` key (`null` deletes). Returns the merged config.
-    /// Patroni's refusals: 503 no `config` key, 409 CAS lost.
+    /// Patroni's refusals: 503 no `config` key, 409 CAS lost; 422 (nothing written) when the agents would
+    /// refuse the merged value (a broken lease arithmetic, a negative or mistyped value), naming the rule.
     async fn patch_config(
         &self,
         merge: serde_json::Value,
     ) -> Result<serde_json::Value, ControlError>;
+    /// `PUT /config`: replace the `config` key with a whole new value. Returns it.
+    /// 422 (nothing written) when the agents would refuse the value, as for `PATCH /config`.
+    async fn put_config(
+        &self,
+        value: serde_json::Value,
+    ) -> Result<serde_json::Value, ControlError> {
+        let _ = value;
+        Err(ControlError::new(501, "PUT /config is not supported here"))
+    }
     /// `POST /switchover` (and `POST /failover` with a `leader`). 200 when done, 202 when scheduled;
     /// 412 not possible, 503 failed or unknown.
     async fn switchover(&self, req: SwitchoverRequest) -> Result<Accepted, ControlError>;

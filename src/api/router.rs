@@ -107,7 +107,7 @@ where
             respond(200, "text/plain; version=0.0.4; charset=utf-8", body)
         }
         _ => match (method, path) {
-            ("PATCH", "/config")
+            ("PATCH" | "PUT", "/config")
             | ("POST" | "DELETE", "/switchover")
             | ("DELETE", "/restart")
             | ("POST", "/failover" | "/restart" | "/reinitialize" | "/reload" | "/failsafe") => {
@@ -204,6 +204,10 @@ where
             ("PATCH", _) => json(
                 200,
                 &c.patch_config(bad(requests::config_patch(&bytes))?).await?,
+            ),
+            ("PUT", _) => json(
+                200,
+                &c.put_config(bad(requests::config_patch(&bytes))?).await?,
             ),
             ("POST", "/switchover") => accepted(c.switchover(requests::switchover(&bytes)?).await?),
             ("DELETE", "/restart") => {

@@ -256,7 +256,7 @@ pub(crate) fn build(
     if !ctx.errors.is_empty() {
         return None;
     }
-    let (scope, name, store, restapi, (pg, rewind), tags, watchdog) =
+    let (scope, name, store, restapi, (pg, rewind, local_pg), tags, watchdog) =
         (scope?, name?, store?, restapi?, pg?, tags?, watchdog?);
     let mut core = CoreConfig::new(NodeName::new(name.clone()), timing).ok()?;
     core.maximum_lag_on_failover_bytes = maximum_lag_on_failover_bytes;
@@ -283,6 +283,7 @@ pub(crate) fn build(
         watchdog,
         fencer,
         bootstrap_failsafe_mode,
+        local_pg,
     })
 }
 

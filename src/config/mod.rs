@@ -14,6 +14,7 @@ use crate::pg::ctl::InitdbOptions;
 use crate::pg::PgSettings;
 
 mod build;
+pub mod dynamic;
 mod env;
 mod error;
 pub mod ignored;
@@ -108,6 +109,20 @@ pub struct Config {
     pub fencer: FencerSettings,
     /// `bootstrap.dcs.failsafe_mode`: written to the `config` key when this node creates the cluster.
     pub bootstrap_failsafe_mode: bool,
+    /// The PostgreSQL settings by source, for merging with the store's `config` key (`dynamic`).
+    pub local_pg: LocalPg,
+}
+
+/// Where the PostgreSQL settings came from, for merging with the store's `config` key.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LocalPg {
+    /// `postgresql.parameters` as written in the file (not `bootstrap.dcs`).
+    pub parameters: BTreeMap<String, String>,
+    pub pg_hba: Option<Vec<String>>,
+    pub use_pg_rewind: Option<bool>,
+    /// `bootstrap.dcs.postgresql.parameters` / `pg_hba`: uploaded with the rest of `bootstrap.dcs`.
+    pub bootstrap_parameters: BTreeMap<String, String>,
+    pub bootstrap_pg_hba: Option<Vec<String>>,
 }
 
 /// A config and the warnings (ignored keys, unknown variables) found while reading it.

@@ -71,7 +71,7 @@ pub(crate) fn build(
     tenure: &RawTenure,
     env: &BTreeMap<String, String>,
     ctx: &mut Ctx,
-) -> Option<(PgSettings, RewindPolicy)> {
+) -> Option<(PgSettings, RewindPolicy, super::LocalPg)> {
     let p = raw.postgresql.take().unwrap_or_default();
     let data_dir = ctx.required(
         p.data_dir,
@@ -117,15 +117,18 @@ pub(crate) fn build(
         None => superuser.clone(),
         Some(r) => user(Some(r), "postgresql.authentication.rewind", ctx),
     };
-    let mut parameters: BTreeMap<String, String> = BTreeMap::new();
-    for (k, v) in dcs
-        .parameters
-        .into_iter()
-        .flatten()
-        .chain(p.parameters.into_iter().flatten())
-    {
-        parameters.insert(k, v.0);
-    }
+    let text = |m: Option<BTreeMap<String, super::raw::Scalar>>| -> BTreeMap<String, String> {
+        m.into_iter().flatten().map(|(k, v)| (k, v.0)).collect()
+    };
+    let local = super::LocalPg {
+        parameters: text(p.parameters),
+        pg_hba: p.pg_hba.clone(),
+        use_pg_rewind: p.use_pg_rewind,
+        bootstrap_parameters: text(dcs.parameters),
+        bootstrap_pg_hba: dcs.pg_hba.clone(),
+    };
+    let mut parameters = local.bootstrap_parameters.clone();
+    parameters.extend(local.parameters.clone());
     let pg_ctl_timeout_ms = ctx.ms(
         p.pg_ctl_timeout,
         "postgresql.pg_ctl_timeout",
@@ -170,7 +173,7 @@ pub(crate) fn build(
         log_file,
         pg_ctl_timeout_s: pg_ctl_timeout_ms.div_ceil(1000),
     };
-    Some((settings, policy))
+    Some((settings, policy, local))
 }
 
 /// `bootstrap.initdb` as Patroni writes it; checksums stay on unless `no-data-checksums` is listed.

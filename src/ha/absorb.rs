@@ -65,7 +65,11 @@ fn absorb_one(
         }
         (Action::RenewLeader, Outcome::Done) => {
             // A renew only extends a lease we still hold; it never resurrects one.
-            m.lease = m.lease.map(|l| l.extended(t, sent_at));
+            m.lease = if cfg.mutant(MutantName::TermTakesNewTtl) {
+                m.lease.map(|_| Lease::from_ack(t, sent_at))
+            } else {
+                m.lease.map(|l| l.extended(t, sent_at))
+            };
             if m.lease.is_some() {
                 m.failsafe_until = None;
             }

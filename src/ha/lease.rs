@@ -11,6 +11,9 @@ pub struct Lease {
     pub deadline: Millis,
     /// When to renew next.
     pub renew_due: Millis,
+    /// The timing this lease term runs on: the store fixed the session's TTL when it was created, so a
+    /// dynamic `ttl` change applies only to the next term (the next acquire), never to this one.
+    pub timing: Timing,
 }
 
 impl Lease {
@@ -23,6 +26,7 @@ impl Lease {
             acked_sent_at: sent_at,
             deadline,
             renew_due: sent_at.plus_ms(timing.loop_wait_ms),
+            timing: *timing,
         }
     }
 
@@ -37,12 +41,19 @@ impl Lease {
     }
 
     /// Extend with a newer acknowledgement; an older one (a reordered reply) never shortens or extends it.
-    pub fn extended(self, timing: &Timing, sent_at: Millis) -> Lease {
-        if sent_at > self.acked_sent_at {
-            Lease::from_ack(timing, sent_at)
-        } else {
-            self
+    /// `current` is the timing configured now: it is taken over only when its session TTL is the one this
+    /// term was granted with (a `loop_wait` or `retry_timeout` change applies at once); a different `ttl`
+    /// waits for the next term, so the deadline always counts on the TTL the store enforces.
+    pub fn extended(self, current: &Timing, sent_at: Millis) -> Lease {
+        if sent_at <= self.acked_sent_at {
+            return self;
         }
+        let timing = if current.session_ttl_ms == self.timing.session_ttl_ms {
+            current
+        } else {
+            &self.timing
+        };
+        Lease::from_ack(timing, sent_at)
     }
 }
 

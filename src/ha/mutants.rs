@@ -25,6 +25,8 @@ pub enum Mutant {
     ReadLagFromReceived,
     /// In pause, stop a primary whose lease lapsed under a key that still names it (the rule before issue 16).
     PauseDemotesOnLapsedKey,
+    /// A renewal counts the running lease term on the ttl configured now, not the one the store granted it.
+    TermTakesNewTtl,
     /// Simulator-only: the watchdog never fires.
     WatchdogNeverFires,
 }

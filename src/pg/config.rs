@@ -74,6 +74,46 @@ pub fn write_config(settings: &PgSettings) -> Result<(), PgError> {
     Ok(())
 }
 
+/// PostgreSQL's defaults (tenure's for `max_wal_senders`) of the settings in
+/// [`super::controldata::HOT_STANDBY_MINIMUMS`], for a config that does not set them.
+fn default_of(guc: &str) -> u64 {
+    match guc {
+        "max_connections" => 100,
+        "max_worker_processes" => 8,
+        "max_wal_senders" => 10,
+        "max_locks_per_transaction" => 64,
+        _ => 0,
+    }
+}
+
+/// Patroni's rule for a replica's start: a setting a hot standby may not have lower than its primary
+/// (`max_connections`, ...) is raised to the primary's value recorded in `pg_control`, so a replica whose
+/// configured value is lower (the primary raised it first, as the ordering requires) still starts; it runs
+/// with the configured value once it is raised cluster-wide or the primary lowered it.
+pub fn raised_to_primary(
+    settings: &PgSettings,
+    cd: &super::controldata::ControlData,
+) -> PgSettings {
+    let mut out = settings.clone();
+    for (guc, primary) in &cd.primary_minimums {
+        let ours = settings
+            .parameters
+            .get(*guc)
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .unwrap_or_else(|| default_of(guc));
+        if *primary > ours {
+            tracing::info!(
+                parameter = guc,
+                configured = ours,
+                primary = primary,
+                "starting the replica with the primary's value from pg_controldata"
+            );
+            out.parameters.insert(guc.to_string(), primary.to_string());
+        }
+    }
+    out
+}
+
 /// A GUC value quoted for a config file; quoting is always valid, and `\\` and `'` are escaped.
 fn quote_guc(v: &str) -> String {
     format!("'{}'", v.replace('\\', "\\\\").replace('\'', "''"))

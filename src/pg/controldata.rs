@@ -44,6 +44,9 @@ pub struct ControlData {
     pub min_recovery_lsn: Lsn,
     pub min_recovery_timeline: Timeline,
     pub wal_log_hints: bool,
+    /// The primary's values of the settings a hot standby may not have lower (`max_connections setting`,
+    /// ...), by GUC name; absent when `pg_controldata` does not print them.
+    pub primary_minimums: BTreeMap<&'static str, u64>,
     /// 0 when data checksums are off.
     pub data_checksum_version: u32,
 }
@@ -56,6 +59,15 @@ pub struct LocalPosition {
     /// The data was last a standby: its position is a replay position, not its own writes.
     pub in_recovery: bool,
 }
+
+/// The settings a hot standby must have at least as high as its primary, and their `pg_controldata` lines.
+pub const HOT_STANDBY_MINIMUMS: [(&str, &str); 5] = [
+    ("max_connections", "max_connections setting"),
+    ("max_worker_processes", "max_worker_processes setting"),
+    ("max_wal_senders", "max_wal_senders setting"),
+    ("max_prepared_transactions", "max_prepared_xacts setting"),
+    ("max_locks_per_transaction", "max_locks_per_xact setting"),
+];
 
 impl ControlData {
     /// Parse the full text `pg_controldata` prints (C locale).
@@ -95,6 +107,10 @@ impl ControlData {
             min_recovery_lsn: lsn("Minimum recovery ending location")?,
             min_recovery_timeline: tl("Min recovery ending loc's timeline")?,
             wal_log_hints: get("wal_log_hints setting")? == "on",
+            primary_minimums: HOT_STANDBY_MINIMUMS
+                .iter()
+                .filter_map(|(guc, field)| Some((*guc, fields.get(field)?.parse().ok()?)))
+                .collect(),
             data_checksum_version: num("Data page checksum version")? as u32,
         })
     }

@@ -124,6 +124,18 @@ pub(crate) fn quote_literal(s: &str) -> String {
 /// `pg_ctl start -w`: rewrite `tenure.conf` first, clear a stale lock left by a dead (zombie) postmaster.
 /// Which role it starts in is whatever `recovery` last wrote.
 pub async fn start(settings: &PgSettings) -> Result<(), PgError> {
+    let raised;
+    let settings = if settings.data_path("standby.signal").exists() {
+        match super::controldata::read(settings).await {
+            Ok(cd) => {
+                raised = super::config::raised_to_primary(settings, &cd);
+                &raised
+            }
+            Err(_) => settings,
+        }
+    } else {
+        settings
+    };
     write_config(settings)?;
     if let Some((pid, _)) = read_postmaster_pid(settings) {
         if pid_alive(pid) {

@@ -51,6 +51,7 @@ async fn start_on(published: tenure::api::Published, dcs: Arc<dyn tenure::dcs::D
         requests: request_tx,
         reload: reload.clone(),
         wake: Arc::new(Notify::new()),
+        check_config: tenure::agent::control::accept_any_config(),
     });
     let state = ApiState {
         published: rx,
@@ -538,6 +539,7 @@ async fn switchover_checks_the_store_now_and_accepted_writes_wake_the_loop() {
         requests: request_tx,
         reload: Arc::new(Notify::new()),
         wake: wake.clone(),
+        check_config: tenure::agent::control::accept_any_config(),
     };
     let woken = || async {
         tokio::time::timeout(std::time::Duration::from_millis(200), wake.notified())

@@ -18,3 +18,4 @@ mod start_failure;
 mod store_down;
 mod switchover;
 mod timing;
+mod timing_change;

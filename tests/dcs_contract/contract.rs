@@ -1,6 +1,7 @@
 //! The one contract every `Dcs` backend meets, written once, generic over a `Backend` factory, and stamped out
 //! per backend by `contract_tests!`.
 mod faults;
+mod ttl;
 mod watch;
 
 use std::sync::Arc;
@@ -14,6 +15,7 @@ use tokio::task::JoinSet;
 use tokio::time::{sleep, Instant};
 
 pub use faults::*;
+pub use ttl::*;
 pub use watch::*;
 
 /// A fault the backend may be able to inject.
@@ -56,7 +58,7 @@ macro_rules! contract_tests {
             snapshot_carries_every_key, failsafe_key_round_trips, watch_wakes_on_leader_change, watch_wakes_on_config_change,
             watch_times_out_without_change,
             passed_deadline_is_unavailable, no_cluster_leader_is_unavailable, frozen_store_answers_by_deadline,
-            dropped_connection_is_unavailable);
+            dropped_connection_is_unavailable, a_new_ttl_applies_from_the_next_acquire);
     };
     ($factory:path; $($case:ident),* $(,)?) => {
         $(

@@ -17,6 +17,7 @@ mod scenarios;
 mod shell;
 mod start_failure;
 mod store;
+mod timing_change;
 mod world;
 
 /// Whether the simulator-only watchdog mutant is selected for this node.

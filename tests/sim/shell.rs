@@ -193,7 +193,10 @@ fn ensure_session(w: &mut World, i: usize) -> u64 {
     let current = w.nodes[i].agent.session.filter(|s| w.store.alive(*s));
     let id = match current {
         Some(s) if w.store.renew(s, t, &mut w.rng) => s,
-        _ => w.store.create_session(i, t, &mut w.rng),
+        _ => {
+            let ttl_ms = w.nodes[i].cfg.timing.session_ttl_ms;
+            w.store.create_session(i, t, ttl_ms, &mut w.rng)
+        }
     };
     w.nodes[i].agent.session = Some(id);
     let expiry = w.store.sessions[&id].expires_at;
@@ -317,6 +320,7 @@ fn apply(w: &mut World, i: usize, action: &Action) -> ActionOutcomeKind {
             Done
         }
         Action::AcquireLeader => {
+            crate::timing_change::drop_stale_session(w, i);
             let s = ensure_session(w, i);
             yes(w.store.acquire(i, s, t))
         }

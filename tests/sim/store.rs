@@ -15,6 +15,8 @@ pub struct Session {
     pub owner: usize,
     /// True time at which the session is invalidated unless renewed.
     pub expires_at: u64,
+    /// The TTL it was created with (a renewal keeps it, as Consul does).
+    pub ttl_ms: u64,
 }
 
 #[derive(Clone, Debug)]
@@ -26,7 +28,6 @@ pub struct Held {
 
 /// The store's state.
 pub struct Store {
-    pub session_ttl_ms: u64,
     pub lock_delay_ms: u64,
     pub sessions: BTreeMap<u64, Session>,
     next_session: u64,
@@ -54,9 +55,9 @@ pub struct Store {
 }
 
 impl Store {
-    pub fn new(session_ttl_ms: u64, lock_delay_ms: u64) -> Store {
+    /// Sessions carry the TTL each agent asks for (`create_session`).
+    pub fn new(lock_delay_ms: u64) -> Store {
         Store {
-            session_ttl_ms,
             lock_delay_ms,
             sessions: BTreeMap::new(),
             next_session: 1,
@@ -84,16 +85,22 @@ impl Store {
     }
 
     /// TTL is a lower bound: the server may reap the session anywhere up to twice the TTL.
-    fn expiry(&self, t: u64, rng: &mut Rng) -> u64 {
-        let late_ms = if self.etcd { 500 } else { self.session_ttl_ms };
-        t + self.session_ttl_ms + rng.range(0, late_ms)
+    fn expiry(etcd: bool, t: u64, ttl_ms: u64, rng: &mut Rng) -> u64 {
+        let late_ms = if etcd { 500 } else { ttl_ms };
+        t + ttl_ms + rng.range(0, late_ms)
     }
 
-    pub fn create_session(&mut self, owner: usize, t: u64, rng: &mut Rng) -> u64 {
+    /// A session with the TTL the agent asks for (its configured session TTL).
+    pub fn create_session(&mut self, owner: usize, t: u64, ttl_ms: u64, rng: &mut Rng) -> u64 {
         let id = self.next_session;
         self.next_session += 1;
-        let expires_at = self.expiry(t, rng);
-        self.sessions.insert(id, Session { owner, expires_at });
+        let expires_at = Store::expiry(self.etcd, t, ttl_ms, rng);
+        let session = Session {
+            owner,
+            expires_at,
+            ttl_ms,
+        };
+        self.sessions.insert(id, session);
         id
     }
 
@@ -103,14 +110,14 @@ impl Store {
 
     /// Renew: false if the session is gone (Consul's 404).
     pub fn renew(&mut self, session: u64, t: u64, rng: &mut Rng) -> bool {
-        let expires_at = self.expiry(t, rng);
+        let etcd = self.etcd;
         match self.sessions.get_mut(&session) {
             Some(s) if self.etcd && s.expires_at <= t => {
                 self.invalidate(session, t, false);
                 false
             }
             Some(s) => {
-                s.expires_at = expires_at;
+                s.expires_at = Store::expiry(etcd, t, s.ttl_ms, rng);
                 true
             }
             None => false,

@@ -193,7 +193,6 @@ impl World {
     pub fn new(seed: u64, cfgs: Vec<CoreConfig>, lock_delay_ms: u64) -> World {
         let trace = std::env::var("TENURE_SIM_TRACE").is_ok();
         let mut rng = Rng::new(seed);
-        let session_ttl_ms = cfgs[0].timing.session_ttl_ms;
         let drift = cfgs[0].timing.drift_max_ppm as i64;
         let nodes = cfgs
             .into_iter()
@@ -228,7 +227,7 @@ impl World {
             t: 0,
             seed,
             rng,
-            store: Store::new(session_ttl_ms, lock_delay_ms),
+            store: Store::new(lock_delay_ms),
             nodes,
             queue: BinaryHeap::new(),
             events: Default::default(),

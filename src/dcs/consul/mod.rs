@@ -7,6 +7,7 @@ mod settings;
 mod snapshot;
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use async_trait::async_trait;
@@ -33,6 +34,9 @@ pub struct ConsulDcs {
     settings: ConsulSettings,
     layout: KeyLayout,
     session: Mutex<Option<String>>,
+    /// The HA ttl for the next session (`set_ttl`), and the one the current session was created with.
+    ttl_ms: AtomicU64,
+    session_ttl_ms: AtomicU64,
 }
 
 #[derive(Deserialize)]
@@ -52,6 +56,8 @@ impl ConsulDcs {
         let layout = KeyLayout::new(&settings.namespace, &settings.scope);
         Ok(ConsulDcs {
             http,
+            ttl_ms: AtomicU64::new(settings.ttl_ms),
+            session_ttl_ms: AtomicU64::new(settings.ttl_ms),
             settings,
             layout,
             session: Mutex::new(None),
@@ -96,7 +102,8 @@ impl ConsulDcs {
         r
     }
 
-    async fn create_session(&self, deadline: Instant) -> Result<String, DcsError> {
+    async fn create_session(&self, deadline: Instant) -> Result<(String, u64), DcsError> {
+        let ttl_ms = self.ttl_ms.load(Ordering::SeqCst);
         // TTL = ttl/2, as Patroni does: Consul promises only not to expire a session *before* its TTL and
         // reaps it up to 2×TTL later (its timer is TTL × SessionTTLMultiplier = 2). So the leader key outlives
         // our last renewal by somewhere in [ttl/2, ttl] — the HA ttl is the upper bound replicas wait for,
@@ -104,7 +111,7 @@ impl ConsulDcs {
         // `Checks: []` drops the default serfHealth check, so a gossip flap cannot release the lock.
         let body = serde_json::json!({
             "Name": format!("{}-{}", self.settings.scope, self.settings.name),
-            "TTL": go_seconds(self.settings.ttl_ms / 2),
+            "TTL": go_seconds(ttl_ms / 2),
             "Behavior": "delete",
             "LockDelay": go_seconds(self.settings.lock_delay_ms),
             "Checks": [],
@@ -121,7 +128,27 @@ impl ConsulDcs {
         let created: Created = serde_json::from_slice(&answer.body).map_err(|e| {
             DcsError::Unavailable(format!("session create: unreadable answer: {e}"))
         })?;
-        Ok(created.id)
+        Ok((created.id, ttl_ms))
+    }
+
+    /// Before an acquire: a session created with another ttl than the one configured now is destroyed
+    /// (best effort), so the next one is created with the TTL the core counts on.
+    async fn drop_stale_session(&self, deadline: Instant) {
+        let Some(id) = self.current() else { return };
+        if self.session_ttl_ms.load(Ordering::SeqCst) == self.ttl_ms.load(Ordering::SeqCst) {
+            return;
+        }
+        tracing::info!(session = %id, "the ttl changed: starting a new Consul session before taking the key");
+        let _ = self
+            .http
+            .call(
+                Method::PUT,
+                &format!("/v1/session/destroy/{id}"),
+                None,
+                deadline,
+            )
+            .await;
+        self.forget(&id);
     }
 
     async fn renew(&self, id: &str, deadline: Instant) -> Result<(), DcsError> {
@@ -252,7 +279,7 @@ impl Dcs for ConsulDcs {
         if let Some(id) = self.current() {
             return Ok(SessionId(id));
         }
-        let id = self.create_session(deadline).await?;
+        let (id, ttl_ms) = self.create_session(deadline).await?;
         // Two concurrent callers may both have created one: keep the first, destroy ours (best effort;
         // the TTL reaps it otherwise).
         if let Some(existing) = self.current() {
@@ -268,6 +295,7 @@ impl Dcs for ConsulDcs {
             return Ok(SessionId(existing));
         }
         self.set_current(Some(id.clone()));
+        self.session_ttl_ms.store(ttl_ms, Ordering::SeqCst);
         Ok(SessionId(id))
     }
 
@@ -279,6 +307,7 @@ impl Dcs for ConsulDcs {
     }
 
     async fn acquire_leader(&self, deadline: Instant) -> Result<(), DcsError> {
+        self.drop_stale_session(deadline).await;
         let id = self.live_session(deadline).await?;
         let name = self.settings.name.clone();
         let ours = |e: &KvEntry| e.text().is_ok_and(|t| t == name);
@@ -452,6 +481,10 @@ impl Dcs for ConsulDcs {
 
     async fn watch_config(&self, index: u64, wait_ms: u64) -> Result<u64, DcsError> {
         self.watch_key(&self.layout.config(), index, wait_ms).await
+    }
+
+    fn set_ttl(&self, ttl_ms: u64) {
+        self.ttl_ms.store(ttl_ms, Ordering::SeqCst);
     }
 
     async fn destroy_session(&self, deadline: Instant) -> Result<(), DcsError> {

@@ -11,7 +11,7 @@ mod watch;
 
 use std::collections::BTreeMap;
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
 use std::sync::Mutex as StdMutex;
 use std::time::Duration;
 
@@ -33,7 +33,9 @@ pub struct EtcdDcs {
     settings: EtcdSettings,
     keys: Keys,
     member_key: String,
-    ttl_s: i64,
+    /// The lease TTL for the next grant (`set_ttl`), and the TTL the current lease was granted with.
+    ttl_s: AtomicI64,
+    lease_ttl_s: AtomicI64,
     /// Connected on first use, so an agent can start while etcd is down.
     client: Mutex<Option<Client>>,
     /// Set when the next call must connect afresh: etcd rejected our auth token (a new connection logs in
@@ -66,7 +68,8 @@ impl EtcdDcs {
             KeyLayout::new(&settings.namespace, &settings.scope).member(&settings.name)
         );
         Ok(EtcdDcs {
-            ttl_s: lease_ttl_s(settings.ttl_ms),
+            ttl_s: AtomicI64::new(lease_ttl_s(settings.ttl_ms)),
+            lease_ttl_s: AtomicI64::new(lease_ttl_s(settings.ttl_ms)),
             settings,
             keys,
             member_key,
@@ -80,7 +83,7 @@ impl EtcdDcs {
 
     /// The lease TTL actually requested from etcd, in seconds.
     pub fn ttl_s(&self) -> i64 {
-        self.ttl_s
+        self.ttl_s.load(Ordering::SeqCst)
     }
 
     /// Our current lease, if any.
@@ -163,13 +166,14 @@ impl EtcdDcs {
 
     /// Grant a fresh lease and remember it.
     async fn grant(&self, deadline: Instant) -> Result<i64, DcsError> {
-        let ttl_s = self.ttl_s;
+        let ttl_s = self.ttl_s();
         let resp = self
             .call(deadline, "lease grant", |mut c| async move {
                 c.lease_grant(ttl_s, None).await
             })
             .await?;
         self.set_lease(Some(resp.id()));
+        self.lease_ttl_s.store(ttl_s, Ordering::SeqCst);
         tracing::debug!(lease = resp.id(), ttl_s = resp.ttl(), "etcd lease granted");
         Ok(resp.id())
     }
@@ -314,7 +318,10 @@ impl Dcs for EtcdDcs {
     }
 
     async fn acquire_leader(&self, deadline: Instant) -> Result<(), DcsError> {
-        let lease = match self.lease_id() {
+        // A lease granted with another ttl than the one configured now is not used for a new term: the
+        // core counts the term on the configured ttl. The old lease runs out on its own.
+        let stale = self.lease_ttl_s.load(Ordering::SeqCst) != self.ttl_s();
+        let lease = match self.lease_id().filter(|_| !stale) {
             Some(l) => {
                 self.keep_alive(l, deadline).await?;
                 l
@@ -488,6 +495,10 @@ impl Dcs for EtcdDcs {
     async fn watch_config(&self, index: u64, wait_ms: u64) -> Result<u64, DcsError> {
         // Runs beside the leader watch, which alone rotates endpoints (both failing would skip one).
         self.watch_key(&self.keys.config, index, wait_ms).await
+    }
+
+    fn set_ttl(&self, ttl_ms: u64) {
+        self.ttl_s.store(lease_ttl_s(ttl_ms), Ordering::SeqCst);
     }
 
     async fn destroy_session(&self, deadline: Instant) -> Result<(), DcsError> {

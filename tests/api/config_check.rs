@@ -1,0 +1,137 @@
+//! `PATCH /config` and `PUT /config` over the agent's real `StoreControl` and the Consul test double: a value
+//! the agents would refuse answers 422 naming the rule, and the store keeps what it had.
+use std::sync::Arc;
+
+use tenure::agent::control::StoreControl;
+use tenure::api::{self, ApiState};
+use tenure::dcs::consul::{ConsulDcs, ConsulSettings};
+use tenure::dcs::Dcs;
+use tenure::ha::Millis;
+use tokio::sync::{mpsc, oneshot, watch, Notify};
+
+use super::harness::*;
+use crate::support::consul_server::{ConsulTestOptions, ConsulTestServer};
+
+fn local_config(consul_url: &str) -> tenure::config::Config {
+    let host = consul_url.trim_start_matches("http://");
+    let text = format!(
+        "scope: batman
+name: pg1
+restapi: {{listen: 127.0.0.1:8008, allow_unauthenticated: true}}
+consul: {{host: {host}}}
+bootstrap: {{dcs: {{ttl: 30, loop_wait: 5, retry_timeout: 5}}}}
+postgresql:
+  data_dir: /tmp/tenure-config-check/data
+  listen: 127.0.0.1:5432
+  authentication:
+    superuser: {{username: postgres, password: a}}
+    replication: {{username: replicator, password: b}}
+"
+    );
+    match tenure::config::parse(&text, std::path::Path::new("t.yml"), &Default::default()) {
+        Ok(l) => l.config,
+        Err(e) => panic!("{e}"),
+    }
+}
+
+#[tokio::test]
+async fn a_config_the_agents_would_refuse_is_refused_at_the_door_with_422() {
+    let consul = ConsulTestServer::start(ConsulTestOptions::default()).await;
+    let dcs = ConsulDcs::new(ConsulSettings::new(&consul.url(), "batman", "pg1", 30_000))
+        .expect("consul settings");
+    let deadline = || tokio::time::Instant::now() + std::time::Duration::from_secs(3);
+    let start = serde_json::json!({"ttl": 30, "loop_wait": 5, "retry_timeout": 5});
+    dcs.cas_config(&start, None, deadline()).await.unwrap();
+    let snap = dcs.get_cluster(true, deadline()).await.unwrap();
+    let mut p = with_cluster(primary(NOW + 10_000));
+    p.cluster.as_mut().unwrap().config = snap.config.clone();
+    let (_tx, rx) = watch::channel(p);
+    let (request_tx, _requests) = mpsc::channel(1);
+    let local = local_config(&consul.url());
+    let control = Arc::new(StoreControl {
+        dcs: Arc::new(dcs),
+        published: rx.clone(),
+        timeout_ms: 2_000,
+        requests: request_tx,
+        reload: Arc::new(Notify::new()),
+        wake: Arc::new(Notify::new()),
+        check_config: Arc::new(move |v: &serde_json::Value| {
+            local
+                .check_dynamic(v)
+                .map(|_| ())
+                .map_err(|e| e.to_string())
+        }),
+    });
+    let state = ApiState {
+        published: rx,
+        clock: Arc::new(|| Millis(NOW)),
+        control,
+        failsafe: Default::default(),
+    };
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let (stop, stopped) = oneshot::channel::<()>();
+    let (addr, task) = api::serve(settings(), state, listener, async {
+        let _ = stopped.await;
+    })
+    .await
+    .expect("serve");
+    let http = reqwest::Client::new();
+    let send = |method: reqwest::Method, body: serde_json::Value| {
+        http.request(method, format!("http://{addr}/config"))
+            .basic_auth("admin", Some("s3cret"))
+            .json(&body)
+            .send()
+    };
+    let reader = ConsulDcs::new(ConsulSettings::new(&consul.url(), "batman", "pg2", 30_000))
+        .expect("consul settings");
+    let stored = || async {
+        let s = reader.get_cluster(true, deadline()).await.unwrap();
+        s.config.map(|(v, _)| v)
+    };
+    for (method, body, rule) in [
+        (
+            reqwest::Method::PATCH,
+            serde_json::json!({"loop_wait": 20, "retry_timeout": 10}),
+            "must not exceed ttl",
+        ),
+        (
+            reqwest::Method::PATCH,
+            serde_json::json!({"ttl": -3}),
+            "ttl: must not be negative",
+        ),
+        (
+            reqwest::Method::PATCH,
+            serde_json::json!({"postgresql": {"parameters": {"wal_level": "minimal"}}}),
+            "postgresql.parameters.wal_level",
+        ),
+        // Consul: session TTL ttl/2 = 10 s less drift cannot fit loop_wait + retry_timeout + fence_budget.
+        (
+            reqwest::Method::PUT,
+            serde_json::json!({"ttl": 20, "loop_wait": 5, "retry_timeout": 5}),
+            "session TTL",
+        ),
+    ] {
+        let r = send(method.clone(), body.clone()).await.unwrap();
+        let status = r.status().as_u16();
+        let text = r.text().await.unwrap();
+        assert_eq!(status, 422, "{method} {body}: {text}");
+        assert!(text.contains(rule), "{body}: {text}");
+        assert_eq!(
+            stored().await,
+            Some(start.clone()),
+            "nothing stored for {body}"
+        );
+    }
+    let r = send(
+        reqwest::Method::PATCH,
+        serde_json::json!({"loop_wait": 3, "postgresql": {"parameters": {"work_mem": "5MB"}}}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    let now = stored().await.expect("config");
+    assert_eq!(now["loop_wait"], 3);
+    assert_eq!(now["postgresql"]["parameters"]["work_mem"], "5MB");
+    let _ = stop.send(());
+    let _ = task.await;
+}

@@ -1,0 +1,240 @@
+//! The store's `config` key: typed parsing, the refusals `PATCH /config` answers 422 with, and Patroni's
+//! precedence when it is merged with the local file.
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde_json::json;
+use tenure::config::dynamic::{DynamicError, DynamicSettings};
+use tenure::config::{self, Config};
+use tenure::ha::TimingError;
+
+const FILE: &str = "\
+scope: main
+name: pg1
+restapi: {listen: 127.0.0.1:8008, allow_unauthenticated: true}
+etcd3: {hosts: 127.0.0.1:2379}
+bootstrap:
+  dcs:
+    ttl: 30
+    loop_wait: 5
+    retry_timeout: 5
+    postgresql:
+      parameters: {work_mem: 4MB, max_connections: 50, wal_keep_size: 256MB}
+postgresql:
+  data_dir: /var/lib/pg/main
+  listen: 127.0.0.1:5432
+  authentication:
+    superuser: {username: postgres, password: s}
+    replication: {username: replicator, password: r}
+  parameters: {shared_buffers: 16MB, max_connections: 40, maintenance_work_mem: 32MB}
+";
+
+fn file(text: &str) -> Config {
+    match config::parse(text, Path::new("t.yml"), &BTreeMap::new()) {
+        Ok(l) => l.config,
+        Err(e) => panic!("{e}"),
+    }
+}
+
+fn refused(v: serde_json::Value) -> DynamicError {
+    match file(FILE).check_dynamic(&v) {
+        Ok(d) => panic!("accepted: {d:?}"),
+        Err(e) => e,
+    }
+}
+
+#[test]
+fn every_dynamic_key_is_read() {
+    let d = DynamicSettings::parse(&json!({
+        "ttl": 40, "loop_wait": "4", "retry_timeout": 6, "maximum_lag_on_failover": 2048,
+        "primary_start_timeout": 0, "primary_stop_timeout": 30, "maximum_lag_on_syncnode": -1,
+        "check_timeline": true, "pause": "on", "failsafe_mode": true,
+        "postgresql": {"use_pg_rewind": false, "use_slots": true,
+                       "parameters": {"work_mem": "5MB", "max_connections": 60, "wal_log_hints": true,
+                                      "port": 1, "hot_standby": "off"},
+                       "pg_hba": ["host all all 10.0.0.0/8 scram-sha-256"]},
+        "synchronous_mode": false, "slots": {}
+    }))
+    .unwrap();
+    assert_eq!(
+        (d.ttl_ms, d.loop_wait_ms, d.retry_timeout_ms),
+        (Some(40_000), Some(4_000), Some(6_000))
+    );
+    assert_eq!(d.maximum_lag_on_failover_bytes, Some(2048));
+    assert_eq!(d.primary_start_timeout_ms, Some(0));
+    assert_eq!(d.primary_stop_timeout_ms, Some(30_000));
+    assert_eq!(d.maximum_lag_on_syncnode_bytes, Some(-1));
+    assert!(d.pause && d.failsafe_mode);
+    assert_eq!(d.use_pg_rewind, Some(false));
+    let p = d.parameters.unwrap();
+    assert_eq!(p["work_mem"], "5MB");
+    assert_eq!(p["max_connections"], "60");
+    assert_eq!(p["wal_log_hints"], "on");
+    assert!(!p.contains_key("port") && !p.contains_key("hot_standby"));
+    assert_eq!(d.ignored, ["hot_standby", "port"]);
+    assert_eq!(d.pg_hba.unwrap().len(), 1);
+}
+
+#[test]
+fn lease_arithmetic_that_breaks_is_refused_naming_the_rule() {
+    let e = refused(json!({"ttl": 30, "loop_wait": 20, "retry_timeout": 10}));
+    assert!(
+        matches!(
+            e,
+            DynamicError::Timing(TimingError::LoopTooSlowForTtl { .. })
+        ),
+        "{e:?}"
+    );
+    assert!(e.to_string().contains("2 * retry_timeout"), "{e}");
+    // The store's ttl with the file's loop_wait/retry_timeout (5 s each): 5 + 2*5 > 12.
+    let e = refused(json!({"ttl": 12}));
+    assert!(e.to_string().contains("must not exceed ttl"), "{e}");
+}
+
+#[test]
+fn negative_absurd_and_mistyped_values_are_refused_naming_the_key() {
+    for (v, key) in [
+        (json!({"loop_wait": -1}), "loop_wait"),
+        (json!({"ttl": 100_000_000}), "ttl"),
+        (json!({"retry_timeout": "soon"}), "retry_timeout"),
+        (
+            json!({"maximum_lag_on_failover": -5}),
+            "maximum_lag_on_failover",
+        ),
+        (
+            json!({"primary_start_timeout": [1]}),
+            "primary_start_timeout",
+        ),
+        (json!({"pause": "maybe"}), "pause"),
+        (
+            json!({"postgresql": {"parameters": ["work_mem"]}}),
+            "postgresql.parameters",
+        ),
+        (
+            json!({"postgresql": {"parameters": {"work_mem": {"a": 1}}}}),
+            "postgresql.parameters.work_mem",
+        ),
+        (
+            json!({"postgresql": {"parameters": {"wal_level": "minimal"}}}),
+            "postgresql.parameters.wal_level",
+        ),
+        (
+            json!({"postgresql": {"parameters": {"max_connections": 3}}}),
+            "postgresql.parameters.max_connections",
+        ),
+        (
+            json!({"postgresql": {"pg_hba": "host all"}}),
+            "postgresql.pg_hba",
+        ),
+        (
+            json!({"postgresql": {"use_pg_rewind": "sometimes"}}),
+            "postgresql.use_pg_rewind",
+        ),
+        (json!([1, 2]), "config"),
+    ] {
+        let e = refused(v.clone());
+        assert!(
+            matches!(&e, DynamicError::Invalid { key: k, .. } if k == key),
+            "{v}: {e:?}"
+        );
+        assert!(e.to_string().starts_with(key), "{e}");
+    }
+}
+
+#[test]
+fn the_store_wins_for_cluster_wide_keys_and_the_file_for_its_own_parameters() {
+    let c = file(FILE);
+    let d = DynamicSettings::parse(&json!({
+        "ttl": 40, "loop_wait": 2, "maximum_lag_on_failover": 7, "primary_start_timeout": 0,
+        "postgresql": {"use_pg_rewind": false,
+                       "parameters": {"work_mem": "5MB", "max_connections": 60, "shared_buffers": "1GB"}}
+    }))
+    .unwrap();
+    let e = c.effective(&c.core_config(), &d).unwrap();
+    let t = e.core.timing;
+    assert_eq!(
+        (
+            t.ttl_ms,
+            t.session_ttl_ms,
+            t.loop_wait_ms,
+            t.retry_timeout_ms
+        ),
+        (40_000, 40_000, 2_000, 5_000),
+        "absent keys keep the file's bootstrap.dcs value"
+    );
+    assert_eq!(e.core.maximum_lag_on_failover_bytes, 7);
+    assert_eq!(e.core.primary_start_timeout_ms, 0);
+    assert!(
+        !e.core.use_pg_rewind,
+        "the file does not set it: the store's"
+    );
+    let p = &e.pg.parameters;
+    assert_eq!(p["work_mem"], "5MB", "from the store");
+    assert_eq!(p["shared_buffers"], "16MB", "the file's own parameter wins");
+    assert_eq!(p["maintenance_work_mem"], "32MB");
+    assert_eq!(p["max_connections"], "60", "protected: the store wins");
+    assert!(
+        !p.contains_key("wal_keep_size"),
+        "bootstrap.dcs only seeds the key: once it has parameters, those are the cluster's"
+    );
+}
+
+#[test]
+fn a_key_without_parameters_keeps_the_files_and_bootstrap_parameters() {
+    let c = file(FILE);
+    let e = c
+        .effective(
+            &c.core_config(),
+            &DynamicSettings::parse(&json!({"pause": true})).unwrap(),
+        )
+        .unwrap();
+    assert_eq!(e.pg.parameters, c.pg_settings().parameters);
+    assert_eq!(e.core, c.core_config());
+}
+
+#[test]
+fn on_consul_the_session_ttl_is_half_the_stores_ttl() {
+    let c = file(&FILE.replace(
+        "etcd3: {hosts: 127.0.0.1:2379}",
+        "consul: {host: 127.0.0.1:8500}",
+    ));
+    let d = DynamicSettings::parse(&json!({"ttl": 40})).unwrap();
+    let t = c.effective(&c.core_config(), &d).unwrap().core.timing;
+    assert_eq!(t.session_ttl_ms, 20_000);
+    // loop_wait 5 + retry 5 + fence 2 = 12 > 9.9 (ttl 20 → session 10 less 1 %): refused on Consul only.
+    let e = c.check_dynamic(&json!({"ttl": 20})).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            DynamicError::Timing(TimingError::RenewalCannotLand { .. })
+        ),
+        "{e:?}"
+    );
+    assert!(file(FILE).check_dynamic(&json!({"ttl": 20})).is_ok());
+}
+
+/// Patroni's rule for the protected parameters on a replica: a value lower than the primary's (from
+/// `pg_controldata`) is raised to it at start, so the hot standby starts; a higher one stays.
+#[test]
+fn a_replica_starts_with_at_least_the_primarys_max_connections() {
+    let text = include_str!("../src/pg/testdata/controldata_primary_shut_down.txt").replace(
+        "max_connections setting:              100",
+        "max_connections setting:              120",
+    );
+    let cd = tenure::pg::controldata::ControlData::parse(&text).unwrap();
+    assert_eq!(cd.primary_minimums["max_connections"], 120);
+    let mut pg = file(FILE).pg_settings();
+    assert_eq!(pg.parameters["max_connections"], "40");
+    pg.parameters
+        .insert("max_locks_per_transaction".into(), "128".into());
+    let raised = tenure::pg::config::raised_to_primary(&pg, &cd);
+    assert_eq!(raised.parameters["max_connections"], "120");
+    assert_eq!(
+        raised.parameters["max_locks_per_transaction"], "128",
+        "higher than the primary's: kept"
+    );
+    assert!(
+        !raised.parameters.contains_key("max_worker_processes"),
+        "unset and equal to the default"
+    );
+}
