@@ -1,7 +1,7 @@
 # Sourced by scripts/docker-image and tests/deploy/run: Debian's Docker engine started if needed and a local
 # debian:bookworm base image made with debootstrap when no registry has one (recipe:
 # /work/shared/reference/containers.md). Needs root and scripts/install-deps.
-export PATH=/usr/sbin:/usr/bin:/sbin:/bin   # Debian's docker client (matches the engine), not /usr/local/bin
+export PATH=/usr/sbin:/usr/bin:/sbin:/bin:$PATH   # Debian's docker client first (matches the engine), not /usr/local/bin
 DOCKERD_PID=""                               # set only when this script started the engine
 
 engine_start() {
