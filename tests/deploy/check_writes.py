@@ -1,0 +1,30 @@
+#!/usr/bin/python3
+"""Compares the writer's acknowledged ids with what the primary (through HAProxy) has. Prints
+"acked=N lost=M max_gap_s=G" (G: the longest time between two consecutive acknowledgements, i.e. the
+write unavailability, and how many gaps exceed 1 s; optional SINCE: first ack after that unix time is also reported as first_ack_after_s)."""
+import sys
+
+import psycopg2
+
+host, port, password, acked_path = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+since = float(sys.argv[5]) if len(sys.argv) > 5 else None
+acks = []
+with open(acked_path) as f:
+    for line in f:
+        i, t = line.split()
+        acks.append((int(i), float(t)))
+conn = psycopg2.connect(host=host, port=port, user="postgres", password=password, dbname="postgres",
+                        connect_timeout=5)
+with conn.cursor() as cur:
+    cur.execute("SELECT id FROM tenure_writes")
+    present = {r[0] for r in cur.fetchall()}
+lost = [i for i, _ in acks if i not in present]
+gaps = [b[1] - a[1] for a, b in zip(acks, acks[1:])]
+out = (f"acked={len(acks)} lost={len(lost)} max_gap_s={max(gaps) if gaps else 0:.2f}"
+       f" gaps_over_1s={sum(g > 1.0 for g in gaps)}")
+if since is not None:
+    after = [t for _, t in acks if t > since]
+    out += f" first_ack_after_s={(after[0] - since) if after else -1:.2f}"
+print(out)
+if lost:
+    print("lost ids: " + " ".join(map(str, lost[:50])), file=sys.stderr)
