@@ -90,10 +90,9 @@ pub fn changes(core: &CoreConfig, pg: &PgSettings, next: &Effective) -> Vec<Stri
     .map(|(k, _)| k.to_string())
     .collect();
     let keys = pg.parameters.keys().chain(next.pg.parameters.keys());
-    let mut params: Vec<&String> = keys
+    let params: std::collections::BTreeSet<&String> = keys
         .filter(|k| pg.parameters.get(*k) != next.pg.parameters.get(*k))
         .collect();
-    params.dedup();
     out.extend(
         params
             .into_iter()

@@ -25,9 +25,16 @@ pub async fn a_new_ttl_applies_from_the_next_acquire(b: &dyn Backend) {
     assert_eq!(holder_session(c.as_ref()).await, Some(first.clone()));
     c.release_leader(deadline()).await.expect("release");
     // The next term: a new session/lease.
-    c.acquire_leader(deadline()).await.expect("acquire on a new session");
+    c.acquire_leader(deadline())
+        .await
+        .expect("acquire on a new session");
     let second = holder_session(c.as_ref()).await.expect("held");
-    assert_ne!(second, first, "the next term runs on a session of the new ttl");
-    c.renew_leader(deadline()).await.expect("renew the new term");
+    assert_ne!(
+        second, first,
+        "the next term runs on a session of the new ttl"
+    );
+    c.renew_leader(deadline())
+        .await
+        .expect("renew the new term");
     let _ = c.destroy_session(deadline()).await;
 }
