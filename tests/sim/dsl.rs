@@ -171,7 +171,6 @@ impl Sim {
         for n in &mut self.w.nodes {
             n.cfg.timing.session_ttl_ms = ttl;
         }
-        self.w.store.session_ttl_ms = ttl;
         self.w.store.etcd = true;
         self
     }
