@@ -444,7 +444,7 @@ pub(crate) fn fence_deadline(ctx: &Ctx, mem: &Memory) -> Option<Millis> {
     let naive = store_down && ctx.cfg.mutant(MutantName::NoFenceWhenStoreDown);
     if (mem.paused || naive) && !ctx.obs.shutting_down {
         let t = &ctx.cfg.timing;
-        let alive = ctx.now.plus_ms(t.usable_session_ms() - t.fence_budget_ms);
+        let alive = ctx.now.plus_ms(t.pause_fence_ms());
         return Some(lease.map_or(alive, |d| d.max(alive)));
     }
     lease
