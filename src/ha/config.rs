@@ -110,6 +110,15 @@ impl Timing {
         self.session_ttl_ms * (1_000_000 - self.drift_max_ppm) / 1_000_000
     }
 
+    /// How far ahead a paused, live agent keeps its fence: one usable lease, and at least one whole cycle
+    /// in which both store calls hang (publish and read, `retry_timeout` each) plus `loop_wait`, so a store
+    /// outage in pause never fences a primary whose agent still cycles. Replicas wait as long after a resume.
+    pub fn pause_fence_ms(&self) -> u64 {
+        let lease = self.usable_session_ms() - self.fence_budget_ms;
+        let cycle = self.loop_wait_ms + 2 * self.retry_timeout_ms + self.fence_budget_ms;
+        lease.max(cycle)
+    }
+
     /// The part of a failsafe grant (`ttl` on the granting replica's clock) the primary may count on: both
     /// clocks may drift, each by `drift_max`, so `ttl * (1 - 2 * drift)` true time is covered by the grant.
     pub fn failsafe_usable_ms(&self) -> u64 {

@@ -188,7 +188,8 @@ pub fn decide(cfg: &CoreConfig, mem: &Memory, obs: &Observation) -> Decision {
     let store_deadline = ctx
         .now
         .plus_ms(call_budget_ms(&cfg.timing, mem.lease.as_ref(), ctx.now));
-    let consistent_read = actions.contains(&Action::AcquireLeader);
+    let consistent_read = actions.contains(&Action::AcquireLeader)
+        || (plan.reason == Reason::Renewing && actions.contains(&Action::RenewLeader));
     let mut node_status = status::node(&ctx, &mem);
     node_status.failsafe = failsafe::answer(&ctx, &mem, &actions);
     node_status.failsafe_active =
@@ -232,16 +233,10 @@ fn with_store(
         mem.rewind_failed_from = None;
     }
     let mine = c.leader_name() == Some(&ctx.cfg.name);
-    if !mine
-        && mem.lease.is_some()
-        && !ctx
-            .obs
-            .outcomes
-            .iter()
-            .any(|o| o.action == Action::RenewLeader)
-    {
+    if !mine && mem.lease.is_some() {
         // Our acknowledged lease says nobody else can hold the key yet, so this read is stale (Consul's
-        // default reads can be). Ask the store itself: an acknowledged renew keeps the lease, a refusal ends it.
+        // default reads can be), even right after an acknowledged renew. Ask the store itself, and read
+        // consistently next: an acknowledged renew keeps the lease, a refusal ends it.
         return Plan::act_now(Reason::Renewing, vec![Action::RenewLeader], ctx.now);
     }
     if !mine {
@@ -449,7 +444,7 @@ pub(crate) fn fence_deadline(ctx: &Ctx, mem: &Memory) -> Option<Millis> {
     let naive = store_down && ctx.cfg.mutant(MutantName::NoFenceWhenStoreDown);
     if (mem.paused || naive) && !ctx.obs.shutting_down {
         let t = &ctx.cfg.timing;
-        let alive = ctx.now.plus_ms(t.usable_session_ms() - t.fence_budget_ms);
+        let alive = ctx.now.plus_ms(t.pause_fence_ms());
         return Some(lease.map_or(alive, |d| d.max(alive)));
     }
     lease

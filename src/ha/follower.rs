@@ -310,7 +310,7 @@ fn race(ctx: &Ctx, mem: &Memory, c: &Cluster) -> Plan {
     // A paused primary extends its fence (and its health) by one usable TTL per cycle whatever the store
     // says; after a resume, wait that long so it has heard of the resume or stopped.
     let t = &ctx.cfg.timing;
-    let grace_ms = t.usable_session_ms() - t.fence_budget_ms;
+    let grace_ms = t.pause_fence_ms();
     if let Some(at) = mem.resumed_at.filter(|at| ctx.now.since(*at) < grace_ms) {
         let remaining_ms = grace_ms - ctx.now.since(at);
         return Plan::idle(Reason::ResumeGrace { remaining_ms })

@@ -8,6 +8,9 @@ pub const LOOP_MS: u64 = 1_000;
 pub const RETRY_MS: u64 = 2_000;
 /// session_ttl 5000 * (1 - 1%) - fence_budget 500.
 pub const LEASE_MS: u64 = 4_450;
+/// How far a paused agent keeps its fence ahead: loop_wait 1000 + 2 * retry 2000 + fence_budget 500 (more
+/// than LEASE_MS here; `Timing::pause_fence_ms`).
+pub const PAUSE_FENCE_MS: u64 = 5_500;
 /// Wall clock (Unix ms) of every observation unless a test says otherwise.
 pub const WALL_MS: u64 = 1_700_000_000_000;
 

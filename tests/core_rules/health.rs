@@ -91,9 +91,12 @@ fn r4_a_paused_primary_is_healthy_only_while_its_agent_cycles() {
     let c = cluster().leader("pg1").optime(500).paused();
     let o = obs(20_000).pg_primary(1, 500).store(c);
     let d = decide(&cfg("pg1"), &mem().paused(), &o);
-    assert_eq!(d.status.lease_deadline, Some(Millis(20_000 + LEASE_MS)));
-    assert!(primary_ok(&d.status, Millis(20_000 + LEASE_MS - 1)));
-    assert!(!primary_ok(&d.status, Millis(20_000 + LEASE_MS)));
+    assert_eq!(
+        d.status.lease_deadline,
+        Some(Millis(20_000 + PAUSE_FENCE_MS))
+    );
+    assert!(primary_ok(&d.status, Millis(20_000 + PAUSE_FENCE_MS - 1)));
+    assert!(!primary_ok(&d.status, Millis(20_000 + PAUSE_FENCE_MS)));
 }
 
 #[test]

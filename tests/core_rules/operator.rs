@@ -61,7 +61,7 @@ fn reason_operator_restart() {
         &[
             stop_fast(),
             Action::ArmFence {
-                deadline: Millis(1_500 + LEASE_MS),
+                deadline: Millis(1_500 + PAUSE_FENCE_MS),
             },
             Action::StartPrimary,
         ],

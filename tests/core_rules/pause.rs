@@ -10,7 +10,7 @@ fn paused(what: &str) -> Reason {
 /// In pause the fence is kept at least one usable lease from now while the agent cycles.
 fn pause_fence(now: u64) -> Action {
     Action::ArmFence {
-        deadline: Millis(now + LEASE_MS),
+        deadline: Millis(now + PAUSE_FENCE_MS),
     }
 }
 
@@ -21,7 +21,7 @@ fn reason_paused() {
     let m = mem()
         .leased(1_000)
         .paused()
-        .fence_armed(Some(1_500 + LEASE_MS));
+        .fence_armed(Some(1_500 + PAUSE_FENCE_MS));
     let d = decide(&cfg("pg1"), &m, &o);
     expect(&d, paused("I am the leader with the lock"), &[]);
     assert!(d.status.paused);
@@ -37,7 +37,10 @@ fn a_paused_leader_keeps_its_fence_a_lease_ahead() {
         paused("I am the leader with the lock"),
         &[pause_fence(1_500)],
     );
-    assert_eq!(d.status.lease_deadline, Some(Millis(1_500 + LEASE_MS)));
+    assert_eq!(
+        d.status.lease_deadline,
+        Some(Millis(1_500 + PAUSE_FENCE_MS))
+    );
 }
 
 #[test]
@@ -252,20 +255,20 @@ fn reason_resume_grace() {
     expect(
         &d,
         Reason::ResumeGrace {
-            remaining_ms: LEASE_MS,
+            remaining_ms: PAUSE_FENCE_MS,
         },
         &[],
     );
     assert_eq!(d.memory.resumed_at, Some(Millis(10_000)));
     assert!(!d.memory.paused);
-    assert_eq!(d.wake_at, Millis(10_000 + LEASE_MS));
+    assert_eq!(d.wake_at, Millis(10_000 + PAUSE_FENCE_MS));
 }
 
 #[test]
 fn resume_grace_counts_down_then_the_race_opens() {
-    let d = after_resume(10_000, mem().resumed_at(10_000 - LEASE_MS + 1));
+    let d = after_resume(10_000, mem().resumed_at(10_000 - PAUSE_FENCE_MS + 1));
     expect(&d, Reason::ResumeGrace { remaining_ms: 1 }, &[]);
-    let d = after_resume(10_000, mem().resumed_at(10_000 - LEASE_MS));
+    let d = after_resume(10_000, mem().resumed_at(10_000 - PAUSE_FENCE_MS));
     expect(&d, Reason::Acquiring, &[Action::AcquireLeader]);
 }
 

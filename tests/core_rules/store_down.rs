@@ -276,3 +276,19 @@ fn r2_a_primary_whose_lease_lapsed_is_stopped_even_if_a_read_shows_its_name() {
         d.actions
     );
 }
+
+#[test]
+fn a_contradicting_snapshot_after_an_acknowledged_renew_still_does_not_demote() {
+    // The renew was acknowledged (the store confirmed our key as of 1500) and a second stale read still
+    // shows the old leader: under a valid lease nobody else can hold the key, so the read is stale. Ask
+    // again, with a consistent read next, instead of stopping a fresh primary (found by PauseHandsOff: a
+    // switchover's new primary demoted on the second stale read).
+    let o = obs(1_600)
+        .pg_primary(1, 500)
+        .store(cluster().leader("pg2"))
+        .outcome(Action::RenewLeader, 1_500, Outcome::Done);
+    let d = decide(&cfg("pg1"), &mem().leased(1_000), &o);
+    expect(&d, Reason::Renewing, &[arm(1_500), Action::RenewLeader]);
+    assert!(!stops(&d));
+    assert!(d.consistent_read, "the next read asks the store's leader");
+}

@@ -123,7 +123,7 @@ fn switchover_refused_when_paused_without_candidate() {
     let d = leader_sees(asked(Some("pg1"), None).paused());
     let why = "the cluster is paused: a switchover needs a candidate";
     let fence = Action::ArmFence {
-        deadline: Millis(1_500 + LEASE_MS),
+        deadline: Millis(1_500 + PAUSE_FENCE_MS),
     };
     expect(
         &d,

@@ -503,7 +503,11 @@ fn paused_store_frozen(kind: StoreKind, consul_fault: Fault) {
     log(
         &c,
         &format!(
-            "paused; store frozen ({consul_fault:?} on Consul); primary {} (postmaster {pid}, timeline {tl})",
+            "paused; store frozen ({}); primary {} (postmaster {pid}, timeline {tl})",
+            match kind {
+                StoreKind::Etcd => "SIGSTOP".to_string(),
+                _ => format!("{consul_fault:?}"),
+            },
             c.nodes[p].name
         ),
     );

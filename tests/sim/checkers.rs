@@ -35,7 +35,16 @@ pub fn pause_hands_off(w: &mut World, i: usize, action: &Action) {
     let n = &w.nodes[i];
     let other_holds = w.store.leader.as_ref().is_some_and(|h| h.node != i);
     let fenced = matches!(action, Action::Stop { .. }) && n.pg.is_primary() && other_holds;
-    if w.store.pause && n.pause_seen && !n.operator_licence && !fenced {
+    // A pending switchover or failover naming this node (as leader or candidate) is an operator's request
+    // too; the old leader's stop licenses its start as a replica afterwards.
+    let named = w.store.switchover.as_ref().is_some_and(|s| {
+        s.leader.as_ref() == Some(&n.name) || s.candidate.as_ref() == Some(&n.name)
+    });
+    if named && matches!(action, Action::Stop { .. }) {
+        w.nodes[i].operator_licence = true;
+    }
+    let n = &w.nodes[i];
+    if w.store.pause && n.pause_seen && !n.operator_licence && !fenced && !named {
         w.violations.push(format!(
             "PauseHandsOff: {} ran {action:?} while paused, unasked (last: {})",
             n.name, n.agent.last_reason

@@ -279,10 +279,6 @@ impl Sim {
         self.w.note("OPERATOR: pause".into());
     }
     pub fn resume(&mut self) {
-        self.w
-            .nodes
-            .iter_mut()
-            .for_each(|n| n.operator_licence = false);
         self.w.store.pause = false;
         self.w.note("OPERATOR: resume".into());
     }

@@ -146,6 +146,16 @@ fn observe_and_decide(w: &mut World, i: usize, view: Option<Cluster>) {
     };
     let d = decide(&w.nodes[i].cfg, &w.nodes[i].agent.mem, &obs);
     crate::checkers::read_lag_honest(w, i, &obs, &d.status);
+    // Only a refused request of the kind that licenses (restart now, reinitialize) withdraws the licence.
+    let licensing = matches!(
+        obs.request,
+        Some(
+            tenure::ha::OperatorRequest::Restart {
+                at_wall_ms: None,
+                ..
+            } | tenure::ha::OperatorRequest::Reinitialize { .. }
+        )
+    );
     let a = &mut w.nodes[i].agent;
     a.job = match job {
         JobStatus::Finished(..) => JobStatus::Idle,
@@ -164,7 +174,7 @@ fn observe_and_decide(w: &mut World, i: usize, view: Option<Cluster>) {
             w.store.switchover.as_ref().is_some_and(|s| {
                 s.leader.as_ref() == Some(name) || s.candidate.as_ref() == Some(name)
             });
-        if matches!(answer, tenure::ha::RequestAnswer::Refused(_)) && !switchover {
+        if matches!(answer, tenure::ha::RequestAnswer::Refused(_)) && licensing && !switchover {
             w.nodes[i].operator_licence = false;
         }
         let line = format!("{}: operator request answered {answer:?}", w.nodes[i].name);
@@ -339,11 +349,14 @@ fn apply(w: &mut World, i: usize, action: &Action) -> ActionOutcomeKind {
             Done
         }
         Action::ClearSwitchover => {
-            // A switchover cleared without happening licenses nothing more on the nodes still running.
-            for n in &mut w.nodes {
-                n.operator_licence &= n.pg.run == Run::Stopped;
+            // A switchover cleared licenses nothing more on the nodes it named that still run.
+            if let Some(s) = w.store.switchover.take() {
+                for n in &mut w.nodes {
+                    let named =
+                        s.leader.as_ref() == Some(&n.name) || s.candidate.as_ref() == Some(&n.name);
+                    n.operator_licence &= !named || n.pg.run == Run::Stopped;
+                }
             }
-            w.store.switchover = None;
             Done
         }
         Action::WriteOptime(l) => {
