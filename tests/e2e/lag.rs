@@ -114,7 +114,10 @@ fn replica_lag_follows_replay(kind: StoreKind) {
                 .iter()
                 .find(|m| m["name"] == r1n.as_str())?
                 .clone();
-            (me["replay_lag"].as_u64()? > 16 << 20).then_some(me)
+            // Both halves of the claim: replay is behind, and what was received is not (a record published
+            // before the receiver caught up shows both positions equal).
+            let apart = me["replay_lsn"].as_u64()? < me["receive_lsn"].as_u64()?;
+            (me["replay_lag"].as_u64()? > 16 << 20 && apart).then_some(me)
         },
     );
     log(&c, &format!("/cluster shows {r1n}: {me}"));
