@@ -139,16 +139,14 @@ impl ConsulDcs {
             return;
         }
         tracing::info!(session = %id, "the ttl changed: starting a new Consul session before taking the key");
-        let _ = self
-            .http
-            .call(
-                Method::PUT,
-                &format!("/v1/session/destroy/{id}"),
-                None,
-                deadline,
-            )
-            .await;
+        self.destroy_best_effort(&id, deadline).await;
         self.forget(&id);
+    }
+
+    /// Destroy a session without waiting on the answer's verdict: if the call fails, its TTL reaps it.
+    async fn destroy_best_effort(&self, id: &str, deadline: Instant) {
+        let path = format!("/v1/session/destroy/{id}");
+        let _ = self.http.call(Method::PUT, &path, None, deadline).await;
     }
 
     async fn renew(&self, id: &str, deadline: Instant) -> Result<(), DcsError> {
@@ -283,15 +281,7 @@ impl Dcs for ConsulDcs {
         // Two concurrent callers may both have created one: keep the first, destroy ours (best effort;
         // the TTL reaps it otherwise).
         if let Some(existing) = self.current() {
-            let _ = self
-                .http
-                .call(
-                    Method::PUT,
-                    &format!("/v1/session/destroy/{id}"),
-                    None,
-                    deadline,
-                )
-                .await;
+            self.destroy_best_effort(&id, deadline).await;
             return Ok(SessionId(existing));
         }
         self.set_current(Some(id.clone()));
