@@ -457,16 +457,7 @@ fn whole_cluster_restart(kind: StoreKind) {
     assert_eq!(back, p, "a different primary came back");
     assert_eq!(tl_after, Some(tl), "the timeline changed");
     assert_eq!(stored_ids(&c, p).expect("rows").len(), 500);
-    let elsewhere = c
-        .samples()
-        .iter()
-        .filter(|s| s.at >= stop_at)
-        .find(|s| others(p).any(|r| s.writable[r] == Some(true)))
-        .map(|s| s.at);
-    assert!(
-        elsewhere.is_none(),
-        "another node was writable at {elsewhere:?}"
-    );
+    assert_only_writable(&c, p, stop_at);
     c.assert_never_two_primaries();
 }
 
@@ -560,16 +551,7 @@ fn paused_store_frozen(kind: StoreKind, consul_fault: Fault) {
     assert_eq!(tl_after, tl, "the timeline changed");
     c.sql(p, "INSERT INTO e2e_writes VALUES (2)")
         .expect("the primary takes writes after resume");
-    let elsewhere = c
-        .samples()
-        .iter()
-        .filter(|s| s.at >= fault)
-        .find(|s| others(p).any(|r| s.writable[r] == Some(true)))
-        .map(|s| s.at);
-    assert!(
-        elsewhere.is_none(),
-        "another node was writable at {elsewhere:?}"
-    );
+    assert_only_writable(&c, p, fault);
     c.assert_never_two_primaries();
 }
 
@@ -712,4 +694,18 @@ fn f1_etcd_primary_that_cannot_start_gives_way_and_rejoins_once_repaired() {
 #[test]
 fn f2_consul_primary_that_cannot_start_gives_way_and_rejoins_once_repaired() {
     primary_cannot_start(StoreKind::Consul);
+}
+
+/// No node but `p` was sampled writable since `since` (the checker's 100 ms samples).
+fn assert_only_writable(c: &Cluster, p: usize, since: Duration) {
+    let elsewhere = c
+        .samples()
+        .iter()
+        .filter(|s| s.at >= since)
+        .find(|s| others(p).any(|r| s.writable[r] == Some(true)))
+        .map(|s| s.at);
+    assert!(
+        elsewhere.is_none(),
+        "another node was writable at {elsewhere:?}"
+    );
 }
