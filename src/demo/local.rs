@@ -10,6 +10,7 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -511,6 +512,36 @@ impl Drop for Agent {
 
 /// A loopback port nobody listened on a moment ago.
 pub fn free_port() -> Result<u16, String> {
+    // Ports come from below the kernel's ephemeral range: a port from that range (what binding port 0
+    // hands out) can become some outgoing connection's source port before the process meant to listen
+    // on it binds it. CI saw exactly that: PostgreSQL refused to start with "Address already in use".
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    const LOW: u32 = 10_000;
+    let high = ephemeral_low().unwrap_or(32_768);
+    if high <= LOW + 1_000 {
+        return any_port();
+    }
+    let span = high - LOW;
+    // Processes that run at the same time (test binaries, demos) start at different places.
+    let start = std::process::id().wrapping_mul(7_919) % span;
+    for _ in 0..span {
+        let offset = NEXT.fetch_add(1, Ordering::Relaxed);
+        let port = LOW + (start + offset) % span;
+        let port = u16::try_from(port).map_err(|e| format!("port {port}: {e}"))?;
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return Ok(port);
+        }
+    }
+    any_port()
+}
+
+/// The first port of the kernel's ephemeral range (`ip_local_port_range`).
+fn ephemeral_low() -> Option<u32> {
+    let range = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range").ok()?;
+    range.split_whitespace().next()?.parse().ok()
+}
+
+fn any_port() -> Result<u16, String> {
     TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map(|a| a.port())

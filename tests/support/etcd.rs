@@ -319,10 +319,7 @@ impl EtcdCluster {
 
 /// A port that was free a moment ago on 127.0.0.1.
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("bind 127.0.0.1:0")
-        .port()
+    tenure::demo::local::free_port().expect("a free loopback port")
 }
 
 /// A bare HTTP/1.0 GET with a one-second budget; the body, or None on any failure.

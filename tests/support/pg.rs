@@ -55,11 +55,7 @@ fn reap_orphans() {
 
 /// A loopback port nobody listens on right now.
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    tenure::demo::local::free_port().expect("a free loopback port")
 }
 
 fn chown_postgres(path: &std::path::Path) {
