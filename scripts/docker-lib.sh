@@ -74,3 +74,16 @@ build_image() {
   docker build -q --label "tenure.inputs=$sum" -t "$tag" "$ctx" >&2
   rm -rf "$ctx"
 }
+
+# The package layer of docker/Dockerfile (its `base` stage: PostgreSQL, etcd, HAProxy from apt), built
+# ahead so that scripts/docker-image later only adds the tenure package on top of the cached layer.
+prepare_compose_base() {
+  local ctx
+  ctx=$(mktemp -d /tmp/tenure-ctx.XXXXXX)
+  apt_context "$ctx"
+  cp docker/Dockerfile "$ctx/Dockerfile"
+  docker build -q --target base -t tenure-compose-base "$ctx" >&2
+  local rc=$?
+  rm -rf "$ctx"
+  return $rc
+}
