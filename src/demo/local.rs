@@ -273,6 +273,19 @@ impl Reaper {
         value
     }
 
+    /// `cmd`'s exit status and output, as `Command::output` gives them, with the reaper kept off the child
+    /// (otherwise it may reap the exited child first, and the wait fails with ECHILD).
+    pub fn output(&self, cmd: &mut Command) -> std::io::Result<std::process::Output> {
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let child = self.spawn(cmd)?;
+        let pid = child.id() as i32;
+        let out = child.wait_with_output();
+        self.release(pid);
+        out
+    }
+
     /// The child was waited for: its PID may be reused.
     pub fn release(&self, pid: i32) {
         self.held().remove(&pid);
@@ -510,27 +523,37 @@ impl Drop for Agent {
     }
 }
 
-/// A loopback port nobody listened on a moment ago.
+/// A loopback port nobody listened on a moment ago, and that no other process using this function holds.
 pub fn free_port() -> Result<u16, String> {
     // Ports come from below the kernel's ephemeral range: a port from that range (what binding port 0
     // hands out) can become some outgoing connection's source port before the process meant to listen
     // on it binds it. CI saw exactly that: PostgreSQL refused to start with "Address already in use".
+    // Between the check and the server's own bind (seconds, for a node that runs initdb first) another
+    // test process could pick the same port, so each port handed out is also reserved by a lock file
+    // this process holds until it exits.
     static NEXT: AtomicU32 = AtomicU32::new(0);
+    static HELD: Mutex<Vec<File>> = Mutex::new(Vec::new());
     const LOW: u32 = 10_000;
     let high = ephemeral_low().unwrap_or(32_768);
     if high <= LOW + 1_000 {
         return any_port();
     }
     let span = high - LOW;
+    let locks = std::env::temp_dir().join("tenure-ports");
+    std::fs::create_dir_all(&locks).map_err(|e| format!("{}: {e}", locks.display()))?;
     // Processes that run at the same time (test binaries, demos) start at different places.
     let start = std::process::id().wrapping_mul(7_919) % span;
     for _ in 0..span {
         let offset = NEXT.fetch_add(1, Ordering::Relaxed);
-        let port = LOW + (start + offset) % span;
-        let port = u16::try_from(port).map_err(|e| format!("port {port}: {e}"))?;
-        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
-            return Ok(port);
+        let port = u16::try_from(LOW + (start + offset) % span).map_err(|e| e.to_string())?;
+        let Ok(lock) = File::create(locks.join(format!("{port}.lock"))) else {
+            continue;
+        };
+        if lock.try_lock().is_err() || TcpListener::bind(("127.0.0.1", port)).is_err() {
+            continue;
         }
+        HELD.lock().unwrap_or_else(|e| e.into_inner()).push(lock);
+        return Ok(port);
     }
     any_port()
 }

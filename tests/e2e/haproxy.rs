@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use support::cluster::{Cluster, StoreKind};
-use tenure::demo::local::{free_port, API_USER, SUPERUSER};
+use tenure::demo::local::{free_port, reaper, API_USER, SUPERUSER};
 
 /// The template with our nodes' addresses and free ports for HAProxy's listeners.
 fn config(c: &Cluster, write_port: u16, read_port: u16) -> String {
@@ -159,11 +159,8 @@ fn haproxy_routes_writes_to_the_primary_through_failover_and_switchover() {
     let dir = tempfile::tempdir().unwrap();
     let cfg_path = dir.path().join("haproxy.cfg");
     std::fs::write(&cfg_path, config(&c, write_port, read_port)).unwrap();
-    let check = Command::new("haproxy")
-        .arg("-c")
-        .arg("-f")
-        .arg(&cfg_path)
-        .output()
+    let check = reaper()
+        .output(Command::new("haproxy").arg("-c").arg("-f").arg(&cfg_path))
         .expect("haproxy installed");
     assert!(
         check.status.success(),
@@ -202,22 +199,24 @@ fn haproxy_routes_writes_to_the_primary_through_failover_and_switchover() {
     let cand = (0..3).find(|i| *i != np && *i != p).unwrap_or(p);
     let body = serde_json::json!({"leader": c.nodes[np].name, "candidate": c.nodes[cand].name})
         .to_string();
-    let resp = Command::new("curl")
-        .args([
-            "-s",
-            "-o",
-            "/dev/null",
-            "-w",
-            "%{http_code}",
-            "-u",
-            &format!("{}:{}", API_USER.0, API_USER.1),
-        ])
-        .args(["-H", "Content-Type: application/json", "-d", &body])
-        .arg(format!(
-            "http://127.0.0.1:{}/switchover",
-            c.nodes[np].api_port
-        ))
-        .output()
+    let resp = reaper()
+        .output(
+            Command::new("curl")
+                .args([
+                    "-s",
+                    "-o",
+                    "/dev/null",
+                    "-w",
+                    "%{http_code}",
+                    "-u",
+                    &format!("{}:{}", API_USER.0, API_USER.1),
+                ])
+                .args(["-H", "Content-Type: application/json", "-d", &body])
+                .arg(format!(
+                    "http://127.0.0.1:{}/switchover",
+                    c.nodes[np].api_port
+                )),
+        )
         .expect("curl");
     let code = String::from_utf8_lossy(&resp.stdout).to_string();
     assert!(code.starts_with('2'), "POST /switchover answered {code}");

@@ -303,11 +303,13 @@ fn status_and_member_keys_carry_patronis_fields() {
 
 /// `tenure ARGS -c <node 0's config>`.
 fn tenure_cli(c: &Cluster, args: &[&str]) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_tenure"))
-        .args(args)
-        .arg("-c")
-        .arg(c.nodes[0].config_path())
-        .output()
+    let out = tenure::demo::local::reaper()
+        .output(
+            Command::new(env!("CARGO_BIN_EXE_tenure"))
+                .args(args)
+                .arg("-c")
+                .arg(c.nodes[0].config_path()),
+        )
         .expect("run tenure");
     assert!(
         out.status.success(),

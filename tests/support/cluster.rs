@@ -441,9 +441,10 @@ impl Cluster {
         let port = self.nodes[i].pg_port;
         self.rt().block_on(async move {
             // A loaded two-core box can take longer than SQL_TIMEOUT to fork a backend: a connect that timed
-            // out (nothing was sent) is tried twice more; a refused one is an answer.
+            // out (nothing was sent) is tried again, for 5 s in all; a refused one is an answer. (A run
+            // beside four compiling worktrees, load 10 to 15, failed on "timed out" with three tries.)
             let mut client = connect(port).await;
-            for _ in 0..2 {
+            for _ in 0..9 {
                 match &client {
                     Err(e) if e.ends_with("timed out") => client = connect(port).await,
                     _ => break,

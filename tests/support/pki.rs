@@ -38,10 +38,8 @@ pub fn pki(dir: &Path) {
         "openssl not found: install it (scripts/install-deps does)"
     );
     let run = |args: &[&str]| {
-        let out = Command::new("openssl")
-            .args(args)
-            .current_dir(dir)
-            .output()
+        let out = tenure::demo::local::reaper()
+            .output(Command::new("openssl").args(args).current_dir(dir))
             .unwrap();
         assert!(
             out.status.success(),
