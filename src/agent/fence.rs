@@ -125,13 +125,13 @@ fn alive(pid: i32) -> bool {
 }
 
 fn write_atomically(path: &Path, text: &str) -> Result<(), FenceError> {
-    let tmp = path.with_extension("tmp");
-    let err = |source| FenceError::Write {
-        path: path.to_path_buf(),
-        source,
-    };
-    std::fs::write(&tmp, text).map_err(err)?;
-    std::fs::rename(&tmp, path).map_err(err)
+    // The data directory's parent may be writable by the postgres user: never follow a planted link.
+    crate::pg::files::replace_file(path, text.as_bytes(), 0o644, None).map_err(|source| {
+        FenceError::Write {
+            path: path.to_path_buf(),
+            source,
+        }
+    })
 }
 
 /// What the fence file says.

@@ -10,6 +10,7 @@ pub mod config;
 pub mod controldata;
 pub mod ctl;
 pub mod probe;
+pub(crate) mod files;
 mod process;
 pub mod recovery;
 pub mod rewind;
@@ -193,32 +194,33 @@ pub fn conninfo(endpoint: &Endpoint, user: &str, dbname: &str) -> String {
 }
 
 /// Replace a file atomically (a reload must never read half a config file) and hand it to `run_as`, so
-/// PostgreSQL running as that user can read it.
+/// PostgreSQL running as that user can read it. Never follows a link planted at the temporary name.
 pub(crate) fn write_owned(
     settings: &PgSettings,
     path: &Path,
     contents: &str,
     mode: u32,
 ) -> Result<(), PgError> {
-    use std::os::unix::fs::PermissionsExt;
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(".tenure-tmp");
-    let tmp = PathBuf::from(tmp);
-    std::fs::write(&tmp, contents).map_err(PgError::io(format!("write {}", tmp.display())))?;
-    std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(mode))
-        .map_err(PgError::io(format!("chmod {}", tmp.display())))?;
-    chown_to_run_as(settings, &tmp)?;
-    std::fs::rename(&tmp, path).map_err(PgError::io(format!("rename to {}", path.display())))
+    files::replace_file(path, contents.as_bytes(), mode, run_as_owner(settings)?)
+        .map_err(PgError::io(format!("write {}", path.display())))
 }
 
-pub(crate) fn chown_to_run_as(settings: &PgSettings, path: &Path) -> Result<(), PgError> {
+/// The uid and gid of `run_as`, if set.
+pub(crate) fn run_as_owner(settings: &PgSettings) -> Result<files::Owner, PgError> {
     let Some(user) = &settings.run_as else {
-        return Ok(());
+        return Ok(None);
     };
     let found = nix::unistd::User::from_name(user)
         .map_err(|e| PgError::io(format!("look up user {user}"))(e.into()))?
         .ok_or_else(|| PgError::State(format!("no such user {user}")))?;
-    nix::unistd::chown(path, Some(found.uid), Some(found.gid))
+    Ok(Some((found.uid, found.gid)))
+}
+
+pub(crate) fn chown_to_run_as(settings: &PgSettings, path: &Path) -> Result<(), PgError> {
+    let Some((uid, gid)) = run_as_owner(settings)? else {
+        return Ok(());
+    };
+    nix::unistd::chown(path, Some(uid), Some(gid))
         .map_err(|e| PgError::io(format!("chown {}", path.display()))(e.into()))
 }
 
