@@ -91,6 +91,7 @@ impl Fence {
             .arg(&self.file)
             .arg("--data-dir")
             .arg(&self.data_dir);
+        crate::pg::strip_own_env(cmd.as_std_mut());
         // Its own process group: a signal to the agent's group (or the agent) does not reach it.
         cmd.process_group(0)
             .stdin(std::process::Stdio::null())

@@ -16,6 +16,8 @@ pub mod recovery;
 pub mod rewind;
 pub mod slots;
 
+pub(crate) use process::strip_own_env;
+
 /// A role name and its password.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Credentials {

@@ -80,6 +80,7 @@ impl<'a> Cmd<'a> {
             }
             None => tokio::process::Command::new(&program),
         };
+        strip_own_env(cmd.as_std_mut());
         cmd.args(&self.args)
             .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
@@ -124,6 +125,17 @@ impl<'a> Cmd<'a> {
                 status: out.status.clone(),
                 output: out.combined(),
             })
+        }
+    }
+}
+
+/// Remove the agent's own `TENURE_*` variables (they can carry credentials) from a child's environment:
+/// through `pg_ctl` they would reach the postmaster, every backend and `archive_command`. Patroni strips
+/// its `PATRONI_*` the same way.
+pub(crate) fn strip_own_env(cmd: &mut std::process::Command) {
+    for (key, _) in std::env::vars_os() {
+        if key.to_string_lossy().starts_with("TENURE_") {
+            cmd.env_remove(key);
         }
     }
 }
