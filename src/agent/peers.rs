@@ -133,11 +133,17 @@ async fn rest(client: &reqwest::Client, url: &str) -> Option<PeerStatus> {
 /// PostgreSQL can still be writable, and must still block the race).
 async fn postgres(rec: &MemberRecord, creds: &(String, String)) -> Option<PeerStatus> {
     let ep = crate::pg::Endpoint::from_conn_url(NodeName::new("peer"), &rec.conn_url).ok()?;
-    let conninfo = format!(
-        "host={} port={} user={} password={} dbname=postgres connect_timeout=2",
-        ep.host, ep.port, creds.0, creds.1
-    );
-    let connect = tokio_postgres::connect(&conninfo, tokio_postgres::NoTls);
+    // Built field by field, never as a conninfo string: a password with a space, a quote or a backslash
+    // must reach the server as it is.
+    let mut cfg = tokio_postgres::Config::new();
+    cfg.host(&ep.host)
+        .port(ep.port)
+        .user(&creds.0)
+        .password(&creds.1)
+        .dbname("postgres")
+        .application_name("tenure")
+        .connect_timeout(Duration::from_millis(PROBE_TIMEOUT_MS));
+    let connect = cfg.connect(tokio_postgres::NoTls);
     let (client, conn) = tokio::time::timeout(Duration::from_millis(PROBE_TIMEOUT_MS), connect)
         .await
         .ok()?

@@ -331,7 +331,7 @@ pub async fn basebackup(
     if !empty {
         return Err(PgError::State(format!("{} is not empty", dir.display())));
     }
-    write_pgpass(settings)?;
+    write_pgpass(settings, source, &settings.replication)?;
     let mut dsn = conninfo(source, &settings.replication.username, "postgres");
     dsn.push_str(&format!(
         " application_name={}",

@@ -9,8 +9,8 @@ use crate::ha::types::NodeName;
 pub mod config;
 pub mod controldata;
 pub mod ctl;
-pub mod probe;
 pub(crate) mod files;
+pub mod probe;
 mod process;
 pub mod recovery;
 pub mod rewind;
@@ -226,20 +226,33 @@ pub(crate) fn chown_to_run_as(settings: &PgSettings, path: &Path) -> Result<(), 
         .map_err(|e| PgError::io(format!("chown {}", path.display()))(e.into()))
 }
 
-/// Write the pgpass file holding every tenure credential (any host), mode 0600 as libpq requires.
-pub(crate) fn write_pgpass(settings: &PgSettings) -> Result<(), PgError> {
+/// Write the pgpass file for one connection: `creds` towards `to` only (host and port as libpq will
+/// match them), mode 0600 as libpq requires. A wildcard line would offer the password to any server a
+/// redirected or mistyped connection reaches.
+pub(crate) fn write_pgpass(
+    settings: &PgSettings,
+    to: &Endpoint,
+    creds: &Credentials,
+) -> Result<(), PgError> {
+    write_owned(
+        settings,
+        &settings.pgpass_path,
+        &pgpass_line(to, creds),
+        0o600,
+    )
+}
+
+fn pgpass_line(to: &Endpoint, creds: &Credentials) -> String {
     fn esc(s: &str) -> String {
         s.replace('\\', "\\\\").replace(':', "\\:")
     }
-    let mut text = String::new();
-    for c in [&settings.superuser, &settings.replication, &settings.rewind] {
-        text.push_str(&format!(
-            "*:*:*:{}:{}\n",
-            esc(&c.username),
-            esc(&c.password)
-        ));
-    }
-    write_owned(settings, &settings.pgpass_path, &text, 0o600)
+    format!(
+        "{}:{}:*:{}:{}\n",
+        esc(&to.host),
+        to.port,
+        esc(&creds.username),
+        esc(&creds.password)
+    )
 }
 
 #[cfg(test)]
@@ -269,6 +282,20 @@ mod tests {
             ("::1".into(), 6000)
         );
         assert!(ep("http://x:1/").is_err() && ep("postgres://h:port/").is_err());
+    }
+
+    #[test]
+    fn pgpass_lines_name_the_host_and_port_and_escape_separators() {
+        let to = Endpoint {
+            name: "n".into(),
+            host: "::1".into(),
+            port: 5433,
+        };
+        let creds = Credentials {
+            username: "rep".into(),
+            password: r"a:b\c".into(),
+        };
+        assert_eq!(pgpass_line(&to, &creds), "\\:\\:1:5433:*:rep:a\\:b\\\\c\n");
     }
 
     #[test]
