@@ -3,11 +3,72 @@
 #[path = "support/pg.rs"]
 mod pg_support;
 
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::OnceLock;
+
 use pg_support::PgNode;
-use tenure::dcs::MemberRecord;
+use tenure::dcs::consul::{ConsulDcs, ConsulSettings};
+use tenure::dcs::{Dcs, MemberRecord};
 use tenure::ha::types::NodeName;
 use tenure::ha::PgRole;
 use tenure::pg::ctl::{self, InitdbOptions};
+
+/// Connections the hostile proxy accepted.
+static PROXIED: AtomicUsize = AtomicUsize::new(0);
+
+/// The environment every test here runs in, set once before any test spawns a child or builds a
+/// client: secrets in `TENURE_*` variables and every proxy variable pointing at a listener we count.
+fn hostile_env() {
+    static ONCE: OnceLock<()> = OnceLock::new();
+    ONCE.get_or_init(|| {
+        let proxy = TcpListener::bind(("127.0.0.1", pg_support::free_port())).unwrap();
+        let url = format!("http://{}", proxy.local_addr().unwrap());
+        std::thread::spawn(move || {
+            for conn in proxy.incoming() {
+                PROXIED.fetch_add(1, Ordering::SeqCst);
+                drop(conn);
+            }
+        });
+        std::env::set_var("TENURE_SUPERUSER_PASSWORD", "env-secret-1");
+        std::env::set_var("TENURE_RESTAPI_PASSWORD", "env-secret-2");
+        for var in [
+            "HTTP_PROXY",
+            "HTTPS_PROXY",
+            "ALL_PROXY",
+            "http_proxy",
+            "https_proxy",
+            "all_proxy",
+        ] {
+            std::env::set_var(var, &url);
+        }
+        for var in ["NO_PROXY", "no_proxy"] {
+            std::env::remove_var(var);
+        }
+    });
+}
+
+/// A one-shot member REST API answering `/patroni` as a running primary; counts its requests.
+fn fake_member_api(hits: &'static AtomicUsize) -> String {
+    let listener = TcpListener::bind(("127.0.0.1", pg_support::free_port())).unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for mut conn in listener.incoming().flatten() {
+            hits.fetch_add(1, Ordering::SeqCst);
+            let mut buf = [0u8; 4096];
+            let _ = conn.read(&mut buf);
+            let body =
+                r#"{"role":"primary","state":"running","timeline":3,"xlog":{"location":42}}"#;
+            let _ = write!(
+                conn,
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    format!("http://{addr}/patroni")
+}
 
 async fn bootstrap(node: &PgNode) {
     ctl::bootstrap(&node.settings, &InitdbOptions::default())
@@ -20,9 +81,7 @@ async fn bootstrap(node: &PgNode) {
 /// replication nor the rewind password reaches the server log although the roles were created with them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_secret_reaches_the_postmaster_environment_or_the_server_log() {
-    // Set before any child is spawned; this test binary has no other user of these variables.
-    std::env::set_var("TENURE_SUPERUSER_PASSWORD", "env-secret-1");
-    std::env::set_var("TENURE_RESTAPI_PASSWORD", "env-secret-2");
+    hostile_env();
     let mut node = PgNode::new("hard-a");
     let s = &mut node.settings;
     s.parameters.insert("log_statement".into(), "all".into());
@@ -63,6 +122,7 @@ async fn no_secret_reaches_the_postmaster_environment_or_the_server_log() {
 /// reported nothing, which silently disabled the "a peer is still primary" check.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_peer_sql_probe_works_with_a_password_holding_a_space_and_a_backslash() {
+    hostile_env();
     let mut node = PgNode::new("hard-b");
     node.settings.superuser.password = r"pa ss\word 'q".into();
     bootstrap(&node).await;
@@ -85,4 +145,42 @@ async fn the_peer_sql_probe_works_with_a_password_holding_a_space_and_a_backslas
     assert_eq!(probes.len(), 1);
     let answer = probes[0].answer.as_ref().expect("the SQL probe answered");
     assert_eq!(answer.role, Some(PgRole::Primary));
+}
+
+/// With every proxy variable pointing at a listener we control, neither the peer REST client nor the
+/// Consul client connects to it: the peer's `/patroni` is fetched directly, and the Consul request goes
+/// to the configured address (where nothing listens) instead of through the proxy.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn outbound_clients_ignore_proxies_from_the_environment() {
+    static MEMBER_HITS: AtomicUsize = AtomicUsize::new(0);
+    hostile_env();
+    let api = tenure::api::RestApiSettings::new("127.0.0.1:1".parse().unwrap(), 10_000);
+    let client = tenure::agent::peers::client(&api).expect("peer client");
+    let member = MemberRecord {
+        api_url: fake_member_api(&MEMBER_HITS),
+        ..MemberRecord::default()
+    };
+    let probes = tenure::agent::peers::probe_all(
+        &client,
+        &[("peer".into(), member)],
+        &NodeName::new("me"),
+        ("postgres".into(), "unused".into()),
+    )
+    .await;
+    let answer = probes[0].answer.as_ref().expect("the REST probe answered");
+    assert_eq!((answer.role, answer.lsn.0), (Some(PgRole::Primary), 42));
+    assert_eq!(MEMBER_HITS.load(Ordering::SeqCst), 1);
+
+    let nobody = pg_support::free_port();
+    let mut settings =
+        ConsulSettings::new(&format!("http://127.0.0.1:{nobody}"), "s", "me", 10_000);
+    settings.token = Some("consul-token".into());
+    let consul = ConsulDcs::new(settings).expect("consul client");
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(3);
+    assert!(consul.get_cluster(false, deadline).await.is_err());
+    assert_eq!(
+        PROXIED.load(Ordering::SeqCst),
+        0,
+        "a request went through the proxy"
+    );
 }

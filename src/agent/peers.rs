@@ -12,14 +12,18 @@ const PROBE_TIMEOUT_MS: u64 = 2_000;
 /// members check client certificates (`verify_client`), presents `restapi.certfile`/`keyfile`: a REST
 /// API behind a private CA stays reachable by its peers instead of every probe falling back to SQL and
 /// every failsafe round failing. Timeouts are set per request.
+/// With `cafile`, that CA is the only one trusted (as Patroni's peer requests do); no proxy from the
+/// environment is ever used: members are reached directly, and the failsafe round carries credentials.
 pub fn client(api: &crate::api::RestApiSettings) -> Result<reqwest::Client, String> {
     let read = |key: &str, p: &std::path::Path| {
         std::fs::read(p).map_err(|e| format!("restapi.{key} {}: {e}", p.display()))
     };
     let mut b = reqwest::Client::builder()
         .use_rustls_tls()
+        .no_proxy()
         .connect_timeout(Duration::from_millis(PROBE_TIMEOUT_MS));
     if let Some(ca) = &api.cafile {
+        b = b.tls_built_in_root_certs(false);
         let certs = reqwest::Certificate::from_pem_bundle(&read("cafile", ca)?)
             .map_err(|e| format!("restapi.cafile {}: not a PEM bundle: {e}", ca.display()))?;
         for cert in certs {
@@ -221,6 +225,9 @@ pub async fn post_failsafe(
         let (auth, token) = (me.basic_auth.clone(), me.token.clone());
         set.spawn(async move {
             let mut req = client.post(&url).timeout(limit).json(&body);
+            if auth.is_some() || token.is_some() {
+                warn_plain_http(&url);
+            }
             if let Some((u, p)) = auth {
                 req = req.basic_auth(u, Some(p));
             } else if let Some(t) = token {
@@ -234,6 +241,23 @@ pub async fn post_failsafe(
     let mut out: Vec<_> = set.join_all().await;
     out.sort_by(|a, b| a.name.cmp(&b.name));
     out
+}
+
+/// Credentials are about to go to `url`: warn (once per URL) when that is plain HTTP, where anyone on the
+/// path reads them. Patroni sends them the same way; refusing would break clusters without TLS.
+pub(crate) fn warn_plain_http(url: &str) {
+    static WARNED: std::sync::Mutex<std::collections::BTreeSet<String>> =
+        std::sync::Mutex::new(std::collections::BTreeSet::new());
+    if !url.starts_with("http://") {
+        return;
+    }
+    let mut warned = WARNED.lock().unwrap_or_else(|e| e.into_inner());
+    if warned.insert(url.to_string()) {
+        tracing::warn!(
+            url,
+            "credentials are sent over plain HTTP; configure TLS to protect them"
+        );
+    }
 }
 
 /// `http://h:8008/patroni` → `http://h:8008/failsafe` (Patroni's `urljoin(api_url, 'failsafe')`).
