@@ -184,3 +184,111 @@ async fn outbound_clients_ignore_proxies_from_the_environment() {
         "a request went through the proxy"
     );
 }
+
+/// A fence whose fencer runs the tenure binary (this test's own executable is not tenure).
+fn fence_for(data_dir: &std::path::Path) -> tenure::agent::fence::Fence {
+    tenure::agent::fence::Fence::with_program(data_dir, env!("CARGO_BIN_EXE_tenure").as_ref())
+}
+
+/// An expired deadline: the fencer acts on its first look.
+fn expired() -> tenure::ha::types::Millis {
+    tenure::ha::types::Millis(tenure::clock::monotonic().0 - 1)
+}
+
+fn sleeper() -> std::process::Child {
+    std::process::Command::new("sleep")
+        .arg("60")
+        .spawn()
+        .unwrap()
+}
+
+/// Poll every 100 ms for up to `timeout_ms`.
+fn within(timeout_ms: u64, mut check: impl FnMut() -> bool) -> bool {
+    let until = std::time::Instant::now() + std::time::Duration::from_millis(timeout_ms);
+    while std::time::Instant::now() < until {
+        if check() {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    check()
+}
+
+/// Two attacks on the fence of a running primary at once. A stale `<data_dir>.fence.pid` names a live
+/// process that is no fencer: the agent used to take it for one and start none, so fencing was off.
+/// And a `standby.signal` created under the running primary (what `COPY '' TO 'standby.signal'` does):
+/// the fencer used to take it as proof of a standby and leave the primary running. Both fail to disarm
+/// the fence now: the postmaster is gone shortly after the (already expired) deadline.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stale_pid_file_and_a_planted_standby_signal_do_not_disarm_the_fencer() {
+    hostile_env();
+    let node = PgNode::new("hard-c");
+    bootstrap(&node).await;
+    let s = &node.settings;
+    let pid = node.postmaster_pid().expect("postmaster.pid");
+    std::fs::write(s.data_dir.join("standby.signal"), "").unwrap();
+    let mut decoy = sleeper();
+    let mut fence = fence_for(&s.data_dir);
+    let mut pid_file = fence.file().as_os_str().to_owned();
+    pid_file.push(".pid");
+    std::fs::write(&pid_file, format!("{}\n", decoy.id())).unwrap();
+
+    fence.arm(expired()).expect("arm");
+    let fenced = within(5_000, || {
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_err()
+            || std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|t| t.contains(") Z"))
+    });
+    fence.disarm().unwrap();
+    fence.stop_process();
+    assert!(
+        decoy.try_wait().unwrap().is_none(),
+        "the decoy was signalled"
+    );
+    let _ = decoy.kill();
+    assert!(fenced, "the primary survived its expired fence");
+}
+
+/// `postmaster.pid` names a live process that is not a postmaster (a stale file after a crash and PID
+/// reuse, or a file someone wrote): the fencer does not signal it. And the fencer ends when told to
+/// through the file, its lock then free for the next one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_fencer_never_signals_a_process_that_is_not_the_postmaster() {
+    hostile_env();
+    let dir = tempfile::tempdir().unwrap();
+    let data_dir = dir.path().join("data");
+    std::fs::create_dir(&data_dir).unwrap();
+    let mut victim = sleeper();
+    let now_s = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    // Even the start time matches: only the executable and working directory tell it apart.
+    std::fs::write(
+        data_dir.join("postmaster.pid"),
+        format!("{}\n{}\n{now_s}\n5432\n", victim.id(), data_dir.display()),
+    )
+    .unwrap();
+    let mut fence = fence_for(&data_dir);
+    fence.arm(expired()).expect("arm");
+    let lock = {
+        let mut p = fence.file().as_os_str().to_owned();
+        p.push(".lock");
+        std::path::PathBuf::from(p)
+    };
+    let locked = || {
+        let f = std::fs::File::open(&lock).unwrap();
+        nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockExclusiveNonblock).is_err()
+    };
+    assert!(within(3_000, locked), "no fencer holds the lock");
+    std::thread::sleep(std::time::Duration::from_millis(1_000));
+    let survived = victim.try_wait().unwrap().is_none();
+    fence.disarm().unwrap();
+    fence.stop_process();
+    let ended = within(3_000, || !locked());
+    let _ = victim.kill();
+    assert!(
+        survived,
+        "the fencer signalled a process that is not the postmaster"
+    );
+    assert!(ended, "the fencer did not end after stop_process");
+}

@@ -226,6 +226,14 @@ pub async fn stop(settings: &PgSettings, mode: StopMode) -> Result<Stopped, PgEr
     if !pid_alive(pid) {
         return Ok(Stopped::AlreadyStopped);
     }
+    // pg_ctl itself signals whatever PID postmaster.pid names: check it is our postmaster first.
+    if !super::is_postmaster_of(pid, &settings.data_dir) {
+        tracing::warn!(
+            pid,
+            "postmaster.pid names a process that is not this data directory's postmaster: not signalling it"
+        );
+        return Ok(Stopped::AlreadyStopped);
+    }
     let modes: &[(StopMode, Stopped)] = match mode {
         StopMode::Fast => &[
             (StopMode::Fast, Stopped::Fast),

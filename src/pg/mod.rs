@@ -16,7 +16,9 @@ pub mod recovery;
 pub mod rewind;
 pub mod slots;
 
-pub(crate) use process::strip_own_env;
+pub(crate) use process::{
+    is_postmaster_of, pg_control_says_standby, process_started_at_ns, strip_own_env,
+};
 
 /// A role name and its password.
 #[derive(Clone, Debug, PartialEq, Eq)]
