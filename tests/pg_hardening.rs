@@ -292,3 +292,39 @@ async fn the_fencer_never_signals_a_process_that_is_not_the_postmaster() {
     );
     assert!(ended, "the fencer did not end after stop_process");
 }
+
+/// The other side of the standby rule: a real standby under an expired fence (a restarted agent that has
+/// not stood its predecessor's fence down) is left alone, both while it starts (its copied pg_control
+/// still says "in production"; `standby.signal` predates the postmaster) and once its `standby.signal`
+/// is rewritten while it runs (pg_control then says archive recovery). Checked: with the pg_control rule
+/// removed this test fails ("the fencer stopped a standby"); with the start-time rule removed it still
+/// passed here, the start window being shorter than the fencer's 20 ms poll on this machine.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_real_standby_under_an_expired_fence_is_left_alone() {
+    use tenure::pg::recovery::{self, StandbyConfig};
+    hostile_env();
+    let (a, b) = (PgNode::new("hard-d"), PgNode::new("hard-e"));
+    bootstrap(&a).await;
+    let sb = &b.settings;
+    let nobody = StandbyConfig {
+        upstream: None,
+        slot: None,
+    };
+    ctl::basebackup(sb, &a.endpoint(), &nobody)
+        .await
+        .expect("basebackup");
+    let mut fence = fence_for(&sb.data_dir);
+    fence.arm(expired()).expect("arm");
+    ctl::start(sb)
+        .await
+        .unwrap_or_else(|e| panic!("start b: {e}\n{}", b.log()));
+    let pid = b.postmaster_pid().expect("postmaster.pid");
+    recovery::reconfigure_upstream(sb, &StandbyConfig::follow(sb, a.endpoint()))
+        .await
+        .expect("reconfigure");
+    std::thread::sleep(std::time::Duration::from_millis(1_500));
+    let alive = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_ok();
+    fence.disarm().unwrap();
+    fence.stop_process();
+    assert!(alive, "the fencer stopped a standby\n{}", b.log());
+}

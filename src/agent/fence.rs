@@ -291,9 +291,12 @@ fn is_standby(data_dir: &Path, pid: i32) -> bool {
     let Ok(signal) = std::fs::symlink_metadata(data_dir.join("standby.signal")) else {
         return false;
     };
+    // The start time is known to a clock tick (10 ms, rounded down): allow two, which only admits a
+    // file created while that postmaster's startup process was still reading it.
+    const SLACK_NS: i128 = 20_000_000;
     let read_at_start = crate::pg::process_started_at_ns(pid).is_some_and(|started_ns| {
         let changed_ns = signal.ctime() as i128 * 1_000_000_000 + signal.ctime_nsec() as i128;
-        changed_ns <= started_ns
+        changed_ns <= started_ns + SLACK_NS
     });
     read_at_start || crate::pg::pg_control_says_standby(data_dir)
 }
