@@ -328,3 +328,35 @@ async fn a_real_standby_under_an_expired_fence_is_left_alone() {
     fence.stop_process();
     assert!(alive, "the fencer stopped a standby\n{}", b.log());
 }
+
+/// An agent exits (its fencer told to end through the file) and a new one arms at once: the new agent
+/// sees the lock held and starts no fencer, so the old one must stay; a fencer still holds the lock a
+/// second later. The narrow race behind `leave_or_stay` (the fencer reads `exit`, the agent writes
+/// `armed` and try-locks, then the fencer's exit frees the lock: nobody watches) lasts microseconds and
+/// is not hit here: this test passed before that fix too. It checks the common ordering stays watched.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fencer_told_to_exit_stays_when_a_new_agent_arms_at_once() {
+    hostile_env();
+    let dir = tempfile::tempdir().unwrap();
+    let data_dir = dir.path().join("data");
+    std::fs::create_dir(&data_dir).unwrap();
+    let far = tenure::ha::types::Millis(tenure::clock::monotonic().0 + 600_000);
+    let mut old = fence_for(&data_dir);
+    old.arm(far).expect("arm");
+    let mut lock = old.file().as_os_str().to_owned();
+    lock.push(".lock");
+    let locked = || {
+        let f = std::fs::File::open(&lock).unwrap();
+        nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockExclusiveNonblock).is_err()
+    };
+    assert!(within(3_000, locked), "no fencer holds the lock");
+    old.disarm().unwrap();
+    old.stop_process();
+    let mut new = fence_for(&data_dir);
+    new.arm(far).expect("arm");
+    std::thread::sleep(std::time::Duration::from_millis(1_000));
+    let watched = locked();
+    new.disarm().unwrap();
+    new.stop_process();
+    assert!(watched, "no fencer watches the newly armed fence");
+}

@@ -217,13 +217,10 @@ fn read_trusted_state(file: &Path) -> Option<State> {
 /// nothing to starve.
 pub fn fencer_main(file: &Path, data_dir: &Path) -> ! {
     let parent = data_dir.parent().map(Path::to_path_buf).unwrap_or_default();
-    // Held until this process ends: the agent's proof that a fencer watches the file.
-    let _lock = match open_lock(&lock_file(file))
-        .map(|f| Flock::lock(f, FlockArg::LockExclusiveNonblock))
-    {
-        Ok(Ok(lock)) => lock,
-        // Another fencer holds it: that one watches the file.
-        Ok(Err(_)) => std::process::exit(0),
+    // Held while this process watches: the agent's proof that a fencer does.
+    let mut lock = match open_lock(&lock_file(file)) {
+        Ok(f) => Flock::lock(f, FlockArg::LockExclusiveNonblock)
+            .unwrap_or_else(|_| std::process::exit(0)), // another fencer watches the file
         Err(e) => {
             eprintln!(
                 "tenure fencer: cannot open {}: {e}",
@@ -243,13 +240,34 @@ pub fn fencer_main(file: &Path, data_dir: &Path) -> ! {
             state = Some(now);
         }
         match state {
-            Some(State::Exit) => std::process::exit(0),
+            Some(State::Exit) => {
+                (lock, state) = leave_or_stay(lock, file);
+            }
             Some(State::Armed(deadline)) if crate::clock::monotonic().0 >= deadline => {
                 stop_postmaster(data_dir)
             }
             _ => {}
         }
         std::thread::sleep(Duration::from_millis(POLL_MS));
+    }
+}
+
+/// Told to exit: release the lock, then look once more. An agent arms by writing the file *before* it
+/// try-locks, so if one armed after our last read we see it now and stay (unless the fencer it started
+/// took the lock meanwhile); otherwise we end.
+fn leave_or_stay(lock: Flock<File>, file: &Path) -> (Flock<File>, Option<State>) {
+    let unlocked = lock
+        .unlock()
+        .map_err(|_| ())
+        .unwrap_or_else(|_| std::process::exit(0));
+    match read_trusted_state(file) {
+        Some(again @ (State::Armed(_) | State::Disarmed)) => {
+            match Flock::lock(unlocked, FlockArg::LockExclusiveNonblock) {
+                Ok(relocked) => (relocked, Some(again)),
+                Err(_) => std::process::exit(0),
+            }
+        }
+        _ => std::process::exit(0),
     }
 }
 
