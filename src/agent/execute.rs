@@ -62,7 +62,11 @@ impl Executor {
             divergence: None,
             failsafe_replies: None,
             failsafe: Default::default(),
-            peer_client: reqwest::Client::new(),
+            // Replaced by `peers::client` at start; never a client that honours HTTP(S)_PROXY.
+            peer_client: reqwest::Client::builder()
+                .no_proxy()
+                .build()
+                .unwrap_or_default(),
             job: None,
             finished: None,
         }

@@ -5,9 +5,18 @@
 //! armed deadline, sends the postmaster SIGQUIT (immediate shutdown: every backend goes with it), then
 //! SIGKILL if it is still there. It needs nothing from the agent to do this: an agent killed or frozen
 //! leaves a primary that stops writing by its lease deadline.
+//!
+//! Nothing here trusts a file another user could have written: the fencer proves it runs by holding an
+//! exclusive `flock` on `<data_dir>.fence.lock` (the agent try-locks it: a lock cannot go stale the way a
+//! PID file does), reads the fence file only when it is owned by its own user (and otherwise keeps the
+//! last state it trusted), checks a PID is really this data directory's postmaster before signalling it,
+//! and takes `standby.signal` as proof of a standby only together with evidence the server wrote itself.
+use std::fs::File;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use nix::fcntl::{Flock, FlockArg};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
@@ -32,6 +41,8 @@ pub enum FenceError {
 pub struct Fence {
     file: PathBuf,
     data_dir: PathBuf,
+    /// The binary started as `<program> fencer`: the running agent's own.
+    program: PathBuf,
     child: Option<tokio::process::Child>,
 }
 
@@ -42,7 +53,17 @@ impl Fence {
         Fence {
             file: PathBuf::from(file),
             data_dir: data_dir.to_path_buf(),
+            // /proc/self/exe still works when the binary was replaced on disk (an upgrade) while we run.
+            program: PathBuf::from("/proc/self/exe"),
             child: None,
+        }
+    }
+
+    /// The same, with the fencer started from `program` (tests, whose own executable is not tenure).
+    pub fn with_program(data_dir: &Path, program: &Path) -> Fence {
+        Fence {
+            program: program.to_path_buf(),
+            ..Fence::new(data_dir)
         }
     }
 
@@ -61,13 +82,11 @@ impl Fence {
         write_atomically(&self.file, "disarmed\n")
     }
 
-    /// The agent is exiting with the fence stood down: end the fencing process too (a new agent starts
-    /// another when it next arms).
+    /// The agent is exiting with the fence stood down: tell the fencing process to end (through the
+    /// file, never by a signal to a PID read from disk; a new agent starts another when it next arms).
     pub fn stop_process(&mut self) {
-        if let Some(pid) = read_pid(&pid_file(&self.file)) {
-            if matches!(read_state(&self.file), Some(State::Disarmed) | None) && alive(pid) {
-                let _ = kill(Pid::from_raw(pid), Signal::SIGTERM);
-            }
+        if matches!(read_state(&self.file), Some(State::Disarmed) | None) {
+            let _ = write_atomically(&self.file, "exit\n");
         }
         let _ = std::fs::remove_file(pid_file(&self.file));
     }
@@ -80,22 +99,23 @@ impl Fence {
             }
             self.child = None;
         }
-        if read_pid(&pid_file(&self.file)).is_some_and(alive) {
+        if fencer_holds_lock(&lock_file(&self.file)) {
             return Ok(());
         }
-        // /proc/self/exe still works when the binary was replaced on disk (an upgrade) while we run.
-        let mut cmd = tokio::process::Command::new("/proc/self/exe");
+        let mut cmd = tokio::process::Command::new(&self.program);
         cmd.arg0("tenure");
         cmd.arg("fencer")
             .arg("--file")
             .arg(&self.file)
             .arg("--data-dir")
             .arg(&self.data_dir);
+        crate::pg::strip_own_env(cmd.as_std_mut());
         // Its own process group: a signal to the agent's group (or the agent) does not reach it.
         cmd.process_group(0)
             .stdin(std::process::Stdio::null())
             .kill_on_drop(false);
         let child = cmd.spawn().map_err(FenceError::Spawn)?;
+        // For operators and test harnesses only: nothing here trusts it.
         if let Some(id) = child.id() {
             write_atomically(&pid_file(&self.file), &format!("{id}\n"))?;
         }
@@ -110,14 +130,34 @@ fn pid_file(file: &Path) -> PathBuf {
     PathBuf::from(p)
 }
 
-fn read_pid(path: &Path) -> Option<i32> {
-    std::fs::read_to_string(path)
-        .ok()?
-        .lines()
-        .next()?
-        .trim()
-        .parse()
-        .ok()
+fn lock_file(file: &Path) -> PathBuf {
+    let mut p = file.as_os_str().to_owned();
+    p.push(".lock");
+    PathBuf::from(p)
+}
+
+/// Open the lock file without following a link; it is never replaced, so every fencer locks one inode.
+fn open_lock(path: &Path) -> std::io::Result<File> {
+    std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .mode(0o600)
+        .custom_flags(nix::libc::O_NOFOLLOW)
+        .open(path)
+}
+
+/// Whether a fencing process holds the lock: our non-blocking try-lock fails exactly while one does.
+/// A lock file we cannot open counts as "none runs": starting a second fencer is harmless (it exits
+/// when it cannot take the lock), believing in one that is not there is not.
+fn fencer_holds_lock(path: &Path) -> bool {
+    let Ok(file) = open_lock(path) else {
+        return false;
+    };
+    match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+        Ok(_released_on_drop) => false,
+        Err((_, errno)) => errno == nix::errno::Errno::EWOULDBLOCK,
+    }
 }
 
 fn alive(pid: i32) -> bool {
@@ -125,13 +165,13 @@ fn alive(pid: i32) -> bool {
 }
 
 fn write_atomically(path: &Path, text: &str) -> Result<(), FenceError> {
-    let tmp = path.with_extension("tmp");
-    let err = |source| FenceError::Write {
-        path: path.to_path_buf(),
-        source,
-    };
-    std::fs::write(&tmp, text).map_err(err)?;
-    std::fs::rename(&tmp, path).map_err(err)
+    // The data directory's parent may be writable by the postgres user: never follow a planted link.
+    crate::pg::files::replace_file(path, text.as_bytes(), 0o644, None).map_err(|source| {
+        FenceError::Write {
+            path: path.to_path_buf(),
+            source,
+        }
+    })
 }
 
 /// What the fence file says.
@@ -139,46 +179,106 @@ fn write_atomically(path: &Path, text: &str) -> Result<(), FenceError> {
 enum State {
     Armed(u64),
     Disarmed,
+    /// The agent exited with the fence stood down: the fencing process ends.
+    Exit,
 }
 
 fn read_state(file: &Path) -> Option<State> {
-    let text = std::fs::read_to_string(file).ok()?;
+    parse_state(&std::fs::read_to_string(file).ok()?)
+}
+
+fn parse_state(text: &str) -> Option<State> {
     let mut words = text.split_whitespace();
     match words.next()? {
         "armed" => words.next()?.parse().ok().map(State::Armed),
         "disarmed" => Some(State::Disarmed),
+        "exit" => Some(State::Exit),
         _ => None,
     }
+}
+
+/// The fence file as the fencer trusts it: not a link, owned by the fencer's own user (the agent's);
+/// a file someone else put there (or garbage) is no state at all.
+fn read_trusted_state(file: &Path) -> Option<State> {
+    let mut f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NOFOLLOW)
+        .open(file)
+        .ok()?;
+    if f.metadata().ok()?.uid() != nix::unistd::geteuid().as_raw() {
+        return None;
+    }
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut f, &mut text).ok()?;
+    parse_state(&text)
 }
 
 /// `tenure fencer`: runs until the data directory's parent disappears. Synchronous on purpose: no runtime,
 /// nothing to starve.
 pub fn fencer_main(file: &Path, data_dir: &Path) -> ! {
     let parent = data_dir.parent().map(Path::to_path_buf).unwrap_or_default();
+    // Held while this process watches: the agent's proof that a fencer does.
+    let mut lock = match open_lock(&lock_file(file)) {
+        Ok(f) => Flock::lock(f, FlockArg::LockExclusiveNonblock)
+            .unwrap_or_else(|_| std::process::exit(0)), // another fencer watches the file
+        Err(e) => {
+            eprintln!(
+                "tenure fencer: cannot open {}: {e}",
+                lock_file(file).display()
+            );
+            std::process::exit(70);
+        }
+    };
+    // A file that vanished or that we do not trust changes nothing: deleting the fence file must not
+    // disarm the fence.
+    let mut state = None;
     loop {
         if !parent.exists() {
             std::process::exit(0);
         }
-        if let Some(State::Armed(deadline)) = read_state(file) {
-            if crate::clock::monotonic().0 >= deadline {
-                stop_postmaster(data_dir);
+        if let Some(now) = read_trusted_state(file) {
+            state = Some(now);
+        }
+        match state {
+            Some(State::Exit) => {
+                (lock, state) = leave_or_stay(lock, file);
             }
+            Some(State::Armed(deadline)) if crate::clock::monotonic().0 >= deadline => {
+                stop_postmaster(data_dir)
+            }
+            _ => {}
         }
         std::thread::sleep(Duration::from_millis(POLL_MS));
     }
 }
 
-/// SIGQUIT (immediate shutdown of the postmaster and every backend), then SIGKILL if it lingers. A server
-/// configured as a standby (`standby.signal`) cannot accept writes and is left alone, so a restarted
-/// agent that has not yet stood the fence down can still start its replica.
-fn stop_postmaster(data_dir: &Path) {
-    if data_dir.join("standby.signal").exists() {
-        return;
+/// Told to exit: release the lock, then look once more. An agent arms by writing the file *before* it
+/// try-locks, so if one armed after our last read we see it now and stay (unless the fencer it started
+/// took the lock meanwhile); otherwise we end.
+fn leave_or_stay(lock: Flock<File>, file: &Path) -> (Flock<File>, Option<State>) {
+    let unlocked = lock
+        .unlock()
+        .map_err(|_| ())
+        .unwrap_or_else(|_| std::process::exit(0));
+    match read_trusted_state(file) {
+        Some(again @ (State::Armed(_) | State::Disarmed)) => {
+            match Flock::lock(unlocked, FlockArg::LockExclusiveNonblock) {
+                Ok(relocked) => (relocked, Some(again)),
+                Err(_) => std::process::exit(0),
+            }
+        }
+        _ => std::process::exit(0),
     }
-    let Some(pid) = read_pid(&data_dir.join("postmaster.pid")) else {
+}
+
+/// SIGQUIT (immediate shutdown of the postmaster and every backend), then SIGKILL if it lingers, once
+/// the PID is proven to be this data directory's postmaster. A standby cannot accept writes and is left
+/// alone, so a restarted agent that has not yet stood the fence down can still start its replica.
+fn stop_postmaster(data_dir: &Path) {
+    let Some(pid) = first_line_pid(&data_dir.join("postmaster.pid")) else {
         return;
     };
-    if !alive(pid) {
+    if !alive(pid) || !crate::pg::is_postmaster_of(pid, data_dir) || is_standby(data_dir, pid) {
         return;
     }
     let _ = kill(Pid::from_raw(pid), Signal::SIGQUIT);
@@ -189,6 +289,34 @@ fn stop_postmaster(data_dir: &Path) {
         }
     }
     let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+}
+
+fn first_line_pid(path: &Path) -> Option<i32> {
+    std::fs::read_to_string(path)
+        .ok()?
+        .lines()
+        .next()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// A standby: `standby.signal` is there, and either it was there before this postmaster started (so
+/// the server read it and runs in recovery; promotion removes it) or `pg_control` says archive
+/// recovery. A `standby.signal` a database superuser creates under a running primary (`COPY ... TO`)
+/// is newer than the postmaster and leaves pg_control saying "in production": it disarms nothing.
+fn is_standby(data_dir: &Path, pid: i32) -> bool {
+    let Ok(signal) = std::fs::symlink_metadata(data_dir.join("standby.signal")) else {
+        return false;
+    };
+    // The start time is known to a clock tick (10 ms, rounded down): allow two, which only admits a
+    // file created while that postmaster's startup process was still reading it.
+    const SLACK_NS: i128 = 20_000_000;
+    let read_at_start = crate::pg::process_started_at_ns(pid).is_some_and(|started_ns| {
+        let changed_ns = signal.ctime() as i128 * 1_000_000_000 + signal.ctime_nsec() as i128;
+        changed_ns <= started_ns + SLACK_NS
+    });
+    read_at_start || crate::pg::pg_control_says_standby(data_dir)
 }
 
 #[cfg(test)]
@@ -203,6 +331,9 @@ mod tests {
         assert_eq!(read_state(f.file()), Some(State::Armed(1234)));
         f.disarm().unwrap();
         assert_eq!(read_state(f.file()), Some(State::Disarmed));
+        assert_eq!(read_trusted_state(f.file()), Some(State::Disarmed));
+        f.stop_process();
+        assert_eq!(read_state(f.file()), Some(State::Exit));
         std::fs::write(f.file(), "garbage").unwrap();
         assert_eq!(read_state(f.file()), None);
     }

@@ -12,14 +12,18 @@ const PROBE_TIMEOUT_MS: u64 = 2_000;
 /// members check client certificates (`verify_client`), presents `restapi.certfile`/`keyfile`: a REST
 /// API behind a private CA stays reachable by its peers instead of every probe falling back to SQL and
 /// every failsafe round failing. Timeouts are set per request.
+/// With `cafile`, that CA is the only one trusted (as Patroni's peer requests do); no proxy from the
+/// environment is ever used: members are reached directly, and the failsafe round carries credentials.
 pub fn client(api: &crate::api::RestApiSettings) -> Result<reqwest::Client, String> {
     let read = |key: &str, p: &std::path::Path| {
         std::fs::read(p).map_err(|e| format!("restapi.{key} {}: {e}", p.display()))
     };
     let mut b = reqwest::Client::builder()
         .use_rustls_tls()
+        .no_proxy()
         .connect_timeout(Duration::from_millis(PROBE_TIMEOUT_MS));
     if let Some(ca) = &api.cafile {
+        b = b.tls_built_in_root_certs(false);
         let certs = reqwest::Certificate::from_pem_bundle(&read("cafile", ca)?)
             .map_err(|e| format!("restapi.cafile {}: not a PEM bundle: {e}", ca.display()))?;
         for cert in certs {
@@ -133,11 +137,17 @@ async fn rest(client: &reqwest::Client, url: &str) -> Option<PeerStatus> {
 /// PostgreSQL can still be writable, and must still block the race).
 async fn postgres(rec: &MemberRecord, creds: &(String, String)) -> Option<PeerStatus> {
     let ep = crate::pg::Endpoint::from_conn_url(NodeName::new("peer"), &rec.conn_url).ok()?;
-    let conninfo = format!(
-        "host={} port={} user={} password={} dbname=postgres connect_timeout=2",
-        ep.host, ep.port, creds.0, creds.1
-    );
-    let connect = tokio_postgres::connect(&conninfo, tokio_postgres::NoTls);
+    // Built field by field, never as a conninfo string: a password with a space, a quote or a backslash
+    // must reach the server as it is.
+    let mut cfg = tokio_postgres::Config::new();
+    cfg.host(&ep.host)
+        .port(ep.port)
+        .user(&creds.0)
+        .password(&creds.1)
+        .dbname("postgres")
+        .application_name("tenure")
+        .connect_timeout(Duration::from_millis(PROBE_TIMEOUT_MS));
+    let connect = cfg.connect(tokio_postgres::NoTls);
     let (client, conn) = tokio::time::timeout(Duration::from_millis(PROBE_TIMEOUT_MS), connect)
         .await
         .ok()?
@@ -215,6 +225,9 @@ pub async fn post_failsafe(
         let (auth, token) = (me.basic_auth.clone(), me.token.clone());
         set.spawn(async move {
             let mut req = client.post(&url).timeout(limit).json(&body);
+            if auth.is_some() || token.is_some() {
+                warn_plain_http(&url);
+            }
             if let Some((u, p)) = auth {
                 req = req.basic_auth(u, Some(p));
             } else if let Some(t) = token {
@@ -228,6 +241,23 @@ pub async fn post_failsafe(
     let mut out: Vec<_> = set.join_all().await;
     out.sort_by(|a, b| a.name.cmp(&b.name));
     out
+}
+
+/// Credentials are about to go to `url`: warn (once per URL) when that is plain HTTP, where anyone on the
+/// path reads them. Patroni sends them the same way; refusing would break clusters without TLS.
+pub(crate) fn warn_plain_http(url: &str) {
+    static WARNED: std::sync::Mutex<std::collections::BTreeSet<String>> =
+        std::sync::Mutex::new(std::collections::BTreeSet::new());
+    if !url.starts_with("http://") {
+        return;
+    }
+    let mut warned = WARNED.lock().unwrap_or_else(|e| e.into_inner());
+    if warned.insert(url.to_string()) {
+        tracing::warn!(
+            url,
+            "credentials are sent over plain HTTP; configure TLS to protect them"
+        );
+    }
 }
 
 /// `http://h:8008/patroni` → `http://h:8008/failsafe` (Patroni's `urljoin(api_url, 'failsafe')`).

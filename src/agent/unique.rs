@@ -54,6 +54,7 @@ pub async fn check(
 async fn answers_as(api_url: &str, scope: &str, name: &str) -> bool {
     // Only an identity probe: a peer's self-signed certificate must not hide a running twin.
     let Ok(client) = reqwest::Client::builder()
+        .no_proxy()
         .timeout(PROBE_TIMEOUT)
         .connect_timeout(PROBE_TIMEOUT)
         .danger_accept_invalid_certs(true)

@@ -82,21 +82,23 @@ pub async fn create_roles(settings: &PgSettings) -> Result<(), PgError> {
     let client = probe::connect_local(settings).await?;
     let upsert = |name: &str, pw: &str, attrs: &str| {
         let (n, p) = (quote_ident(name), quote_literal(pw));
+        // Local commit: a synchronous standby that is not there yet must not hang the bootstrap (Patroni).
         format!(
-            "DO $$BEGIN IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = {lit}) \
+            "DO $$BEGIN SET LOCAL synchronous_commit = 'local'; \
+             IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = {lit}) \
              THEN ALTER ROLE {n} WITH LOGIN {attrs} PASSWORD {p}; \
              ELSE CREATE ROLE {n} WITH LOGIN {attrs} PASSWORD {p}; END IF; END$$",
             lit = quote_literal(name)
         )
     };
     let repl = &settings.replication;
-    client
-        .batch_execute(&upsert(&repl.username, &repl.password, "REPLICATION"))
-        .await?;
+    unlogged(
+        &client,
+        &upsert(&repl.username, &repl.password, "REPLICATION"),
+    )
+    .await?;
     let rw = &settings.rewind;
-    client
-        .batch_execute(&upsert(&rw.username, &rw.password, ""))
-        .await?;
+    unlogged(&client, &upsert(&rw.username, &rw.password, "")).await?;
     let who = quote_ident(&rw.username);
     for f in [
         "pg_ls_dir(text, boolean, boolean)",
@@ -111,6 +113,32 @@ pub async fn create_roles(settings: &PgSettings) -> Result<(), PgError> {
             .await?;
     }
     Ok(())
+}
+
+/// The settings that keep a statement (and its password) out of the server log and the statistics, as
+/// Patroni sets them around its role statements. Placeholders (`pg_stat_statements.*`, `pgaudit.*`) are
+/// accepted whether or not the extension is loaded.
+const UNLOGGED: [(&str, &str); 5] = [
+    ("log_statement", "'none'"),
+    ("log_min_duration_statement", "-1"),
+    ("log_min_error_statement", "'log'"),
+    ("pg_stat_statements.track_utility", "'off'"),
+    ("pgaudit.log", "'none'"),
+];
+
+/// Run `sql` with logging off for this session, then restore it. Each SET is its own query: the server
+/// logs a multi-statement query string whole, before any SET in it takes effect.
+async fn unlogged(client: &tokio_postgres::Client, sql: &str) -> Result<(), PgError> {
+    for (guc, value) in UNLOGGED {
+        client
+            .batch_execute(&format!("SET {guc} TO {value}"))
+            .await?;
+    }
+    let result = client.batch_execute(sql).await;
+    for (guc, _) in UNLOGGED {
+        client.batch_execute(&format!("RESET {guc}")).await?;
+    }
+    Ok(result?)
 }
 
 pub(crate) fn quote_ident(s: &str) -> String {
@@ -196,6 +224,14 @@ pub async fn stop(settings: &PgSettings, mode: StopMode) -> Result<Stopped, PgEr
         return Ok(Stopped::AlreadyStopped);
     };
     if !pid_alive(pid) {
+        return Ok(Stopped::AlreadyStopped);
+    }
+    // pg_ctl itself signals whatever PID postmaster.pid names: check it is our postmaster first.
+    if !super::is_postmaster_of(pid, &settings.data_dir) {
+        tracing::warn!(
+            pid,
+            "postmaster.pid names a process that is not this data directory's postmaster: not signalling it"
+        );
         return Ok(Stopped::AlreadyStopped);
     }
     let modes: &[(StopMode, Stopped)] = match mode {
@@ -303,7 +339,7 @@ pub async fn basebackup(
     if !empty {
         return Err(PgError::State(format!("{} is not empty", dir.display())));
     }
-    write_pgpass(settings)?;
+    write_pgpass(settings, source, &settings.replication)?;
     let mut dsn = conninfo(source, &settings.replication.username, "postgres");
     dsn.push_str(&format!(
         " application_name={}",

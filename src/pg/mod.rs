@@ -9,11 +9,16 @@ use crate::ha::types::NodeName;
 pub mod config;
 pub mod controldata;
 pub mod ctl;
+pub(crate) mod files;
 pub mod probe;
 mod process;
 pub mod recovery;
 pub mod rewind;
 pub mod slots;
+
+pub(crate) use process::{
+    is_postmaster_of, pg_control_says_standby, process_started_at_ns, strip_own_env,
+};
 
 /// A role name and its password.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -193,49 +198,63 @@ pub fn conninfo(endpoint: &Endpoint, user: &str, dbname: &str) -> String {
 }
 
 /// Replace a file atomically (a reload must never read half a config file) and hand it to `run_as`, so
-/// PostgreSQL running as that user can read it.
+/// PostgreSQL running as that user can read it. Never follows a link planted at the temporary name.
 pub(crate) fn write_owned(
     settings: &PgSettings,
     path: &Path,
     contents: &str,
     mode: u32,
 ) -> Result<(), PgError> {
-    use std::os::unix::fs::PermissionsExt;
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(".tenure-tmp");
-    let tmp = PathBuf::from(tmp);
-    std::fs::write(&tmp, contents).map_err(PgError::io(format!("write {}", tmp.display())))?;
-    std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(mode))
-        .map_err(PgError::io(format!("chmod {}", tmp.display())))?;
-    chown_to_run_as(settings, &tmp)?;
-    std::fs::rename(&tmp, path).map_err(PgError::io(format!("rename to {}", path.display())))
+    files::replace_file(path, contents.as_bytes(), mode, run_as_owner(settings)?)
+        .map_err(PgError::io(format!("write {}", path.display())))
 }
 
-pub(crate) fn chown_to_run_as(settings: &PgSettings, path: &Path) -> Result<(), PgError> {
+/// The uid and gid of `run_as`, if set.
+pub(crate) fn run_as_owner(settings: &PgSettings) -> Result<files::Owner, PgError> {
     let Some(user) = &settings.run_as else {
-        return Ok(());
+        return Ok(None);
     };
     let found = nix::unistd::User::from_name(user)
         .map_err(|e| PgError::io(format!("look up user {user}"))(e.into()))?
         .ok_or_else(|| PgError::State(format!("no such user {user}")))?;
-    nix::unistd::chown(path, Some(found.uid), Some(found.gid))
+    Ok(Some((found.uid, found.gid)))
+}
+
+pub(crate) fn chown_to_run_as(settings: &PgSettings, path: &Path) -> Result<(), PgError> {
+    let Some((uid, gid)) = run_as_owner(settings)? else {
+        return Ok(());
+    };
+    nix::unistd::chown(path, Some(uid), Some(gid))
         .map_err(|e| PgError::io(format!("chown {}", path.display()))(e.into()))
 }
 
-/// Write the pgpass file holding every tenure credential (any host), mode 0600 as libpq requires.
-pub(crate) fn write_pgpass(settings: &PgSettings) -> Result<(), PgError> {
+/// Write the pgpass file for one connection: `creds` towards `to` only (host and port as libpq will
+/// match them), mode 0600 as libpq requires. A wildcard line would offer the password to any server a
+/// redirected or mistyped connection reaches.
+pub(crate) fn write_pgpass(
+    settings: &PgSettings,
+    to: &Endpoint,
+    creds: &Credentials,
+) -> Result<(), PgError> {
+    write_owned(
+        settings,
+        &settings.pgpass_path,
+        &pgpass_line(to, creds),
+        0o600,
+    )
+}
+
+fn pgpass_line(to: &Endpoint, creds: &Credentials) -> String {
     fn esc(s: &str) -> String {
         s.replace('\\', "\\\\").replace(':', "\\:")
     }
-    let mut text = String::new();
-    for c in [&settings.superuser, &settings.replication, &settings.rewind] {
-        text.push_str(&format!(
-            "*:*:*:{}:{}\n",
-            esc(&c.username),
-            esc(&c.password)
-        ));
-    }
-    write_owned(settings, &settings.pgpass_path, &text, 0o600)
+    format!(
+        "{}:{}:*:{}:{}\n",
+        esc(&to.host),
+        to.port,
+        esc(&creds.username),
+        esc(&creds.password)
+    )
 }
 
 #[cfg(test)]
@@ -265,6 +284,20 @@ mod tests {
             ("::1".into(), 6000)
         );
         assert!(ep("http://x:1/").is_err() && ep("postgres://h:port/").is_err());
+    }
+
+    #[test]
+    fn pgpass_lines_name_the_host_and_port_and_escape_separators() {
+        let to = Endpoint {
+            name: "n".into(),
+            host: "::1".into(),
+            port: 5433,
+        };
+        let creds = Credentials {
+            username: "rep".into(),
+            password: r"a:b\c".into(),
+        };
+        assert_eq!(pgpass_line(&to, &creds), "\\:\\:1:5433:*:rep:a\\:b\\\\c\n");
     }
 
     #[test]

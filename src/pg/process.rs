@@ -1,5 +1,6 @@
 //! Running PostgreSQL binaries (as `run_as` when set) with a bound, and inspecting the postmaster by PID.
 use std::ffi::OsString;
+use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -80,6 +81,7 @@ impl<'a> Cmd<'a> {
             }
             None => tokio::process::Command::new(&program),
         };
+        strip_own_env(cmd.as_std_mut());
         cmd.args(&self.args)
             .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
@@ -128,6 +130,17 @@ impl<'a> Cmd<'a> {
     }
 }
 
+/// Remove the agent's own `TENURE_*` variables (they can carry credentials) from a child's environment:
+/// through `pg_ctl` they would reach the postmaster, every backend and `archive_command`. Patroni strips
+/// its `PATRONI_*` the same way.
+pub(crate) fn strip_own_env(cmd: &mut std::process::Command) {
+    for (key, _) in std::env::vars_os() {
+        if key.to_string_lossy().starts_with("TENURE_") {
+            cmd.env_remove(key);
+        }
+    }
+}
+
 /// The postmaster's PID and status line from `postmaster.pid`, if the file exists.
 pub(crate) fn read_postmaster_pid(settings: &PgSettings) -> Option<(i32, String)> {
     let text = std::fs::read_to_string(settings.data_path("postmaster.pid")).ok()?;
@@ -136,6 +149,102 @@ pub(crate) fn read_postmaster_pid(settings: &PgSettings) -> Option<(i32, String)
     // Line 8 (PG10+) is the status: starting, ready, stopping, standby.
     let status = lines.nth(6).unwrap_or("").trim().to_string();
     Some((pid, status))
+}
+
+/// Whether `pid` is really `data_dir`'s postmaster, before anything signals it: a stale `postmaster.pid`
+/// whose PID now belongs to another process must not get that process killed. As Patroni's
+/// `postgresql/postmaster.py` does: the executable must be `postgres` (or `postmaster`), and either its
+/// start time matches `postmaster.pid`'s (within 3 s) or its working directory is the data directory.
+pub(crate) fn is_postmaster_of(pid: i32, data_dir: &Path) -> bool {
+    if pid <= 0 || pid == std::process::id() as i32 {
+        return false;
+    }
+    let Ok(exe) = std::fs::read_link(format!("/proc/{pid}/exe")) else {
+        return false;
+    };
+    // An upgrade replaced the binary under a running server: the link then ends in " (deleted)".
+    let name = exe
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let name = name.trim_end_matches(" (deleted)");
+    if name != "postgres" && name != "postmaster" {
+        return false;
+    }
+    let cwd_matches = match (
+        std::fs::read_link(format!("/proc/{pid}/cwd")),
+        data_dir.canonicalize(),
+    ) {
+        (Ok(cwd), Ok(dir)) => cwd == dir,
+        _ => false,
+    };
+    cwd_matches || start_time_matches(pid, data_dir)
+}
+
+/// `postmaster.pid` line 3 (start time, epoch seconds) against the process's own start time.
+fn start_time_matches(pid: i32, data_dir: &Path) -> bool {
+    let from_file = std::fs::read_to_string(data_dir.join("postmaster.pid"))
+        .ok()
+        .and_then(|t| t.lines().nth(2)?.trim().parse::<u64>().ok());
+    match (from_file, process_start_epoch_s(pid)) {
+        (Some(a), Some(b)) => a.abs_diff(b) < 3,
+        _ => false,
+    }
+}
+
+/// Linux's USER_HZ (the unit of `/proc/<pid>/stat` times): 100 on every architecture PostgreSQL
+/// packages target.
+const TICKS_PER_S: u64 = 100;
+
+/// Field 22 of `/proc/<pid>/stat`: when the process started, in clock ticks after boot.
+fn start_ticks(pid: i32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat[stat.rfind(')')? + 1..]
+        .split_whitespace()
+        .nth(19)?
+        .parse()
+        .ok()
+}
+
+/// When `pid` started, in wall-clock nanoseconds since the epoch, to 10 ms (comparable with a file's
+/// ctime): its start after boot, placed on the wall clock by reading both clocks now.
+pub(crate) fn process_started_at_ns(pid: i32) -> Option<i128> {
+    use nix::time::{clock_gettime, ClockId};
+    let ns = |t: nix::sys::time::TimeSpec| t.tv_sec() as i128 * 1_000_000_000 + t.tv_nsec() as i128;
+    let since_boot_ns = start_ticks(pid)? as i128 * (1_000_000_000 / TICKS_PER_S as i128);
+    let boot_now = ns(clock_gettime(ClockId::CLOCK_BOOTTIME).ok()?);
+    let wall_now = ns(clock_gettime(ClockId::CLOCK_REALTIME).ok()?);
+    Some(wall_now - (boot_now - since_boot_ns))
+}
+
+/// `btime` from `/proc/stat` plus the process's start after boot, in seconds.
+fn process_start_epoch_s(pid: i32) -> Option<u64> {
+    let ticks = start_ticks(pid)?;
+    let btime: u64 = std::fs::read_to_string("/proc/stat")
+        .ok()?
+        .lines()
+        .find_map(|l| l.strip_prefix("btime "))?
+        .trim()
+        .parse()
+        .ok()?;
+    Some(btime + ticks / TICKS_PER_S)
+}
+
+/// Whether `global/pg_control` says the cluster is (or was shut down) in archive recovery, that is a
+/// standby. `standby.signal` alone is no proof: a database superuser can create it with `COPY ... TO`,
+/// while pg_control is written by the server itself. The state is the `int32` after the system
+/// identifier and the two version numbers (offset 16 since PostgreSQL 9.x).
+pub(crate) fn pg_control_says_standby(data_dir: &Path) -> bool {
+    const DB_SHUTDOWNED_IN_RECOVERY: i32 = 2;
+    const DB_IN_ARCHIVE_RECOVERY: i32 = 5;
+    let Ok(bytes) = std::fs::read(data_dir.join("global/pg_control")) else {
+        return false;
+    };
+    let Some(state) = bytes.get(16..20) else {
+        return false;
+    };
+    let state = i32::from_ne_bytes([state[0], state[1], state[2], state[3]]);
+    matches!(state, DB_SHUTDOWNED_IN_RECOVERY | DB_IN_ARCHIVE_RECOVERY)
 }
 
 /// State letter and parent PID from `/proc/<pid>/stat`; `None` when there is no such process.

@@ -213,7 +213,7 @@ pub async fn run_rewind(
         )));
     }
     drop(client);
-    write_pgpass(settings)?;
+    write_pgpass(settings, source, &settings.rewind)?;
     let out = Cmd::new(settings, "pg_rewind")
         .arg("-D")
         .arg(&settings.data_dir)

@@ -91,8 +91,17 @@ pub struct Http {
 
 impl Http {
     pub fn new(url: &str, token: Option<String>, tls: &TlsFiles) -> Result<Self, SetupError> {
-        let mut builder = Client::builder().use_rustls_tls();
+        // Straight to the agent: an HTTP(S)_PROXY nobody configured for Consul must not see the token.
+        let mut builder = Client::builder().use_rustls_tls().no_proxy();
+        if token.is_some() && url.starts_with("http://") {
+            tracing::warn!(
+                url,
+                "the Consul token is sent over plain HTTP; use https:// to protect it"
+            );
+        }
         if let Some(ca) = &tls.cacert {
+            // The configured CA is the only one trusted, as with Patroni's `consul.cacert`.
+            builder = builder.tls_built_in_root_certs(false);
             let pem = read(ca)?;
             let certs =
                 reqwest::Certificate::from_pem_bundle(&pem).map_err(|source| SetupError::Tls {

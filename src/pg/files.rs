@@ -1,0 +1,109 @@
+//! Writing files into folders another user can write (data directory, pgpass folder) without following links.
+// When the agent runs as root with `run_as`, the postgres user (or a database superuser through
+// `COPY ... TO`) can plant a symlink at the temporary name. Opening with O_CREAT|O_EXCL|O_NOFOLLOW refuses
+// any existing entry, the mode is set at creation (no window with umask permissions), the owner is changed
+// on the open descriptor, and rename(2) replaces the final name itself, never what it points to.
+use std::io::Write;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+/// Who should own the file once written (`None`: whoever we are).
+pub(crate) type Owner = Option<(nix::unistd::Uid, nix::unistd::Gid)>;
+
+/// Replace `path` atomically with `contents`, created with `mode` and owned by `owner`.
+pub(crate) fn replace_file(
+    path: &Path,
+    contents: &[u8],
+    mode: u32,
+    owner: Owner,
+) -> std::io::Result<()> {
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tenure-tmp");
+    let tmp = PathBuf::from(tmp);
+    let mut file = match create_new(&tmp, mode) {
+        // A stale temporary (a crash mid-write) or a planted entry: remove the entry itself
+        // (unlink never follows a symlink) and try once more; a second planting fails the write.
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            std::fs::remove_file(&tmp)?;
+            create_new(&tmp, mode)?
+        }
+        other => other?,
+    };
+    let written = (|| {
+        // The umask may have narrowed `mode`: set it exactly, on the descriptor.
+        file.set_permissions(std::fs::Permissions::from_mode(mode))?;
+        if let Some((uid, gid)) = owner {
+            std::os::unix::fs::fchown(&file, Some(uid.as_raw()), Some(gid.as_raw()))?;
+        }
+        file.write_all(contents)
+    })();
+    drop(file);
+    match written.and_then(|()| std::fs::rename(&tmp, path)) {
+        Ok(()) => Ok(()),
+        Err(e) => {
+            let _ = std::fs::remove_file(&tmp);
+            Err(e)
+        }
+    }
+}
+
+fn create_new(path: &Path, mode: u32) -> std::io::Result<std::fs::File> {
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(mode)
+        .custom_flags(nix::libc::O_NOFOLLOW)
+        .open(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::MetadataExt;
+
+    #[test]
+    fn a_symlink_planted_at_the_temporary_name_is_not_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let (target, path) = (dir.path().join("victim"), dir.path().join("pgpass"));
+        std::fs::write(&target, "precious").unwrap();
+        std::os::unix::fs::symlink(&target, dir.path().join("pgpass.tenure-tmp")).unwrap();
+        replace_file(&path, b"secret", 0o600, None).unwrap();
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "precious");
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "secret");
+        assert!(!std::fs::symlink_metadata(&path).unwrap().is_symlink());
+        assert_eq!(std::fs::metadata(&path).unwrap().mode() & 0o777, 0o600);
+    }
+
+    /// A watcher stats the temporary name as fast as it can while the file is written over and over: no
+    /// mode wider than 0600 may ever be seen (the old write-then-chmod showed 0644 under umask 022).
+    #[test]
+    fn the_file_never_exists_with_a_wider_mode() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("pgpass");
+        let tmp = dir.path().join("pgpass.tenure-tmp");
+        let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let watcher = {
+            let done = done.clone();
+            std::thread::spawn(move || {
+                let (mut seen, mut wide) = (0u64, Vec::new());
+                while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                    if let Ok(m) = std::fs::symlink_metadata(&tmp) {
+                        seen += 1;
+                        if m.mode() & 0o077 != 0 && wide.len() < 5 {
+                            wide.push(format!("{:o}", m.mode() & 0o777));
+                        }
+                    }
+                }
+                (seen, wide)
+            })
+        };
+        let body = vec![b'x'; 16 * 1024];
+        for _ in 0..300 {
+            replace_file(&path, &body, 0o600, None).unwrap();
+        }
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
+        let (seen, wide) = watcher.join().unwrap();
+        assert!(seen > 0, "the watcher never saw the temporary file");
+        assert!(wide.is_empty(), "seen with modes {wide:?}");
+    }
+}
