@@ -1,5 +1,5 @@
-//! The differential test: a Patroni 3.0.2 cluster and a tenure cluster, each on its own Consul test double
-//! (the same kind of store), one after the other (two cores), are driven through the same steps; what a
+//! The differential test: a Patroni 3.0.2 cluster (its `etcd3` backend) and a tenure cluster, each on its own
+//! real etcd, one after the other (two cores), are driven through the same steps; what a
 //! client sees (status codes, `WWW-Authenticate`, the JSON fields present and their types, the member keys'
 //! and the `failover` key's JSON) is recorded for both and compared. Every difference must be a row of the
 //! table in `docs/differences.md`; an unlisted difference fails the test. `cargo test --test differential`.
@@ -15,6 +15,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use patroni_harness::KvReader;
 use serde_json::Value;
 use support::cluster::{serial, Cluster, StoreKind};
 
@@ -24,7 +25,7 @@ struct Target<'a> {
     primary: SocketAddr,
     replica: SocketAddr,
     leader: String,
-    consul: String,
+    kv: KvReader,
     scope: String,
     user: (&'a str, &'a str),
 }
@@ -75,35 +76,11 @@ impl Target<'_> {
 
     /// A key's raw value.
     fn kv_raw(&self, key: &str) -> Option<String> {
-        self.rt.block_on(async {
-            let url = format!("{}/v1/kv/service/{}/{key}", self.consul, self.scope);
-            let r = reqwest::get(url).await.ok()?;
-            if r.status() != 200 {
-                return None;
-            }
-            let v: Value = serde_json::from_str(&r.text().await.ok()?).ok()?;
-            use base64::Engine as _;
-            let raw = base64::engine::general_purpose::STANDARD
-                .decode(v[0]["Value"].as_str().unwrap_or_default())
-                .ok()?;
-            String::from_utf8(raw).ok()
-        })
+        self.kv.get(self.rt, &self.scope, key)
     }
 
     fn kv_json(&self, key: &str) -> Option<Value> {
-        self.rt.block_on(async {
-            let url = format!("{}/v1/kv/service/{}/{key}", self.consul, self.scope);
-            let r = reqwest::get(url).await.ok()?;
-            if r.status() != 200 {
-                return None;
-            }
-            let v: Value = serde_json::from_str(&r.text().await.ok()?).ok()?;
-            use base64::Engine as _;
-            let raw = base64::engine::general_purpose::STANDARD
-                .decode(v[0]["Value"].as_str()?)
-                .ok()?;
-            serde_json::from_slice(&raw).ok()
-        })
+        serde_json::from_str(&self.kv_raw(key)?).ok()
     }
 }
 
@@ -513,7 +490,7 @@ fn listed() -> BTreeSet<(String, String, String, String)> {
 fn tenure_answers_as_patroni_does_except_where_the_docs_say_why() {
     let patroni_seen = {
         let _serial = serial();
-        let mut p = patroni_harness::PatroniCluster::start();
+        let mut p = patroni_harness::PatroniCluster::start_on_etcd();
         let lp = p.wait_healthy(Duration::from_secs(90));
         let rp = (0..3).find(|i| *i != lp).unwrap();
         let t = Target {
@@ -521,7 +498,7 @@ fn tenure_answers_as_patroni_does_except_where_the_docs_say_why() {
             primary: p.nodes[lp].api,
             replica: p.nodes[rp].api,
             leader: p.nodes[lp].name.clone(),
-            consul: p.consul.url(),
+            kv: p.kv(),
             scope: patroni_harness::SCOPE.into(),
             user: ("admin", "admin-pw"),
         };
@@ -530,7 +507,7 @@ fn tenure_answers_as_patroni_does_except_where_the_docs_say_why() {
         seen
     };
     let tenure_seen = {
-        let mut c = Cluster::start(StoreKind::Consul);
+        let mut c = Cluster::start(StoreKind::Etcd);
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -542,7 +519,7 @@ fn tenure_answers_as_patroni_does_except_where_the_docs_say_why() {
             primary: c.nodes[lp].api_addr(),
             replica: c.nodes[rp].api_addr(),
             leader: c.nodes[lp].name.clone(),
-            consul: c.consul().expect("the Consul double").url(),
+            kv: KvReader::Etcd(c.etcd().expect("etcd").client_url().to_string()),
             scope: c.nodes[0].scope.clone(),
             user: tenure::demo::local::API_USER,
         };
