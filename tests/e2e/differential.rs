@@ -7,6 +7,9 @@
 #[allow(dead_code)]
 mod support;
 
+#[path = "differential_actions.rs"]
+mod actions;
+
 #[path = "patroni_harness.rs"]
 #[allow(dead_code)]
 mod patroni_harness;
@@ -28,6 +31,9 @@ struct Target<'a> {
     kv: KvReader,
     scope: String,
     user: (&'a str, &'a str),
+    /// All three members, and PostgreSQL's superuser (for the actions' SQL checks).
+    members: Vec<actions::Member>,
+    superuser: (&'a str, &'a str),
 }
 
 /// What a client saw: `probe -> field -> kind` (`status` holds the code, `www-authenticate` present/absent).
@@ -416,6 +422,10 @@ fn operator_actions(t: &Target, seen: &mut Seen) {
     }
     fields.extend(key);
     seen.insert("after the switchover".into(), fields);
+    let primary = t
+        .wait_primary(Duration::from_secs(30), None)
+        .expect("a primary");
+    actions::run(t, seen, &primary.name);
 }
 
 fn replica_name(t: &Target) -> String {
@@ -501,6 +511,16 @@ fn tenure_answers_as_patroni_does_except_where_the_docs_say_why() {
             kv: p.kv(),
             scope: patroni_harness::SCOPE.into(),
             user: ("admin", "admin-pw"),
+            members: p
+                .nodes
+                .iter()
+                .map(|n| actions::Member {
+                    name: n.name.clone(),
+                    api: n.api,
+                    pg_port: n.pg_port,
+                })
+                .collect(),
+            superuser: ("postgres", "pg-pw"),
         };
         let seen = observe(&t);
         p.failed = false;
@@ -522,6 +542,16 @@ fn tenure_answers_as_patroni_does_except_where_the_docs_say_why() {
             kv: KvReader::Etcd(c.etcd().expect("etcd").client_url().to_string()),
             scope: c.nodes[0].scope.clone(),
             user: tenure::demo::local::API_USER,
+            members: c
+                .nodes
+                .iter()
+                .map(|n| actions::Member {
+                    name: n.name.clone(),
+                    api: n.api_addr(),
+                    pg_port: n.pg_port,
+                })
+                .collect(),
+            superuser: tenure::demo::local::SUPERUSER,
         };
         let seen = observe(&t);
         c.assert_never_two_primaries();
