@@ -112,8 +112,21 @@ async fn replica_answers_by_lag_and_tags() {
     let v: serde_json::Value = serde_json::from_str(&body).unwrap();
     assert_eq!(v["xlog"]["received_location"], 100);
     assert_eq!(v["xlog"]["replayed_location"], 90);
+    assert_eq!(v["xlog"]["paused"], false);
     assert_eq!(v["replication_state"], "streaming");
     assert_eq!(v["tags"]["zone"], "a");
+    // An operator paused WAL replay (`pg_wal_replay_pause()`): `xlog.paused` and the metric say so.
+    api.set(|p| p.wal_replay_paused = true);
+    let (_, body) = api.code(Method::GET, "/patroni").await;
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["xlog"]["paused"], true, "{body}");
+    let (_, text) = api.code(Method::GET, "/metrics").await;
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("patroni_xlog_paused{") && l.ends_with(" 1")),
+        "{text}"
+    );
+    api.set(|p| p.wal_replay_paused = false);
     // Unknown lag with a limit asked is not healthy.
     api.set(|p| p.status.lag_bytes = None);
     assert_eq!(api.get("/replica").await, 200);
@@ -196,6 +209,21 @@ async fn a_pending_scheduled_restart_is_in_patroni_and_cluster_as_patroni_shows_
     );
     assert_eq!(v["scheduled_restart"], expected);
     assert_eq!(v["pending_restart"], true, "{v}");
+    assert!(v.get("pending_restart_reason").is_none(), "{v}");
+    api.set(|p| {
+        let diff = tenure::dcs::keys::ParamDiff {
+            old_value: "100".into(),
+            new_value: "200".into(),
+        };
+        p.member.pending_restart_reason = Some([("max_connections".to_string(), diff)].into());
+    });
+    let (_, body) = api.code(Method::GET, "/patroni").await;
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        v["pending_restart_reason"],
+        serde_json::json!({"max_connections": {"old_value": "100", "new_value": "200"}}),
+        "{v}"
+    );
     let (_, metrics) = api.code(Method::GET, "/metrics").await;
     assert!(
         metrics

@@ -154,8 +154,14 @@ fn edit_config_and_restart(t: &Target, seen: &mut Seen, primary: &str, replica: 
     })
     .unwrap_or_else(|| t.status(replica.api));
     status_fields(&pending, &mut fields, "replica ");
+    // The member key follows at the member's next loop (`/patroni` reads live state).
+    let member_key = || t.kv_json(&format!("members/{}", replica.name));
+    let v = until(Duration::from_secs(15), || {
+        member_key().filter(|v| v["pending_restart"] == true)
+    })
+    .or_else(member_key);
     let mut key = BTreeMap::new();
-    if let Some(v) = t.kv_json(&format!("members/{}", replica.name)) {
+    if let Some(v) = v {
         shape(&v, "", &mut key);
     }
     for k in ["pending_restart", "pending_restart_reason"] {
