@@ -127,6 +127,13 @@ async fn replica_answers_by_lag_and_tags() {
         "{text}"
     );
     api.set(|p| p.wal_replay_paused = false);
+    // Patroni 4.x: `watchdog_failed` only while a required watchdog cannot be used.
+    let (_, body) = api.code(Method::GET, "/patroni").await;
+    assert!(!body.contains("watchdog_failed"), "{body}");
+    api.set(|p| p.watchdog_failed = true);
+    let (_, body) = api.code(Method::GET, "/patroni").await;
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["watchdog_failed"], true, "{body}");
     // Unknown lag with a limit asked is not healthy.
     api.set(|p| p.status.lag_bytes = None);
     assert_eq!(api.get("/replica").await, 200);

@@ -457,6 +457,7 @@ fn publish_api(
         p.tags = record.tags.clone();
         p.counters = counters.clone();
         p.dcs_last_seen_unix_s = dcs_last_seen;
+        p.watchdog_failed = !exec.watchdog.is_healthy();
     });
 }
 

@@ -52,6 +52,9 @@ pub fn patroni_json(p: &Published) -> Value {
     if let Some(r) = &m.pending_restart_reason {
         out.insert("pending_restart_reason".into(), json!(r));
     }
+    if p.watchdog_failed {
+        out.insert("watchdog_failed".into(), json!(true));
+    }
     if p.status.failsafe_active {
         out.insert("failsafe_mode_is_active".into(), json!(true));
     }
