@@ -52,7 +52,7 @@ enum Command {
     Resume(PauseArgs),
     /// Planned change of primary (POST /switchover on the leader's API).
     Switchover(SwitchoverArgs),
-    /// Manual failover to a named candidate (POST /failover).
+    /// Manual failover to a candidate (POST /failover).
     Failover(FailoverArgs),
     /// Show the timeline history (read from the store).
     History(HistoryArgs),
@@ -183,9 +183,10 @@ struct SwitchoverArgs {
 struct FailoverArgs {
     #[command(flatten)]
     client: ScopedArgs,
-    /// The member to promote.
+    /// The member to promote (asked for on a terminal when not given, as patronictl does; a failover
+    /// needs one).
     #[arg(long, value_name = "NAME")]
-    candidate: String,
+    candidate: Option<String>,
     /// Do not ask for confirmation (required when stdin is not a terminal).
     #[arg(long)]
     force: bool,

@@ -409,6 +409,19 @@ async fn switchover_asks_unless_forced_and_sends_leader_and_candidate() {
     let (code, _, err) =
         tenure(&["failover", "--candidate", "pg2", "--config", path(&config)]).await;
     assert_eq!(code, 64, "{err}");
+    // patronictl 4.x: `--candidate` is optional, asked for on a terminal; a failover without one is
+    // refused before anything is sent (with --force, or an empty answer).
+    let sent = f.pg1_api.control.calls().len();
+    let (code, _, err) = tenure(&["failover", "--force", "--config", path(&config)]).await;
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("Failover could be performed only to a specific candidate"),
+        "{err}"
+    );
+    let (code, _, err) = tenure(&["failover", "--config", path(&config)]).await;
+    assert_eq!(code, 64, "no terminal to ask on: {err}");
+    assert!(err.contains("Candidate"), "{err}");
+    assert_eq!(f.pg1_api.control.calls().len(), sent, "nothing was sent");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -301,7 +301,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let missing = dir.path().join("no-such-watchdog");
         let mut req = Watchdog::new(settings(WatchdogMode::Required, missing.clone()));
-        assert!(!req.is_healthy(), "required without a device: watchdog_failed");
+        assert!(
+            !req.is_healthy(),
+            "required without a device: watchdog_failed"
+        );
         assert!(matches!(
             req.arm(Millis(9_000), Millis(1_000)),
             Err(WatchdogError::Open { .. })
@@ -309,7 +312,10 @@ mod tests {
         let mut auto = Watchdog::new(settings(WatchdogMode::Automatic, missing.clone()));
         auto.arm(Millis(9_000), Millis(1_000)).unwrap();
         assert!(!auto.is_open());
-        assert!(auto.is_healthy(), "only required mode reports watchdog_failed");
+        assert!(
+            auto.is_healthy(),
+            "only required mode reports watchdog_failed"
+        );
         let mut off = Watchdog::new(settings(WatchdogMode::Off, missing));
         off.arm(Millis(9_000), Millis(1_000)).unwrap();
         // A directory is no watchdog.
