@@ -34,6 +34,8 @@ struct Target<'a> {
     /// All three members, and PostgreSQL's superuser (for the actions' SQL checks).
     members: Vec<actions::Member>,
     superuser: (&'a str, &'a str),
+    /// The operator CLI's argv restarting one member, in each tool's own syntax.
+    restart_cli: &'a dyn Fn(&str) -> Vec<String>,
 }
 
 /// What a client saw: `probe -> field -> kind` (`status` holds the code, `www-authenticate` present/absent).
@@ -521,6 +523,21 @@ fn tenure_answers_as_patroni_does_except_where_the_docs_say_why() {
                 })
                 .collect(),
             superuser: ("postgres", "pg-pw"),
+            restart_cli: &|name| {
+                let cfg = p.nodes[0].config().display().to_string();
+                [
+                    patroni_harness::PATRONICTL,
+                    "-c",
+                    &cfg,
+                    "restart",
+                    patroni_harness::SCOPE,
+                    name,
+                ]
+                .iter()
+                .map(|s| s.to_string())
+                .chain(["--force".to_string()])
+                .collect()
+            },
         };
         let seen = observe(&t);
         p.failed = false;
@@ -552,11 +569,61 @@ fn tenure_answers_as_patroni_does_except_where_the_docs_say_why() {
                 })
                 .collect(),
             superuser: tenure::demo::local::SUPERUSER,
+            restart_cli: &|name| {
+                let cfg = c.nodes[0].config_path().display().to_string();
+                [
+                    env!("CARGO_BIN_EXE_tenure"),
+                    "-c",
+                    &cfg,
+                    "restart",
+                    name,
+                    "--force",
+                ]
+                .iter()
+                .map(|s| s.to_string())
+                .collect()
+            },
         };
         let seen = observe(&t);
         c.assert_never_two_primaries();
         seen
     };
+    // The actions ran on Patroni (the reference), so an equal answer is not two equal failures.
+    for (probe, field, want) in [
+        ("after restart", "restarted and running", "true"),
+        ("CLI restart (replica)", "exit status", "0"),
+        ("CLI restart (replica)", "restarted and running", "true"),
+        ("after reinit", "reinitialized and running", "true"),
+        ("after reinit", "streams again", "true"),
+        ("after edit-config", "replica work_mem 5MB", "true"),
+        (
+            "replica with WAL replay paused",
+            "paused =xlog.paused",
+            "true",
+        ),
+        (
+            "after the switchover without candidate",
+            "another member is primary",
+            "true",
+        ),
+        (
+            "after the failover to a candidate",
+            "the candidate is primary",
+            "true",
+        ),
+        (
+            "after the failover to a candidate",
+            "the others run as replicas",
+            "true",
+        ),
+    ] {
+        let got = patroni_seen.get(probe).and_then(|f| f.get(field));
+        assert_eq!(
+            got.map(String::as_str),
+            Some(want),
+            "Patroni: {probe}: {field}"
+        );
+    }
     let found = differences(&patroni_seen, &tenure_seen);
     let table = listed();
     let covers = |row: &(String, String, String, String), d: &(String, String, String, String)| {

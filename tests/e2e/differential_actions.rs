@@ -188,6 +188,43 @@ fn edit_config_and_restart(t: &Target, seen: &mut Seen, primary: &str, replica: 
             .unwrap_or_default(),
     );
     seen.insert("after restart".into(), fields);
+    cli_restart(t, seen, replica);
+}
+
+/// The operator's CLI (`patronictl restart CLUSTER NODE --force`, `tenure restart NODE --force`): its exit
+/// status, and the member restarted and running again.
+fn cli_restart(t: &Target, seen: &mut Seen, replica: &Member) {
+    let started = t.status(replica.api)["postmaster_start_time"].clone();
+    let argv = (t.restart_cli)(&replica.name);
+    let mut fields = BTreeMap::new();
+    fields.insert("exit status".into(), run_cli(&argv));
+    let after = until(Duration::from_secs(60), || {
+        let v = t.status(replica.api);
+        (v["state"] == "running" && v["postmaster_start_time"] != started).then_some(v)
+    });
+    fields.insert("restarted and running".into(), after.is_some().to_string());
+    seen.insert("CLI restart (replica)".into(), fields);
+}
+
+/// Run `argv` (60 s at most, then killed); its exit code, or `timeout`.
+fn run_cli(argv: &[String]) -> String {
+    let mut child = reaper()
+        .spawn(
+            Command::new(&argv[0])
+                .args(&argv[1..])
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null()),
+        )
+        .expect("run the CLI");
+    let pid = child.id() as i32;
+    let code = until(Duration::from_secs(60), || child.try_wait().ok().flatten());
+    if code.is_none() {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    reaper().release(pid);
+    code.map_or("timeout".into(), |s| s.code().unwrap_or(-1).to_string())
 }
 
 /// `POST /reinitialize` on a replica: it starts over from a fresh base backup and streams again.
