@@ -154,7 +154,7 @@ impl PatroniCluster {
         for bin in [PATRONI, PATRONICTL] {
             assert!(
                 Path::new(bin).exists(),
-                "{bin} missing: apt-get install patroni python3-consul"
+                "{bin} missing: apt-get install patroni python3-consul python3-etcd"
             );
         }
         let run_as = RunAs::detect().expect("run as root or as the postgres user");
