@@ -693,9 +693,36 @@ async fn restart_and_reinit_go_to_the_named_members_api_and_ask_unless_forced() 
     let (code, out, err) = tenure(&["reinit", "pg2", "--force", "--config", path(&config)]).await;
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("Success: reinitialize on member pg2"), "{out}");
+    // patronictl's `restart CLUSTER MEMBER`: the cluster first, which must be the config's scope.
+    for cmd in ["restart", "reinit"] {
+        let (code, _, err) = tenure(&[
+            cmd,
+            "elsewhere",
+            "pg2",
+            "--force",
+            "--config",
+            path(&config),
+        ])
+        .await;
+        assert_eq!(code, 64, "{cmd}: {err}");
+        assert!(err.contains("elsewhere"), "{cmd}: {err}");
+    }
+    assert_eq!(f.pg2_api.control.calls().len(), 2, "nothing more was sent");
+    let (code, out, err) = tenure(&[
+        "restart",
+        SCOPE,
+        "pg2",
+        "--force",
+        "--config",
+        path(&config),
+    ])
+    .await;
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("Success: restart on member pg2"), "{out}");
     let calls = f.pg2_api.control.calls();
-    assert_eq!(calls.len(), 2, "{calls:?}");
+    assert_eq!(calls.len(), 3, "{calls:?}");
     assert!(calls[0].starts_with("restart"), "{calls:?}");
+    assert!(calls[2].starts_with("restart"), "{calls:?}");
     assert!(
         calls[1].starts_with("reinitialize") && calls[1].contains("force: true"),
         "{calls:?}"

@@ -576,6 +576,7 @@ fn tenure_answers_as_patroni_does_except_where_the_docs_say_why() {
                     "-c",
                     &cfg,
                     "restart",
+                    c.nodes[0].scope.as_str(),
                     name,
                     "--force",
                 ]

@@ -191,8 +191,8 @@ fn edit_config_and_restart(t: &Target, seen: &mut Seen, primary: &str, replica: 
     cli_restart(t, seen, replica);
 }
 
-/// The operator's CLI (`patronictl restart CLUSTER NODE --force`, `tenure restart NODE --force`): its exit
-/// status, and the member restarted and running again.
+/// The operator's CLI, the same words for both (`patronictl`/`tenure -c FILE restart CLUSTER NODE --force`):
+/// its exit status, and the member restarted and running again.
 fn cli_restart(t: &Target, seen: &mut Seen, replica: &Member) {
     let started = t.status(replica.api)["postmaster_start_time"].clone();
     let argv = (t.restart_cli)(&replica.name);
