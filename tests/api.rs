@@ -223,6 +223,9 @@ async fn a_pending_scheduled_restart_is_in_patroni_and_cluster_as_patroni_shows_
             new_value: "200".into(),
         };
         p.member.pending_restart_reason = Some([("max_connections".to_string(), diff)].into());
+        let c = p.cluster.as_mut().unwrap();
+        c.members.get_mut("pg2").unwrap().pending_restart_reason =
+            p.member.pending_restart_reason.clone();
     });
     let (_, body) = api.code(Method::GET, "/patroni").await;
     let v: serde_json::Value = serde_json::from_str(&body).unwrap();
@@ -243,6 +246,12 @@ async fn a_pending_scheduled_restart_is_in_patroni_and_cluster_as_patroni_shows_
     assert_eq!(v["members"][1]["name"], "pg2");
     assert_eq!(v["members"][1]["scheduled_restart"], expected);
     assert!(v["members"][0].get("scheduled_restart").is_none());
+    // Patroni 4.x's /cluster copies the member key's `pending_restart_reason`.
+    assert_eq!(
+        v["members"][1]["pending_restart_reason"]["max_connections"]["new_value"], "200",
+        "{v}"
+    );
+    assert!(v["members"][0].get("pending_restart_reason").is_none());
     api.shutdown().await;
 }
 

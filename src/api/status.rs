@@ -145,6 +145,9 @@ fn member_json(name: &str, m: &MemberRecord, is_leader: bool, optime: Option<u64
     if m.pending_restart == Some(true) {
         out.insert("pending_restart".into(), json!(true));
     }
+    if let Some(r) = &m.pending_restart_reason {
+        out.insert("pending_restart_reason".into(), json!(r));
+    }
     if !is_leader {
         let lsn = [m.xlog_location, m.receive_lsn, m.replay_lsn]
             .into_iter()
