@@ -52,7 +52,7 @@ enum Command {
     Resume(PauseArgs),
     /// Planned change of primary (POST /switchover on the leader's API).
     Switchover(SwitchoverArgs),
-    /// Manual failover to a named candidate (POST /failover).
+    /// Manual failover to a candidate (POST /failover).
     Failover(FailoverArgs),
     /// Show the timeline history (read from the store).
     History(HistoryArgs),
@@ -183,9 +183,10 @@ struct SwitchoverArgs {
 struct FailoverArgs {
     #[command(flatten)]
     client: ScopedArgs,
-    /// The member to promote.
+    /// The member to promote (asked for on a terminal when not given, as patronictl does; a failover
+    /// needs one).
     #[arg(long, value_name = "NAME")]
-    candidate: String,
+    candidate: Option<String>,
     /// Do not ask for confirmation (required when stdin is not a terminal).
     #[arg(long)]
     force: bool,
@@ -206,9 +207,10 @@ struct EditConfigArgs {
 struct NodeArgs {
     #[command(flatten)]
     client: ClientArgs,
-    /// The member (its name in `tenure list`).
-    #[arg(value_name = "NODE")]
-    node: String,
+    /// The member (its name in `tenure list`), optionally after the cluster name as patronictl takes it
+    /// (`restart CLUSTER NODE`; the cluster must be the config's `scope`).
+    #[arg(value_name = "[CLUSTER] NODE", num_args = 1..=2, required = true)]
+    names: Vec<String>,
     /// Do not ask for confirmation (required when stdin is not a terminal).
     #[arg(long)]
     force: bool,
@@ -323,17 +325,20 @@ fn main() -> ExitCode {
             tenure::cli::Command::EditConfig { set: a.set },
             &env,
         ),
-        Command::Restart(a) => operator(
-            a.node.client.into(),
-            tenure::cli::Command::Restart {
-                node: a.node.node,
-                scheduled: a.scheduled,
-                pending: a.pending,
-                pg_version: a.pg_version,
-                force: a.node.force,
-            },
-            &env,
-        ),
+        Command::Restart(a) => {
+            let (scope, node) = a.node.target();
+            operator(
+                scope,
+                tenure::cli::Command::Restart {
+                    node,
+                    scheduled: a.scheduled,
+                    pending: a.pending,
+                    pg_version: a.pg_version,
+                    force: a.node.force,
+                },
+                &env,
+            )
+        }
         Command::Flush(a) => operator(
             a.client.into(),
             match a.what {
@@ -341,14 +346,17 @@ fn main() -> ExitCode {
             },
             &env,
         ),
-        Command::Reinit(a) => operator(
-            a.client.into(),
-            tenure::cli::Command::Reinit {
-                node: a.node,
-                force: a.force,
-            },
-            &env,
-        ),
+        Command::Reinit(a) => {
+            let (scope, node) = a.target();
+            operator(
+                scope,
+                tenure::cli::Command::Reinit {
+                    node,
+                    force: a.force,
+                },
+                &env,
+            )
+        }
         Command::Demo(args) => demo(args.failover),
     }
 }
@@ -386,6 +394,16 @@ struct Scope(Option<String>);
 impl From<ScopedArgs> for Scope {
     fn from(a: ScopedArgs) -> Self {
         Scope(a.cluster)
+    }
+}
+
+impl NodeArgs {
+    /// `[CLUSTER] NODE`: the cluster (checked against the config's scope) and the member.
+    fn target(&self) -> (Scope, String) {
+        match self.names.as_slice() {
+            [cluster, node] => (Scope(Some(cluster.clone())), node.clone()),
+            names => (Scope(None), names.last().cloned().unwrap_or_default()),
+        }
     }
 }
 

@@ -112,8 +112,28 @@ async fn replica_answers_by_lag_and_tags() {
     let v: serde_json::Value = serde_json::from_str(&body).unwrap();
     assert_eq!(v["xlog"]["received_location"], 100);
     assert_eq!(v["xlog"]["replayed_location"], 90);
+    assert_eq!(v["xlog"]["paused"], false);
     assert_eq!(v["replication_state"], "streaming");
     assert_eq!(v["tags"]["zone"], "a");
+    // An operator paused WAL replay (`pg_wal_replay_pause()`): `xlog.paused` and the metric say so.
+    api.set(|p| p.wal_replay_paused = true);
+    let (_, body) = api.code(Method::GET, "/patroni").await;
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["xlog"]["paused"], true, "{body}");
+    let (_, text) = api.code(Method::GET, "/metrics").await;
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("patroni_xlog_paused{") && l.ends_with(" 1")),
+        "{text}"
+    );
+    api.set(|p| p.wal_replay_paused = false);
+    // Patroni 4.x: `watchdog_failed` only while a required watchdog cannot be used.
+    let (_, body) = api.code(Method::GET, "/patroni").await;
+    assert!(!body.contains("watchdog_failed"), "{body}");
+    api.set(|p| p.watchdog_failed = true);
+    let (_, body) = api.code(Method::GET, "/patroni").await;
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["watchdog_failed"], true, "{body}");
     // Unknown lag with a limit asked is not healthy.
     api.set(|p| p.status.lag_bytes = None);
     assert_eq!(api.get("/replica").await, 200);
@@ -196,6 +216,24 @@ async fn a_pending_scheduled_restart_is_in_patroni_and_cluster_as_patroni_shows_
     );
     assert_eq!(v["scheduled_restart"], expected);
     assert_eq!(v["pending_restart"], true, "{v}");
+    assert!(v.get("pending_restart_reason").is_none(), "{v}");
+    api.set(|p| {
+        let diff = tenure::dcs::keys::ParamDiff {
+            old_value: "100".into(),
+            new_value: "200".into(),
+        };
+        p.member.pending_restart_reason = Some([("max_connections".to_string(), diff)].into());
+        let c = p.cluster.as_mut().unwrap();
+        c.members.get_mut("pg2").unwrap().pending_restart_reason =
+            p.member.pending_restart_reason.clone();
+    });
+    let (_, body) = api.code(Method::GET, "/patroni").await;
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        v["pending_restart_reason"],
+        serde_json::json!({"max_connections": {"old_value": "100", "new_value": "200"}}),
+        "{v}"
+    );
     let (_, metrics) = api.code(Method::GET, "/metrics").await;
     assert!(
         metrics
@@ -208,6 +246,12 @@ async fn a_pending_scheduled_restart_is_in_patroni_and_cluster_as_patroni_shows_
     assert_eq!(v["members"][1]["name"], "pg2");
     assert_eq!(v["members"][1]["scheduled_restart"], expected);
     assert!(v["members"][0].get("scheduled_restart").is_none());
+    // Patroni 4.x's /cluster copies the member key's `pending_restart_reason`.
+    assert_eq!(
+        v["members"][1]["pending_restart_reason"]["max_connections"]["new_value"], "200",
+        "{v}"
+    );
+    assert!(v["members"][0].get("pending_restart_reason").is_none());
     api.shutdown().await;
 }
 

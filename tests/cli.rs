@@ -113,6 +113,11 @@ impl Fixture {
             postgres_version: None,
         });
         follower.pending_restart = Some(true);
+        let diff = tenure::dcs::keys::ParamDiff {
+            old_value: "100".into(),
+            new_value: "200".into(),
+        };
+        follower.pending_restart_reason = Some([("max_connections".to_string(), diff)].into());
         pg2.publish_member(&follower, deadline()).await.unwrap();
 
         Fixture {
@@ -217,13 +222,14 @@ async fn list_shows_both_members_with_roles_and_lag() {
             .unwrap_or_else(|| panic!("no row for {name}:\n{out}"));
         line.split('|').map(|c| c.trim().to_string()).collect()
     };
-    // | Member | Host | Role | State | TL | Lag in MB | Pending restart | Scheduled restart | Tags |
+    // | Member | Host | Role | State | TL | Lag in MB | Pending restart | Pending restart reason |
+    // Scheduled restart | Tags |  (patronictl 4.x's columns)
     assert!(
-        lines[1].contains("| Pending restart | Scheduled restart "),
+        lines[1].contains("| Pending restart | Pending restart reason    | Scheduled restart "),
         "{out}"
     );
     assert_eq!(
-        row("pg1")[1..10],
+        row("pg1")[1..11],
         [
             "pg1",
             "10.0.0.1:5432",
@@ -233,12 +239,13 @@ async fn list_shows_both_members_with_roles_and_lag() {
             "",
             "",
             "",
+            "",
             ""
         ],
         "{out}"
     );
     assert_eq!(
-        row("pg2")[1..10],
+        row("pg2")[1..11],
         [
             "pg2",
             "10.0.0.2:5433",
@@ -247,6 +254,7 @@ async fn list_shows_both_members_with_roles_and_lag() {
             "3",
             "3",
             "*",
+            "max_connections: 100->200",
             "2030-01-01T12:00:00+00:00",
             "zone: a"
         ],
@@ -271,6 +279,11 @@ async fn list_shows_both_members_with_roles_and_lag() {
     assert_eq!(members[1]["Scheduled restart"], "2030-01-01T12:00:00+00:00");
     assert!(members[0].get("Scheduled restart").is_none(), "{out}");
     assert_eq!(members[1]["Pending restart"], "*");
+    assert_eq!(
+        members[1]["Pending restart reason"],
+        "max_connections: 100->200"
+    );
+    assert!(members[0].get("Pending restart reason").is_none(), "{out}");
     assert!(members[0].get("Pending restart").is_none(), "{out}");
 
     // Paused: patronictl's line under the table. TENURE_CONFIG stands in for --config.
@@ -409,6 +422,19 @@ async fn switchover_asks_unless_forced_and_sends_leader_and_candidate() {
     let (code, _, err) =
         tenure(&["failover", "--candidate", "pg2", "--config", path(&config)]).await;
     assert_eq!(code, 64, "{err}");
+    // patronictl 4.x: `--candidate` is optional, asked for on a terminal; a failover without one is
+    // refused before anything is sent (with --force, or an empty answer).
+    let sent = f.pg1_api.control.calls().len();
+    let (code, _, err) = tenure(&["failover", "--force", "--config", path(&config)]).await;
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("Failover could be performed only to a specific candidate"),
+        "{err}"
+    );
+    let (code, _, err) = tenure(&["failover", "--config", path(&config)]).await;
+    assert_eq!(code, 64, "no terminal to ask on: {err}");
+    assert!(err.contains("Candidate"), "{err}");
+    assert_eq!(f.pg1_api.control.calls().len(), sent, "nothing was sent");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -680,9 +706,36 @@ async fn restart_and_reinit_go_to_the_named_members_api_and_ask_unless_forced() 
     let (code, out, err) = tenure(&["reinit", "pg2", "--force", "--config", path(&config)]).await;
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("Success: reinitialize on member pg2"), "{out}");
+    // patronictl's `restart CLUSTER MEMBER`: the cluster first, which must be the config's scope.
+    for cmd in ["restart", "reinit"] {
+        let (code, _, err) = tenure(&[
+            cmd,
+            "elsewhere",
+            "pg2",
+            "--force",
+            "--config",
+            path(&config),
+        ])
+        .await;
+        assert_eq!(code, 64, "{cmd}: {err}");
+        assert!(err.contains("elsewhere"), "{cmd}: {err}");
+    }
+    assert_eq!(f.pg2_api.control.calls().len(), 2, "nothing more was sent");
+    let (code, out, err) = tenure(&[
+        "restart",
+        SCOPE,
+        "pg2",
+        "--force",
+        "--config",
+        path(&config),
+    ])
+    .await;
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("Success: restart on member pg2"), "{out}");
     let calls = f.pg2_api.control.calls();
-    assert_eq!(calls.len(), 2, "{calls:?}");
+    assert_eq!(calls.len(), 3, "{calls:?}");
     assert!(calls[0].starts_with("restart"), "{calls:?}");
+    assert!(calls[2].starts_with("restart"), "{calls:?}");
     assert!(
         calls[1].starts_with("reinitialize") && calls[1].contains("force: true"),
         "{calls:?}"

@@ -16,6 +16,12 @@ async fn running(s: &PgSettings) -> RunningPg {
     }
 }
 
+/// The adapter's full probe (what the runtime publishes beyond the core's view).
+async fn status(s: &PgSettings) -> probe::RunningStatus {
+    let client = probe::connect_local(s).await.expect("connect");
+    probe::running_status(s, &client).await.expect("probe")
+}
+
 async fn sql(s: &PgSettings, q: &str) -> Vec<tokio_postgres::Row> {
     let client = probe::connect_local(s).await.expect("connect");
     client.query(q, &[]).await.expect(q)
@@ -282,6 +288,11 @@ async fn stop_modes_escalate_and_a_killed_postmaster_restarts() {
         running(s).await.pending_restart.then_some(())
     })
     .await;
+    // Patroni 4.x's `pending_restart_reason`: the setting, its running value and the configured one.
+    assert_eq!(
+        status(s).await.pending_restart_reason,
+        vec![("max_prepared_transactions".into(), "0".into(), "3".into())]
+    );
 
     assert_eq!(ctl::stop(s, StopMode::Fast).await.unwrap(), Stopped::Fast);
     assert_eq!(
@@ -373,7 +384,9 @@ async fn the_probe_reads_received_and_replayed_apart() {
         .unwrap_or_else(|e| panic!("start b: {e}\n{}", b.log()));
     exec(sa, "INSERT INTO t VALUES ('1')").await;
     wait_values(sb, &["1"]).await;
+    assert!(!status(sb).await.replay_paused);
     exec(sb, "SELECT pg_wal_replay_pause()").await;
+    assert!(status(sb).await.replay_paused, "pg_is_wal_replay_paused()");
     exec(
         sa,
         "INSERT INTO t SELECT g::text FROM generate_series(100, 20000) g",
@@ -394,6 +407,7 @@ async fn the_probe_reads_received_and_replayed_apart() {
     assert_eq!(rb.visible_lsn(), replayed, "a query sees what was replayed");
     assert!(rb.upstream_end_lsn.is_some_and(|e| e >= replayed), "{rb:?}");
     exec(sb, "SELECT pg_wal_replay_resume()").await;
+    assert!(!status(sb).await.replay_paused);
     eventually(20, "b to replay it all", || async {
         let r = running(sb).await;
         (r.replay_lsn >= Some(primary.lsn)).then_some(())

@@ -426,3 +426,23 @@ pub fn member_record(
         ..MemberRecord::default()
     }
 }
+
+/// Patroni 4.x's `pending_restart_reason` from the probe, while the record says `pending_restart`.
+pub fn pending_reason(
+    running: Option<&crate::pg::probe::RunningStatus>,
+    record: &MemberRecord,
+) -> Option<BTreeMap<String, crate::dcs::keys::ParamDiff>> {
+    let r = running.filter(|_| record.pending_restart == Some(true))?;
+    let diffs: BTreeMap<_, _> = r
+        .pending_restart_reason
+        .iter()
+        .map(|(name, old, new)| {
+            let diff = crate::dcs::keys::ParamDiff {
+                old_value: old.clone(),
+                new_value: new.clone(),
+            };
+            (name.clone(), diff)
+        })
+        .collect();
+    (!diffs.is_empty()).then_some(diffs)
+}

@@ -155,6 +155,7 @@ pub async fn run_loop(
         // Patroni's member key says `pause: true` while this member knows the cluster is paused
         // (`patronictl pause --wait` waits for exactly that).
         record.pause = d.status.paused;
+        record.pending_restart_reason = super::execute::pending_reason(running.as_ref(), &record);
         publish_api(&tx, &d, &record, &exec, &counters, dcs_last_seen, &obs.pg);
         tx.send_modify(|p| publish_pg_details(p, running.as_ref(), &obs.pg));
         tx.send_modify(|p| p.maximum_lag_on_failover_bytes = core.maximum_lag_on_failover_bytes);
@@ -405,6 +406,7 @@ fn publish_pg_details(
     };
     p.postmaster_start_time = running.map(|r| r.postmaster_start_time.clone());
     p.postmaster_start_unix_s = running.map(|r| r.postmaster_start_unix_s);
+    p.wal_replay_paused = running.is_some_and(|r| r.replay_paused);
     p.replication = running
         .map(|r| {
             r.replication
@@ -455,6 +457,7 @@ fn publish_api(
         p.tags = record.tags.clone();
         p.counters = counters.clone();
         p.dcs_last_seen_unix_s = dcs_last_seen;
+        p.watchdog_failed = !exec.watchdog.is_healthy();
     });
 }
 

@@ -62,6 +62,8 @@ pub struct Watchdog {
     device: Option<Device>,
     /// `automatic` mode has said it leads without a watchdog (said once until the next success).
     warned: bool,
+    /// The last arm in `required` mode failed.
+    failed: bool,
 }
 
 impl Watchdog {
@@ -70,11 +72,23 @@ impl Watchdog {
             settings,
             device: None,
             warned: false,
+            failed: false,
         }
     }
 
     pub fn is_open(&self) -> bool {
         self.device.is_some()
+    }
+
+    /// Patroni 4.x's test for `/patroni`'s `watchdog_failed`: only `required` can fail, and it fails when
+    /// the device is not there to be written to (or the last arm failed: this agent will not lead).
+    pub fn is_healthy(&self) -> bool {
+        if self.settings.mode != WatchdogMode::Required {
+            return true;
+        }
+        let writable =
+            nix::unistd::access(&self.settings.device, nix::unistd::AccessFlags::W_OK).is_ok();
+        writable && !self.failed
     }
 
     /// Make the watchdog fire no later than `deadline` unless pinged again. `Err` means: do not lead.
@@ -85,6 +99,7 @@ impl Watchdog {
             return Ok(());
         }
         let r = self.try_arm(deadline, now);
+        self.failed = r.is_err() && self.settings.mode == WatchdogMode::Required;
         match (&r, self.settings.mode) {
             (Ok(()), _) => {
                 self.warned = false;
@@ -286,6 +301,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let missing = dir.path().join("no-such-watchdog");
         let mut req = Watchdog::new(settings(WatchdogMode::Required, missing.clone()));
+        assert!(
+            !req.is_healthy(),
+            "required without a device: watchdog_failed"
+        );
         assert!(matches!(
             req.arm(Millis(9_000), Millis(1_000)),
             Err(WatchdogError::Open { .. })
@@ -293,11 +312,23 @@ mod tests {
         let mut auto = Watchdog::new(settings(WatchdogMode::Automatic, missing.clone()));
         auto.arm(Millis(9_000), Millis(1_000)).unwrap();
         assert!(!auto.is_open());
+        assert!(
+            auto.is_healthy(),
+            "only required mode reports watchdog_failed"
+        );
         let mut off = Watchdog::new(settings(WatchdogMode::Off, missing));
         off.arm(Millis(9_000), Millis(1_000)).unwrap();
         // A directory is no watchdog.
         let mut dirdev = Watchdog::new(settings(WatchdogMode::Required, dir.path().into()));
         assert!(dirdev.arm(Millis(9_000), Millis(1_000)).is_err());
+        assert!(!dirdev.is_healthy(), "the arm failed");
+        // A file double that can be written is healthy.
+        let file = dir.path().join("double");
+        std::fs::write(&file, "").unwrap();
+        let mut ok = Watchdog::new(settings(WatchdogMode::Required, file));
+        assert!(ok.is_healthy());
+        ok.arm(Millis(9_000), Millis(1_000)).unwrap();
+        assert!(ok.is_healthy());
     }
 
     #[test]

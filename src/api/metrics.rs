@@ -92,7 +92,7 @@ pub fn render(p: &Published, now: Millis) -> String {
     w.gauge(
         "patroni_xlog_paused",
         "Value is 1 if WAL replay is paused.",
-        0.0,
+        flag(p.wal_replay_paused),
     );
     w.gauge(
         "patroni_postgres_streaming",

@@ -36,6 +36,10 @@ pub struct Published {
     /// A primary's walsenders, as `/patroni`'s `replication` rows (`usename`, `application_name`,
     /// `client_addr`, `state`, `sync_state`, `sync_priority`).
     pub replication: Vec<serde_json::Value>,
+    /// A replica's WAL replay is paused (`pg_is_wal_replay_paused()`): `/patroni`'s `xlog.paused`.
+    pub wal_replay_paused: bool,
+    /// `watchdog.mode: required` and the watchdog cannot be used (Patroni 4.x's `watchdog_failed`).
+    pub watchdog_failed: bool,
     /// Unix seconds of the last successful store read.
     pub dcs_last_seen_unix_s: Option<u64>,
     /// Counters and gauges the runtime keeps (metrics only).
@@ -89,6 +93,8 @@ impl Published {
             postmaster_start_unix_s: None,
             database_system_identifier: None,
             replication: Vec::new(),
+            wal_replay_paused: false,
+            watchdog_failed: false,
             dcs_last_seen_unix_s: None,
             counters: RuntimeCounters::default(),
             maximum_lag_on_failover_bytes: 1_048_576,

@@ -28,7 +28,7 @@ pub fn patroni_json(p: &Published) -> Value {
     if let Some(v) = p.server_version {
         out.insert("server_version".into(), json!(v));
     }
-    if let Some(x) = xlog(m) {
+    if let Some(x) = xlog(m, p.wal_replay_paused) {
         out.insert("xlog".into(), x);
     }
     if let Some(tl) = m.timeline.or(p.status.timeline.map(|t| t.0)) {
@@ -48,6 +48,12 @@ pub fn patroni_json(p: &Published) -> Value {
     }
     if m.pending_restart == Some(true) {
         out.insert("pending_restart".into(), json!(true));
+    }
+    if let Some(r) = &m.pending_restart_reason {
+        out.insert("pending_restart_reason".into(), json!(r));
+    }
+    if p.watchdog_failed {
+        out.insert("watchdog_failed".into(), json!(true));
     }
     if p.status.failsafe_active {
         out.insert("failsafe_mode_is_active".into(), json!(true));
@@ -72,13 +78,13 @@ pub fn patroni_json(p: &Published) -> Value {
 }
 
 /// A replica reports what it received and replayed; a primary (no receive/replay positions) its location.
-fn xlog(m: &MemberRecord) -> Option<Value> {
+fn xlog(m: &MemberRecord, replay_paused: bool) -> Option<Value> {
     if m.receive_lsn.is_some() || m.replay_lsn.is_some() {
         let received = m.receive_lsn.or(m.replay_lsn);
         let replayed = m.replay_lsn.or(m.receive_lsn);
         return Some(
             json!({"received_location": received, "replayed_location": replayed,
-            "replayed_timestamp": null, "paused": false}),
+            "replayed_timestamp": null, "paused": replay_paused}),
         );
     }
     m.xlog_location.map(|l| json!({ "location": l }))
@@ -138,6 +144,9 @@ fn member_json(name: &str, m: &MemberRecord, is_leader: bool, optime: Option<u64
     }
     if m.pending_restart == Some(true) {
         out.insert("pending_restart".into(), json!(true));
+    }
+    if let Some(r) = &m.pending_restart_reason {
+        out.insert("pending_restart_reason".into(), json!(r));
     }
     if !is_leader {
         let lsn = [m.xlog_location, m.receive_lsn, m.replay_lsn]

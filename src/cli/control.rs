@@ -277,10 +277,42 @@ pub async fn switchover(
     Ok(())
 }
 
+/// patronictl's question for a failover candidate, listing the members that may be promoted.
+fn ask_candidate(snapshot: &crate::dcs::ClusterSnapshot, force: bool) -> Result<String, CliError> {
+    let leader = snapshot.cluster.leader_name().map(|n| n.as_str());
+    let names: Vec<&str> = snapshot
+        .members
+        .iter()
+        .filter(|(name, m)| {
+            Some(name.as_str()) != leader && m.tags.get("nofailover") != Some(&true.into())
+        })
+        .map(|(name, _)| name.as_str())
+        .collect();
+    if names.is_empty() {
+        return Err(CliError::refused("No candidates found to failover to"));
+    }
+    let answer = if force {
+        String::new()
+    } else {
+        super::prompt::ask("Candidate", &format!("{names:?}"), "pass --candidate NAME")?
+    };
+    if answer.is_empty() {
+        return Err(CliError::refused(
+            "Failover could be performed only to a specific candidate",
+        ));
+    }
+    Ok(answer)
+}
+
 /// `POST /failover` with `{"candidate"}`, to the leader if there is one, else to the candidate first.
-pub async fn failover(ctx: &Ctx, candidate: String, force: bool) -> Result<(), CliError> {
+/// Without `--candidate` it is asked for (patronictl 4.x); none given is refused before anything is sent.
+pub async fn failover(ctx: &Ctx, candidate: Option<String>, force: bool) -> Result<(), CliError> {
     let snapshot = ctx.store.read().await?;
     let scope = &ctx.config.scope;
+    let candidate = match candidate {
+        Some(c) => c,
+        None => ask_candidate(&snapshot, force)?,
+    };
     if !snapshot.members.contains_key(&candidate) {
         return Err(CliError::refused(format!(
             "{candidate} is not a member of cluster {scope}"

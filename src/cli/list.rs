@@ -25,6 +25,8 @@ pub struct Row {
     pub scheduled_restart: Option<String>,
     /// The member's PostgreSQL waits for a restart to apply a setting (`pending_restart`).
     pub pending_restart: bool,
+    /// Patroni 4.x's `pending_restart_reason`, as patronictl 4.x shows it: `name: old->new` per setting.
+    pub pending_restart_reason: Vec<String>,
 }
 
 pub async fn list(ctx: &Ctx, format: Format) -> Result<(), CliError> {
@@ -79,6 +81,12 @@ pub fn rows(snapshot: &ClusterSnapshot) -> Vec<Row> {
                 tags: rec.tags.clone(),
                 scheduled_restart: rec.scheduled_restart.as_ref().map(|s| s.schedule.clone()),
                 pending_restart: rec.pending_restart == Some(true),
+                pending_restart_reason: rec
+                    .pending_restart_reason
+                    .iter()
+                    .flatten()
+                    .map(|(k, d)| format!("{k}: {}->{}", d.old_value, d.new_value))
+                    .collect(),
             }
         })
         .collect()
@@ -138,6 +146,10 @@ fn row_json(scope: &str, r: &Row) -> Value {
     if r.pending_restart {
         v["Pending restart"] = json!("*");
     }
+    if !r.pending_restart_reason.is_empty() {
+        // patronictl 4.x: one setting a line.
+        v["Pending restart reason"] = json!(r.pending_restart_reason.join("\n"));
+    }
     if let Some(s) = &r.scheduled_restart {
         v["Scheduled restart"] = json!(s);
     }
@@ -162,6 +174,10 @@ fn render(scope: &str, snapshot: &ClusterSnapshot, rows: &[Row]) -> String {
     if with_pending {
         columns.push(("Pending restart", Align::Left));
     }
+    let with_reason = rows.iter().any(|r| !r.pending_restart_reason.is_empty());
+    if with_reason {
+        columns.push(("Pending restart reason", Align::Left));
+    }
     let with_scheduled = rows.iter().any(|r| r.scheduled_restart.is_some());
     if with_scheduled {
         columns.push(("Scheduled restart", Align::Left));
@@ -185,6 +201,10 @@ fn render(scope: &str, snapshot: &ClusterSnapshot, rows: &[Row]) -> String {
         ];
         if with_pending {
             cells.push(if r.pending_restart { "*" } else { "" }.into());
+        }
+        if with_reason {
+            // One table line per member: the settings side by side.
+            cells.push(r.pending_restart_reason.join(", "));
         }
         if with_scheduled {
             cells.push(r.scheduled_restart.clone().unwrap_or_default());

@@ -60,7 +60,7 @@ pub enum Command {
         force: bool,
     },
     Failover {
-        candidate: String,
+        candidate: Option<String>,
         force: bool,
     },
     History {

@@ -88,6 +88,16 @@ pub struct MemberRecord {
     /// `true` while PostgreSQL waits for a restart to apply a setting; absent otherwise, as Patroni writes it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pending_restart: Option<bool>,
+    /// Patroni 4.x: each setting waiting for the restart, with its running and its configured value.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending_restart_reason: Option<BTreeMap<String, ParamDiff>>,
+}
+
+/// One setting of `pending_restart_reason`: `{"old_value": running, "new_value": after a restart}`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ParamDiff {
+    pub old_value: String,
+    pub new_value: String,
 }
 
 /// Patroni's `scheduled_restart` member field (patronictl reads `schedule`).

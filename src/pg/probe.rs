@@ -28,11 +28,16 @@ pub struct RunningStatus {
     pub replay_lsn: Option<Lsn>,
     /// Replica: `pg_stat_wal_receiver.latest_end_lsn`, the upstream's WAL end at its last message.
     pub upstream_end_lsn: Option<Lsn>,
+    /// Replica: `pg_is_wal_replay_paused()` (an operator paused replay; `/patroni`'s `xlog.paused`).
+    pub replay_paused: bool,
     pub wal_receiver: Option<WalReceiver>,
     /// The member our recovery file points at.
     pub upstream: Option<NodeName>,
     /// `pg_settings` has a setting waiting for a restart.
     pub pending_restart: bool,
+    /// Those settings: name, running value, the value the config files give it (Patroni 4.x's
+    /// `pending_restart_reason`); empty unless `pending_restart`.
+    pub pending_restart_reason: Vec<(String, String, String)>,
     /// `server_version_num`, e.g. 150020.
     pub server_version: u32,
     /// `pg_postmaster_start_time()` as PostgreSQL prints it, and as Unix seconds (`/patroni`, metrics).
@@ -174,6 +179,24 @@ pub(crate) fn timeline_of_walfile(name: &str) -> Result<Timeline, PgError> {
         .ok_or_else(|| PgError::Parse(format!("WAL file name {name:?}")))
 }
 
+/// The settings waiting for a restart: name, running value, and the value the config files set last
+/// (`pg_file_settings`, the latest line for the name), as Patroni 4.x's `pending_restart_reason` shows them.
+async fn pending_settings(client: &Client) -> Result<Vec<(String, String, String)>, PgError> {
+    let rows = client
+        .query(
+            "SELECT s.name, current_setting(s.name), \
+             coalesce((SELECT f.setting FROM pg_file_settings AS f WHERE lower(f.name) = lower(s.name) \
+                       ORDER BY f.seqno DESC LIMIT 1), '?') \
+             FROM pg_settings AS s WHERE s.pending_restart ORDER BY s.name",
+            &[],
+        )
+        .await?;
+    Ok(rows
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2)))
+        .collect())
+}
+
 /// Probe a running PostgreSQL through `client`.
 pub async fn running_status(
     settings: &PgSettings,
@@ -192,6 +215,11 @@ pub async fn running_status(
     let in_recovery: bool = row.get(0);
     let sysid: String = row.get(1);
     let pending_restart: bool = row.get(2);
+    let pending_restart_reason = if pending_restart {
+        pending_settings(client).await?
+    } else {
+        Vec::new()
+    };
     let server_version = u32::try_from(row.get::<_, i32>(3)).unwrap_or(0);
     let postmaster_start_time: String = row.get(4);
     let postmaster_start_unix_s: f64 = row.get(5);
@@ -219,9 +247,11 @@ pub async fn running_status(
             receive_lsn: None,
             replay_lsn: None,
             upstream_end_lsn: None,
+            replay_paused: false,
             wal_receiver: None,
             upstream: None,
             pending_restart,
+            pending_restart_reason,
             server_version,
             postmaster_start_time,
             postmaster_start_unix_s,
@@ -235,7 +265,7 @@ pub async fn running_status(
              w.status, w.received_tli, w.sender_host, w.sender_port, w.slot_name, \
              (SELECT max(('x' || substr(f, 1, 8))::bit(32)::int) FROM pg_ls_dir('pg_wal') AS f \
               WHERE f ~ '^[0-9A-F]{8}\\.history$'), \
-             w.written_lsn::text, w.latest_end_lsn::text \
+             w.written_lsn::text, w.latest_end_lsn::text, pg_is_wal_replay_paused() \
              FROM (SELECT 1) AS one LEFT JOIN pg_stat_wal_receiver AS w ON true",
             &[],
         )
@@ -265,9 +295,11 @@ pub async fn running_status(
         receive_lsn: parse_lsn(row.get(0))?.max(parse_lsn(row.get(9))?),
         replay_lsn: parse_lsn(row.get(1))?,
         upstream_end_lsn: parse_lsn(row.get(10))?,
+        replay_paused: row.get(11),
         wal_receiver,
         upstream: recovery::configured_upstream(settings),
         pending_restart,
+        pending_restart_reason,
         server_version,
         postmaster_start_time,
         postmaster_start_unix_s,

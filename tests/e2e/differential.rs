@@ -1,11 +1,14 @@
-//! The differential test: a Patroni 3.0.2 cluster and a tenure cluster, each on its own Consul test double
-//! (the same kind of store), one after the other (two cores), are driven through the same steps; what a
+//! The differential test: a Patroni 3.0.2 cluster (its `etcd3` backend) and a tenure cluster, each on its own
+//! real etcd, one after the other (two cores), are driven through the same steps; what a
 //! client sees (status codes, `WWW-Authenticate`, the JSON fields present and their types, the member keys'
 //! and the `failover` key's JSON) is recorded for both and compared. Every difference must be a row of the
 //! table in `docs/differences.md`; an unlisted difference fails the test. `cargo test --test differential`.
 #[path = "../support/mod.rs"]
 #[allow(dead_code)]
 mod support;
+
+#[path = "differential_actions.rs"]
+mod actions;
 
 #[path = "patroni_harness.rs"]
 #[allow(dead_code)]
@@ -15,6 +18,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use patroni_harness::KvReader;
 use serde_json::Value;
 use support::cluster::{serial, Cluster, StoreKind};
 
@@ -24,9 +28,14 @@ struct Target<'a> {
     primary: SocketAddr,
     replica: SocketAddr,
     leader: String,
-    consul: String,
+    kv: KvReader,
     scope: String,
     user: (&'a str, &'a str),
+    /// All three members, and PostgreSQL's superuser (for the actions' SQL checks).
+    members: Vec<actions::Member>,
+    superuser: (&'a str, &'a str),
+    /// The operator CLI's argv restarting one member, in each tool's own syntax.
+    restart_cli: &'a dyn Fn(&str) -> Vec<String>,
 }
 
 /// What a client saw: `probe -> field -> kind` (`status` holds the code, `www-authenticate` present/absent).
@@ -75,35 +84,11 @@ impl Target<'_> {
 
     /// A key's raw value.
     fn kv_raw(&self, key: &str) -> Option<String> {
-        self.rt.block_on(async {
-            let url = format!("{}/v1/kv/service/{}/{key}", self.consul, self.scope);
-            let r = reqwest::get(url).await.ok()?;
-            if r.status() != 200 {
-                return None;
-            }
-            let v: Value = serde_json::from_str(&r.text().await.ok()?).ok()?;
-            use base64::Engine as _;
-            let raw = base64::engine::general_purpose::STANDARD
-                .decode(v[0]["Value"].as_str().unwrap_or_default())
-                .ok()?;
-            String::from_utf8(raw).ok()
-        })
+        self.kv.get(self.rt, &self.scope, key)
     }
 
     fn kv_json(&self, key: &str) -> Option<Value> {
-        self.rt.block_on(async {
-            let url = format!("{}/v1/kv/service/{}/{key}", self.consul, self.scope);
-            let r = reqwest::get(url).await.ok()?;
-            if r.status() != 200 {
-                return None;
-            }
-            let v: Value = serde_json::from_str(&r.text().await.ok()?).ok()?;
-            use base64::Engine as _;
-            let raw = base64::engine::general_purpose::STANDARD
-                .decode(v[0]["Value"].as_str()?)
-                .ok()?;
-            serde_json::from_slice(&raw).ok()
-        })
+        serde_json::from_str(&self.kv_raw(key)?).ok()
     }
 }
 
@@ -439,6 +424,10 @@ fn operator_actions(t: &Target, seen: &mut Seen) {
     }
     fields.extend(key);
     seen.insert("after the switchover".into(), fields);
+    let primary = t
+        .wait_primary(Duration::from_secs(30), None)
+        .expect("a primary");
+    actions::run(t, seen, &primary.name);
 }
 
 fn replica_name(t: &Target) -> String {
@@ -513,7 +502,7 @@ fn listed() -> BTreeSet<(String, String, String, String)> {
 fn tenure_answers_as_patroni_does_except_where_the_docs_say_why() {
     let patroni_seen = {
         let _serial = serial();
-        let mut p = patroni_harness::PatroniCluster::start();
+        let mut p = patroni_harness::PatroniCluster::start_on_etcd();
         let lp = p.wait_healthy(Duration::from_secs(90));
         let rp = (0..3).find(|i| *i != lp).unwrap();
         let t = Target {
@@ -521,16 +510,41 @@ fn tenure_answers_as_patroni_does_except_where_the_docs_say_why() {
             primary: p.nodes[lp].api,
             replica: p.nodes[rp].api,
             leader: p.nodes[lp].name.clone(),
-            consul: p.consul.url(),
+            kv: p.kv(),
             scope: patroni_harness::SCOPE.into(),
             user: ("admin", "admin-pw"),
+            members: p
+                .nodes
+                .iter()
+                .map(|n| actions::Member {
+                    name: n.name.clone(),
+                    api: n.api,
+                    pg_port: n.pg_port,
+                })
+                .collect(),
+            superuser: ("postgres", "pg-pw"),
+            restart_cli: &|name| {
+                let cfg = p.nodes[0].config().display().to_string();
+                [
+                    patroni_harness::PATRONICTL,
+                    "-c",
+                    &cfg,
+                    "restart",
+                    patroni_harness::SCOPE,
+                    name,
+                ]
+                .iter()
+                .map(|s| s.to_string())
+                .chain(["--force".to_string()])
+                .collect()
+            },
         };
         let seen = observe(&t);
         p.failed = false;
         seen
     };
     let tenure_seen = {
-        let mut c = Cluster::start(StoreKind::Consul);
+        let mut c = Cluster::start(StoreKind::Etcd);
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -542,14 +556,75 @@ fn tenure_answers_as_patroni_does_except_where_the_docs_say_why() {
             primary: c.nodes[lp].api_addr(),
             replica: c.nodes[rp].api_addr(),
             leader: c.nodes[lp].name.clone(),
-            consul: c.consul().expect("the Consul double").url(),
+            kv: KvReader::Etcd(c.etcd().expect("etcd").client_url().to_string()),
             scope: c.nodes[0].scope.clone(),
             user: tenure::demo::local::API_USER,
+            members: c
+                .nodes
+                .iter()
+                .map(|n| actions::Member {
+                    name: n.name.clone(),
+                    api: n.api_addr(),
+                    pg_port: n.pg_port,
+                })
+                .collect(),
+            superuser: tenure::demo::local::SUPERUSER,
+            restart_cli: &|name| {
+                let cfg = c.nodes[0].config_path().display().to_string();
+                [
+                    env!("CARGO_BIN_EXE_tenure"),
+                    "-c",
+                    &cfg,
+                    "restart",
+                    c.nodes[0].scope.as_str(),
+                    name,
+                    "--force",
+                ]
+                .iter()
+                .map(|s| s.to_string())
+                .collect()
+            },
         };
         let seen = observe(&t);
         c.assert_never_two_primaries();
         seen
     };
+    // The actions ran on Patroni (the reference), so an equal answer is not two equal failures.
+    for (probe, field, want) in [
+        ("after restart", "restarted and running", "true"),
+        ("CLI restart (replica)", "exit status", "0"),
+        ("CLI restart (replica)", "restarted and running", "true"),
+        ("after reinit", "reinitialized and running", "true"),
+        ("after reinit", "streams again", "true"),
+        ("after edit-config", "replica work_mem 5MB", "true"),
+        (
+            "replica with WAL replay paused",
+            "paused =xlog.paused",
+            "true",
+        ),
+        (
+            "after the switchover without candidate",
+            "another member is primary",
+            "true",
+        ),
+        (
+            "after the failover to a candidate",
+            "the candidate is primary",
+            "true",
+        ),
+        (
+            "after the failover to a candidate",
+            "the others run as replicas",
+            "true",
+        ),
+    ] {
+        let got = patroni_seen.get(probe).and_then(|f| f.get(field));
+        assert_eq!(
+            got.map(String::as_str),
+            Some(want),
+            "Patroni: {probe}: {field}"
+        );
+    }
     let found = differences(&patroni_seen, &tenure_seen);
     let table = listed();
     let covers = |row: &(String, String, String, String), d: &(String, String, String, String)| {

@@ -1,5 +1,5 @@
-//! A Patroni 3.0.2 cluster (Debian's /usr/bin/patroni with python3-consul, run as `postgres`) on the Consul
-//! test double, for the end-to-end targets that judge tenure and the double by Patroni itself.
+//! A Patroni 3.0.2 cluster (Debian's /usr/bin/patroni, run as `postgres`) on the Consul test double or on a real
+//! etcd (Patroni's `etcd3` backend), for the end-to-end targets that judge tenure and the double by Patroni.
 use std::net::SocketAddr;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -11,6 +11,7 @@ use nix::unistd::Pid;
 
 use crate::support::cluster::wait_for;
 use crate::support::consul_server::{ConsulTestOptions, ConsulTestServer};
+use crate::support::etcd::EtcdServer;
 use tenure::demo::local::{free_port, http_get, reaper, tail, RunAs};
 
 pub const PATRONI: &str = "/usr/bin/patroni";
@@ -74,9 +75,64 @@ impl Node {
     }
 }
 
+/// The store a Patroni cluster runs on.
+pub enum PatroniStore {
+    Consul(ConsulTestServer),
+    Etcd(EtcdServer),
+}
+
+/// Reads a key's raw value under `/service/<scope>/` from either kind of store, as a client would.
+#[derive(Clone)]
+pub enum KvReader {
+    /// The Consul HTTP API's base URL.
+    Consul(String),
+    /// etcd's v3 JSON gateway base URL.
+    Etcd(String),
+}
+
+impl KvReader {
+    pub fn get(&self, rt: &tokio::runtime::Runtime, scope: &str, key: &str) -> Option<String> {
+        use base64::Engine as _;
+        let b64 = base64::engine::general_purpose::STANDARD;
+        let raw = rt.block_on(async {
+            let client = reqwest::Client::new();
+            match self {
+                KvReader::Consul(url) => {
+                    let r = client
+                        .get(format!("{url}/v1/kv/service/{scope}/{key}"))
+                        .timeout(Duration::from_secs(10))
+                        .send()
+                        .await
+                        .ok()?;
+                    if r.status() != 200 {
+                        return None;
+                    }
+                    let v: serde_json::Value = r.json().await.ok()?;
+                    b64.decode(v[0]["Value"].as_str().unwrap_or_default()).ok()
+                }
+                KvReader::Etcd(url) => {
+                    let key = b64.encode(format!("/service/{scope}/{key}"));
+                    let r = client
+                        .post(format!("{url}/v3/kv/range"))
+                        .json(&serde_json::json!({ "key": key }))
+                        .timeout(Duration::from_secs(10))
+                        .send()
+                        .await
+                        .ok()?;
+                    let v: serde_json::Value = r.json().await.ok()?;
+                    // No `kvs`: no such key. An empty value is absent from the gateway's JSON.
+                    let kv = v["kvs"].get(0)?;
+                    b64.decode(kv["value"].as_str().unwrap_or_default()).ok()
+                }
+            }
+        })?;
+        String::from_utf8(raw).ok()
+    }
+}
+
 pub struct PatroniCluster {
     pub nodes: Vec<Node>,
-    pub consul: ConsulTestServer,
+    pub store: PatroniStore,
     run_as: RunAs,
     root: tempfile::TempDir,
     pub failed: bool,
@@ -84,11 +140,21 @@ pub struct PatroniCluster {
 }
 
 impl PatroniCluster {
+    /// Three Patroni nodes on the Consul test double.
     pub fn start() -> PatroniCluster {
+        Self::start_on(false)
+    }
+
+    /// Three Patroni nodes on a real etcd (Patroni's `etcd3` backend, python3-etcd).
+    pub fn start_on_etcd() -> PatroniCluster {
+        Self::start_on(true)
+    }
+
+    fn start_on(etcd: bool) -> PatroniCluster {
         for bin in [PATRONI, PATRONICTL] {
             assert!(
                 Path::new(bin).exists(),
-                "{bin} missing: apt-get install patroni python3-consul"
+                "{bin} missing: apt-get install patroni python3-consul python3-etcd"
             );
         }
         let run_as = RunAs::detect().expect("run as root or as the postgres user");
@@ -97,7 +163,11 @@ impl PatroniCluster {
             .enable_all()
             .build()
             .unwrap();
-        let consul = rt.block_on(ConsulTestServer::start(ConsulTestOptions::default()));
+        let store = if etcd {
+            PatroniStore::Etcd(EtcdServer::start())
+        } else {
+            PatroniStore::Consul(rt.block_on(ConsulTestServer::start(ConsulTestOptions::default())))
+        };
         let root = tempfile::Builder::new()
             .prefix("patroni-double-")
             .tempdir()
@@ -115,7 +185,7 @@ impl PatroniCluster {
                 pg_port: free_port().unwrap(),
                 child: None,
             };
-            std::fs::write(node.config(), config(&node, consul.addr())).unwrap();
+            std::fs::write(node.config(), config(&node, &store)).unwrap();
             nodes.push(node);
         }
         if let Some((uid, gid)) = run_as.owner() {
@@ -123,7 +193,7 @@ impl PatroniCluster {
         }
         let mut c = PatroniCluster {
             nodes,
-            consul,
+            store,
             run_as,
             root,
             failed: true,
@@ -205,20 +275,15 @@ impl PatroniCluster {
         })
     }
 
+    pub fn kv(&self) -> KvReader {
+        match &self.store {
+            PatroniStore::Consul(c) => KvReader::Consul(c.url()),
+            PatroniStore::Etcd(e) => KvReader::Etcd(e.client_url().to_string()),
+        }
+    }
+
     pub fn leader_key(&self) -> Option<String> {
-        let url = format!("{}/v1/kv/service/{SCOPE}/leader", self.consul.url());
-        let body = self.rt.block_on(async {
-            let r = reqwest::get(url).await.ok()?;
-            if r.status() != 200 {
-                return None;
-            }
-            r.text().await.ok()
-        })?;
-        let v: serde_json::Value = serde_json::from_str(&body).ok()?;
-        let b64 = v[0]["Value"].as_str()?;
-        use base64::Engine as _;
-        let raw = base64::engine::general_purpose::STANDARD.decode(b64).ok()?;
-        String::from_utf8(raw).ok()
+        self.kv().get(&self.rt, SCOPE, "leader")
     }
 
     pub fn patronictl(&self, args: &[&str]) -> String {
@@ -274,7 +339,9 @@ impl Drop for PatroniCluster {
             }
         }
         let _ = &self.root;
-        self.consul.stop();
+        if let PatroniStore::Consul(c) = &mut self.store {
+            c.stop();
+        }
     }
 }
 
@@ -289,8 +356,15 @@ fn chown_tree(dir: &Path, uid: nix::unistd::Uid, gid: nix::unistd::Gid) {
     }
 }
 
-fn config(n: &Node, consul: SocketAddr) -> String {
+fn config(n: &Node, store: &PatroniStore) -> String {
     let dir = n.dir.display();
+    let dcs = match store {
+        PatroniStore::Consul(c) => format!(
+            "consul:\n  host: {}\n  checks: []\n  register_service: false",
+            c.addr()
+        ),
+        PatroniStore::Etcd(e) => format!("etcd3:\n  hosts: {}", e.host_port()),
+    };
     format!(
         "scope: {SCOPE}
 namespace: /service/
@@ -299,10 +373,7 @@ restapi:
   listen: {api}
   connect_address: {api}
   authentication: {{username: admin, password: admin-pw}}
-consul:
-  host: {consul}
-  checks: []
-  register_service: false
+{dcs}
 bootstrap:
   dcs:
     ttl: {TTL_S}
