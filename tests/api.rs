@@ -13,6 +13,8 @@ mod config_check;
 mod control;
 #[path = "api/failsafe.rs"]
 mod failsafe;
+#[path = "api/flood.rs"]
+mod flood;
 #[path = "api/harness.rs"]
 mod harness;
 #[path = "support/mod.rs"]

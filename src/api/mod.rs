@@ -6,6 +6,7 @@ pub mod health;
 mod metrics;
 pub mod requests;
 mod router;
+mod server;
 pub mod settings;
 pub mod state;
 mod status;
@@ -16,7 +17,6 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use tokio::net::TcpListener;
-use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 pub use control::{
@@ -25,6 +25,9 @@ pub use control::{
 };
 pub use health::parse_lag;
 pub use router::MAX_BODY_BYTES;
+pub use server::{
+    HEADER_READ_TIMEOUT, IDLE_TIMEOUT, MAX_CONNECTIONS, RESERVED_FOR_HEALTH, SHUTDOWN_TIMEOUT,
+};
 pub use settings::RestApiSettings;
 pub use state::{ApiState, Clock, Published, RuntimeCounters};
 pub use status::VERSION;
@@ -82,13 +85,8 @@ pub async fn serve(
         auth,
         ttl_ms: settings.ttl_ms,
     });
-    let (tx, rx) = mpsc::channel(64);
-    let accept = tokio::spawn(transport::accept_loop(listener, tls, tx));
-    let server = warp::serve(router::filter(ctx))
-        .serve_incoming_with_graceful_shutdown(transport::Incoming(rx), shutdown);
     let task = tokio::spawn(async move {
-        server.await;
-        let _ = accept.await;
+        server::run(listener, tls, router::filter(ctx), shutdown).await;
         tracing::info!(%addr, "REST API stopped");
     });
     tracing::info!(%addr, tls = tls_on, "REST API listening");
