@@ -5,6 +5,8 @@ use reqwest::Method;
 use tenure::api;
 use tenure::ha::Millis;
 
+#[path = "api/abuse.rs"]
+mod abuse;
 #[path = "api/agent_control.rs"]
 mod agent_control;
 #[path = "api/config_check.rs"]

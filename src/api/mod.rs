@@ -3,6 +3,7 @@ mod auth;
 pub mod control;
 pub mod failsafe;
 pub mod health;
+mod limiter;
 mod metrics;
 pub mod requests;
 mod router;
@@ -24,6 +25,7 @@ pub use control::{
     RestartRole, SwitchoverRequest,
 };
 pub use health::parse_lag;
+pub use limiter::{AUTH_FAILURE_WINDOW_MS, MAX_AUTH_FAILURES};
 pub use router::MAX_BODY_BYTES;
 pub use server::{
     HEADER_READ_TIMEOUT, IDLE_TIMEOUT, MAX_CONNECTIONS, RESERVED_FOR_HEALTH, SHUTDOWN_TIMEOUT,
@@ -84,6 +86,7 @@ pub async fn serve(
         state,
         auth,
         ttl_ms: settings.ttl_ms,
+        limiter: limiter::Limiter::default(),
     });
     let task = tokio::spawn(async move {
         server::run(listener, tls, router::filter(ctx), shutdown).await;
