@@ -196,6 +196,7 @@ pub(crate) fn build(
     }
 
     let restapi = super::restapi::build(raw.restapi.take(), ctx);
+    let log = super::log::build(raw.log.take(), ctx);
     let dcs_pg = dcs.postgresql.take().unwrap_or_default();
     let pg = super::pg::build(&mut raw, dcs_pg, name.as_deref(), &tenure, env, ctx);
     let initdb = super::pg::initdb(bootstrap.initdb.unwrap_or_default(), ctx);
@@ -288,6 +289,7 @@ pub(crate) fn build(
         fencer,
         bootstrap_failsafe_mode,
         local_pg,
+        log,
     })
 }
 

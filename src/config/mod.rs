@@ -18,6 +18,7 @@ pub mod dynamic;
 mod env;
 mod error;
 pub mod ignored;
+mod log;
 mod pg;
 mod raw;
 mod restapi;
@@ -25,6 +26,7 @@ mod timing;
 
 pub use env::ENV;
 pub use error::{ConfigError, ConfigErrors, Origin, Warning};
+pub use log::{LogFormat, LogSettings};
 pub use restapi::{BasicAuth, RestApiConfig, RestAuth, RestTls, VerifyClient};
 
 /// tenure's defaults where Patroni's would not do, and Patroni's where they would.
@@ -114,6 +116,8 @@ pub struct Config {
     pub bootstrap_failsafe_mode: bool,
     /// The PostgreSQL settings by source, for merging with the store's `config` key (`dynamic`).
     pub local_pg: LocalPg,
+    /// `log:` (Patroni 4's `type` and `level`).
+    pub log: LogSettings,
 }
 
 /// Where the PostgreSQL settings came from, for merging with the store's `config` key.

@@ -105,3 +105,30 @@ fn debug_output_of_the_config_has_no_secret() {
         assert!(shown.contains("<hidden>"), "{shown}");
     }
 }
+
+/// Patroni 4's `log.type` (`plain` or `json`) and `log.level`; its other log keys are warnings.
+#[test]
+fn log_type_and_level_as_patroni_4_names_them() {
+    use tenure::config::{LogFormat, LogSettings};
+    let c = ok(BASE).config;
+    assert_eq!(c.log, LogSettings::default());
+    assert_eq!(
+        (c.log.format, c.log.level.as_deref()),
+        (LogFormat::Plain, None)
+    );
+    let c = ok(&base_with("log", "{type: json, level: WARNING}")).config;
+    assert_eq!(c.log.format, LogFormat::Json);
+    assert_eq!(c.log.level.as_deref(), Some("warn"));
+    let c = ok(&base_with("log", "{level: CRITICAL}")).config;
+    assert_eq!(c.log.level.as_deref(), Some("error"));
+    let e = err(&base_with("log", "{type: xml}"));
+    assert!(e.contains("log.type") && e.contains("json"), "{e}");
+    let e = err(&base_with("log", "{level: LOUD}"));
+    assert!(e.contains("log.level") && e.contains("DEBUG"), "{e}");
+    let loaded = ok(&base_with("log", "{dir: /var/log/tenure, type: plain}"));
+    assert!(
+        loaded.warnings.iter().any(|w| w.key == "log.dir"),
+        "{:?}",
+        loaded.warnings
+    );
+}
