@@ -17,7 +17,7 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpSocket};
 use tokio::task::JoinHandle;
 
 pub use control::{
@@ -48,14 +48,24 @@ pub enum ApiError {
     Tls(String),
 }
 
+/// Connections the kernel queues before the server accepts them (tokio's `bind` asks for 128, which a
+/// burst of connections overflows while the accept loop waits for a core; the kernel caps it at somaxconn).
+const LISTEN_BACKLOG: u32 = 1024;
+
 /// Bind `settings.listen` (the agent's way in; tests bind `127.0.0.1:0` themselves).
 pub async fn bind(settings: &RestApiSettings) -> Result<TcpListener, ApiError> {
-    TcpListener::bind(settings.listen)
-        .await
-        .map_err(|source| ApiError::Bind {
-            addr: settings.listen,
-            source,
-        })
+    let addr = settings.listen;
+    let bind = || {
+        let socket = if addr.is_ipv4() {
+            TcpSocket::new_v4()?
+        } else {
+            TcpSocket::new_v6()?
+        };
+        socket.set_reuseaddr(true)?;
+        socket.bind(addr)?;
+        socket.listen(LISTEN_BACKLOG)
+    };
+    bind().map_err(|source| ApiError::Bind { addr, source })
 }
 
 /// Serve the API on `listener` until `shutdown` completes; returns the bound address and the task, which
