@@ -96,6 +96,16 @@ fn whole(key: &str, v: &Value) -> Result<Option<i64>, DynamicError> {
 }
 
 fn seconds(key: &str, v: Option<&Value>) -> Result<Option<u64>, DynamicError> {
+    // A number too large for a whole i64 (1e300) is still too long, not "not a whole number".
+    if let Some(f) = v
+        .and_then(Value::as_f64)
+        .filter(|f| *f > MAX_SECONDS as f64)
+    {
+        return Err(invalid(
+            key,
+            format!("{f} s is more than a week ({MAX_SECONDS} s); write seconds"),
+        ));
+    }
     let Some(n) = v.map(|v| whole(key, v)).transpose()?.flatten() else {
         return Ok(None);
     };
