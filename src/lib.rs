@@ -10,4 +10,5 @@ pub mod config;
 pub mod dcs;
 pub mod demo;
 pub mod ha;
+pub mod logging;
 pub mod pg;

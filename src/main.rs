@@ -468,7 +468,7 @@ fn agent(file: &Path, env: &BTreeMap<String, String>) -> ExitCode {
              (or set tenure.run_as to the user PostgreSQL runs as)",
         );
     }
-    init_logging();
+    tenure::logging::init(&config.log, env.get("RUST_LOG").map(String::as_str));
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -495,14 +495,4 @@ fn agent(file: &Path, env: &BTreeMap<String, String>) -> ExitCode {
             ExitCode::from(EXIT_INTERNAL)
         }
     }
-}
-
-/// One key=value line per event on stderr; `RUST_LOG` filters (default `info`).
-fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .try_init();
 }

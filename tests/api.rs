@@ -5,6 +5,8 @@ use reqwest::Method;
 use tenure::api;
 use tenure::ha::Millis;
 
+#[path = "api/abuse.rs"]
+mod abuse;
 #[path = "api/agent_control.rs"]
 mod agent_control;
 #[path = "api/config_check.rs"]
@@ -13,6 +15,8 @@ mod config_check;
 mod control;
 #[path = "api/failsafe.rs"]
 mod failsafe;
+#[path = "api/flood.rs"]
+mod flood;
 #[path = "api/harness.rs"]
 mod harness;
 #[path = "support/mod.rs"]

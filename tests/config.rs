@@ -6,6 +6,9 @@ use std::process::Command;
 use tenure::config::{self, ConfigError, ConfigErrors, Loaded, Store, VerifyClient};
 use tenure::ha::WatchdogMode;
 
+#[path = "config/hardening.rs"]
+mod hardening;
+
 const BASE: &str = "\
 scope: main
 name: pg1

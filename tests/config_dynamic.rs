@@ -91,6 +91,23 @@ fn lease_arithmetic_that_breaks_is_refused_naming_the_rule() {
     assert!(e.to_string().contains("must not exceed ttl"), "{e}");
 }
 
+/// Issue 13 item 8: huge numbers in the store's `config` key (or a PATCH /config) fail with the bound.
+#[test]
+fn huge_durations_in_the_config_key_name_the_bound() {
+    for (v, key) in [
+        (json!({"ttl": 1e300}), "ttl"),
+        (json!({"loop_wait": 9_223_372_036_854_776_u64}), "loop_wait"),
+        (json!({"retry_timeout": "604801"}), "retry_timeout"),
+        (
+            json!({"primary_start_timeout": 1e18}),
+            "primary_start_timeout",
+        ),
+    ] {
+        let e = refused(v.clone()).to_string();
+        assert!(e.contains(key) && e.contains("604800"), "{v}: {e}");
+    }
+}
+
 #[test]
 fn negative_absurd_and_mistyped_values_are_refused_naming_the_key() {
     for (v, key) in [

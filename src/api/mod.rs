@@ -3,9 +3,11 @@ mod auth;
 pub mod control;
 pub mod failsafe;
 pub mod health;
+mod limiter;
 mod metrics;
 pub mod requests;
 mod router;
+mod server;
 pub mod settings;
 pub mod state;
 mod status;
@@ -15,8 +17,7 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use tokio::net::TcpListener;
-use tokio::sync::mpsc;
+use tokio::net::{TcpListener, TcpSocket};
 use tokio::task::JoinHandle;
 
 pub use control::{
@@ -24,7 +25,11 @@ pub use control::{
     RestartRole, SwitchoverRequest,
 };
 pub use health::parse_lag;
+pub use limiter::{AUTH_FAILURE_WINDOW_MS, MAX_AUTH_FAILURES};
 pub use router::MAX_BODY_BYTES;
+pub use server::{
+    HEADER_READ_TIMEOUT, IDLE_TIMEOUT, MAX_CONNECTIONS, RESERVED_FOR_HEALTH, SHUTDOWN_TIMEOUT,
+};
 pub use settings::RestApiSettings;
 pub use state::{ApiState, Clock, Published, RuntimeCounters};
 pub use status::VERSION;
@@ -43,14 +48,24 @@ pub enum ApiError {
     Tls(String),
 }
 
+/// Connections the kernel queues before the server accepts them (tokio's `bind` asks for 128, which a
+/// burst of connections overflows while the accept loop waits for a core; the kernel caps it at somaxconn).
+const LISTEN_BACKLOG: u32 = 1024;
+
 /// Bind `settings.listen` (the agent's way in; tests bind `127.0.0.1:0` themselves).
 pub async fn bind(settings: &RestApiSettings) -> Result<TcpListener, ApiError> {
-    TcpListener::bind(settings.listen)
-        .await
-        .map_err(|source| ApiError::Bind {
-            addr: settings.listen,
-            source,
-        })
+    let addr = settings.listen;
+    let bind = || {
+        let socket = if addr.is_ipv4() {
+            TcpSocket::new_v4()?
+        } else {
+            TcpSocket::new_v6()?
+        };
+        socket.set_reuseaddr(true)?;
+        socket.bind(addr)?;
+        socket.listen(LISTEN_BACKLOG)
+    };
+    bind().map_err(|source| ApiError::Bind { addr, source })
 }
 
 /// Serve the API on `listener` until `shutdown` completes; returns the bound address and the task, which
@@ -81,14 +96,10 @@ pub async fn serve(
         state,
         auth,
         ttl_ms: settings.ttl_ms,
+        limiter: limiter::Limiter::default(),
     });
-    let (tx, rx) = mpsc::channel(64);
-    let accept = tokio::spawn(transport::accept_loop(listener, tls, tx));
-    let server = warp::serve(router::filter(ctx))
-        .serve_incoming_with_graceful_shutdown(transport::Incoming(rx), shutdown);
     let task = tokio::spawn(async move {
-        server.await;
-        let _ = accept.await;
+        server::run(listener, tls, router::filter(ctx), shutdown).await;
         tracing::info!(%addr, "REST API stopped");
     });
     tracing::info!(%addr, tls = tls_on, "REST API listening");

@@ -237,21 +237,26 @@ fn name(s: Option<String>) -> Option<NodeName> {
     s.filter(|s| !s.trim().is_empty()).map(NodeName)
 }
 
-/// `timeout`: seconds as a number or as text (`"30"`, `"30s"`).
+/// `timeout`: seconds as a number or as text (`"30"`, `"30s"`), from 1 (Patroni refuses `<= 0`) to a week.
 fn timeout_seconds(v: &serde_json::Value) -> Result<u64, BadRequest> {
-    let bad = || format!("timeout must be a number of seconds, got {v}");
-    match v {
-        serde_json::Value::Number(n) => n.as_u64().ok_or_else(bad),
+    let max = crate::config::defaults::MAX_DURATION_S;
+    let bad = || format!("Timeout should be a positive number of seconds, at most {max}; got {v}");
+    let s = match v {
+        serde_json::Value::Number(n) => n.as_u64().ok_or_else(bad)?,
         serde_json::Value::String(s) => {
             let s = s.trim();
             s.strip_suffix('s')
                 .unwrap_or(s)
                 .trim()
                 .parse()
-                .map_err(|_| bad())
+                .map_err(|_| bad())?
         }
-        _ => Err(bad()),
+        _ => return Err(bad()),
+    };
+    if s == 0 || s > max {
+        return Err(bad());
     }
+    Ok(s)
 }
 
 #[cfg(test)]

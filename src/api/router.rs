@@ -3,16 +3,18 @@ use std::convert::Infallible;
 use std::sync::Arc;
 
 use warp::http::header::{
-    HeaderValue, AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE, WWW_AUTHENTICATE,
+    HeaderValue, AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE, RETRY_AFTER, WWW_AUTHENTICATE,
 };
 use warp::http::{HeaderMap, Method, Response, StatusCode};
 use warp::hyper::Body;
 use warp::{Buf, Filter, Stream};
 
-use super::auth::Auth;
+use super::auth::{Auth, Denied};
 use super::control::{Accepted, ControlError};
 use super::health::{healthy, Check, HealthQuery};
+use super::limiter::Limiter;
 use super::requests::{self, FailoverOrSwitchover};
+use super::server::PeerAddr;
 use super::state::ApiState;
 use super::{metrics, status};
 
@@ -39,6 +41,7 @@ pub struct Ctx {
     pub state: ApiState,
     pub auth: Auth,
     pub ttl_ms: u64,
+    pub limiter: Limiter,
 }
 
 /// The whole API as one warp filter.
@@ -51,31 +54,43 @@ pub fn filter(
         .and(warp::path::full())
         .and(query)
         .and(warp::header::headers_cloned())
+        .and(warp::ext::optional::<PeerAddr>())
         .and(warp::body::stream())
         .and_then(
-            move |method: Method, path: warp::path::FullPath, query: String, headers, body| {
+            move |method: Method,
+                  path: warp::path::FullPath,
+                  query: String,
+                  headers,
+                  peer: Option<PeerAddr>,
+                  body| {
                 let ctx = ctx.clone();
                 async move {
-                    let r =
-                        handle(&ctx, method.as_str(), path.as_str(), &query, &headers, body).await;
-                    Ok::<_, Infallible>(r)
+                    let rq = Rq {
+                        method: method.as_str(),
+                        path: path.as_str(),
+                        headers: &headers,
+                        peer: peer.map(|p| p.0),
+                    };
+                    Ok::<_, Infallible>(handle(&ctx, &rq, &query, body).await)
                 }
             },
         )
 }
 
-async fn handle<S, B>(
-    ctx: &Ctx,
-    method: &str,
-    path: &str,
-    query: &str,
-    headers: &HeaderMap,
-    body: S,
-) -> Response<Body>
+/// What the handlers read of a request besides its query and body.
+struct Rq<'a> {
+    method: &'a str,
+    path: &'a str,
+    headers: &'a HeaderMap,
+    peer: Option<std::net::SocketAddr>,
+}
+
+async fn handle<S, B>(ctx: &Ctx, rq: &Rq<'_>, query: &str, body: S) -> Response<Body>
 where
     S: Stream<Item = Result<B, warp::Error>>,
     B: Buf,
 {
+    let (method, path) = (rq.method, rq.path);
     let read = matches!(method, "GET" | "HEAD");
     if let Some(check) = Check::for_path(path) {
         return match method {
@@ -111,7 +126,7 @@ where
             | ("POST" | "DELETE", "/switchover")
             | ("DELETE", "/restart")
             | ("POST", "/failover" | "/restart" | "/reinitialize" | "/reload" | "/failsafe") => {
-                control(ctx, method, path, headers, body).await
+                control(ctx, rq, body).await
             }
             _ if PATHS.contains(&path) => text(405, "method not allowed"),
             _ => text(404, "not found"),
@@ -157,35 +172,14 @@ fn from_snapshot(
 }
 
 /// A mutating request: credentials, then the bounded body, then its parse, then the agent's answer.
-async fn control<S, B>(
-    ctx: &Ctx,
-    method: &str,
-    path: &str,
-    headers: &HeaderMap,
-    body: S,
-) -> Response<Body>
+async fn control<S, B>(ctx: &Ctx, rq: &Rq<'_>, body: S) -> Response<Body>
 where
     S: Stream<Item = Result<B, warp::Error>>,
     B: Buf,
 {
-    if let Err(denied) = ctx
-        .auth
-        .check(headers.get(AUTHORIZATION).map(HeaderValue::as_bytes))
-    {
-        tracing::info!(
-            method,
-            path,
-            status = denied.status(),
-            "REST API: refused a control request"
-        );
-        let mut r = text(denied.status(), denied.message());
-        if denied.status() == 401 {
-            r.headers_mut().insert(
-                WWW_AUTHENTICATE,
-                HeaderValue::from_static(ctx.auth.challenge()),
-            );
-        }
-        return r;
+    let (method, path, headers) = (rq.method, rq.path, rq.headers);
+    if let Some(refused) = authorize(ctx, rq) {
+        return refused;
     }
     let bytes = match read_body(headers, body).await {
         Ok(b) => b,
@@ -241,6 +235,48 @@ where
         "REST API: control request"
     );
     r
+}
+
+/// `None` when the request may go on; else the refusal (401/403, or 429 for a client over the limit),
+/// logged with the client's address.
+fn authorize(ctx: &Ctx, rq: &Rq<'_>) -> Option<Response<Body>> {
+    let now_ms = (ctx.state.clock)().0;
+    let client = rq.peer.map(|p| p.ip());
+    let log = |status: u16| {
+        let client = client.map(|c| c.to_string()).unwrap_or_else(|| "?".into());
+        tracing::warn!(
+            method = rq.method,
+            path = rq.path,
+            status,
+            client = %client,
+            "REST API: refused a control request"
+        );
+    };
+    if let Some(retry_s) = client.and_then(|c| ctx.limiter.retry_after_s(c, now_ms)) {
+        log(429);
+        let mut r = text(429, "too many failed authentication attempts: retry later");
+        r.headers_mut()
+            .insert(RETRY_AFTER, HeaderValue::from(retry_s));
+        return Some(r);
+    }
+    let checked = ctx
+        .auth
+        .check(rq.headers.get(AUTHORIZATION).map(HeaderValue::as_bytes));
+    match (checked, client) {
+        (Ok(()), Some(c)) => ctx.limiter.succeeded(c),
+        (Err(Denied::Wrong), Some(c)) => ctx.limiter.failed(c, now_ms),
+        _ => {}
+    }
+    let denied = checked.err()?;
+    log(denied.status());
+    let mut r = text(denied.status(), denied.message());
+    if denied.status() == 401 {
+        r.headers_mut().insert(
+            WWW_AUTHENTICATE,
+            HeaderValue::from_static(ctx.auth.challenge()),
+        );
+    }
+    Some(r)
 }
 
 /// The body, at most `MAX_BODY_BYTES` (413 beyond, whether announced by Content-Length or not).

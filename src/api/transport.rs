@@ -1,13 +1,11 @@
-//! Connections: the accept loop (plain TCP, or TLS through tokio-rustls) feeding warp's server.
+//! Transport: plain TCP or TLS (tokio-rustls), and the TLS acceptor the settings ask for.
 use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::mpsc;
+use tokio::net::TcpStream;
 use tokio_rustls::rustls::pki_types::pem::PemObject;
 use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use tokio_rustls::rustls::server::WebPkiClientVerifier;
@@ -17,64 +15,10 @@ use tokio_rustls::TlsAcceptor;
 use super::settings::RestApiSettings;
 use super::ApiError;
 
-/// A client that does not finish its TLS handshake in this time is dropped.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
-/// Pause after a failed accept (out of file descriptors) before trying again.
-const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
-
 /// One accepted connection.
 pub enum Conn {
     Plain(TcpStream),
     Tls(Box<tokio_rustls::server::TlsStream<TcpStream>>),
-}
-
-/// The stream of accepted connections warp's server reads; ends when the accept loop stops.
-pub struct Incoming(pub mpsc::Receiver<Conn>);
-
-impl warp::Stream for Incoming {
-    type Item = Result<Conn, io::Error>;
-    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        self.0.poll_recv(cx).map(|c| c.map(Ok))
-    }
-}
-
-/// Accept until the server drops its `Incoming`; TLS handshakes run on their own tasks.
-pub async fn accept_loop(listener: TcpListener, tls: Option<TlsAcceptor>, tx: mpsc::Sender<Conn>) {
-    loop {
-        let (stream, peer) = tokio::select! {
-            _ = tx.closed() => return,
-            accepted = listener.accept() => match accepted {
-                Ok(a) => a,
-                Err(e) => {
-                    tracing::warn!(error = %e, "REST API: accept failed");
-                    tokio::time::sleep(ACCEPT_BACKOFF).await;
-                    continue;
-                }
-            },
-        };
-        let _ = stream.set_nodelay(true);
-        match &tls {
-            None => {
-                if tx.send(Conn::Plain(stream)).await.is_err() {
-                    return;
-                }
-            }
-            Some(acceptor) => {
-                let (acceptor, tx) = (acceptor.clone(), tx.clone());
-                tokio::spawn(async move {
-                    match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
-                        Ok(Ok(s)) => {
-                            let _ = tx.send(Conn::Tls(Box::new(s))).await;
-                        }
-                        Ok(Err(e)) => {
-                            tracing::debug!(%peer, error = %e, "REST API: TLS handshake failed")
-                        }
-                        Err(_) => tracing::debug!(%peer, "REST API: TLS handshake timed out"),
-                    }
-                });
-            }
-        }
-    }
 }
 
 /// The TLS acceptor the settings ask for: `None` without `certfile`; client certificates checked against

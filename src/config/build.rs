@@ -6,6 +6,7 @@ use crate::dcs::consul::{Consistency, ConsulSettings};
 use crate::dcs::etcd::{EtcdSettings, EtcdTls};
 use crate::ha::{CoreConfig, NodeName, Timing, WatchdogMode};
 
+use super::defaults::MAX_DURATION_S;
 use super::error::{ConfigError, Origin, Warning};
 use super::raw::{
     Hosts, RawConfig, RawConsistency, RawConsul, RawEtcd, RawWatchdogModeName, Seconds,
@@ -69,16 +70,19 @@ impl Ctx<'_> {
         v
     }
 
-    /// A duration in seconds as milliseconds; negative or non-finite values are errors.
+    /// A duration in seconds as milliseconds; negative, non-finite or above `MAX_DURATION_S` is an error
+    /// (larger is a typo, and would overflow the millisecond arithmetic downstream).
     pub fn ms(&mut self, v: Option<Seconds>, key: &str, default_ms: u64) -> u64 {
         match v {
             None => default_ms,
-            Some(Seconds(s)) if s.is_finite() && s >= 0.0 => (s * 1000.0).round() as u64,
+            Some(Seconds(s)) if s.is_finite() && (0.0..=MAX_DURATION_S as f64).contains(&s) => {
+                (s * 1000.0).round() as u64
+            }
             Some(Seconds(s)) => {
                 self.invalid(
                     key,
-                    format!("{s} is not a duration"),
-                    Some("give seconds >= 0"),
+                    format!("{s} is not a duration between 0 and {MAX_DURATION_S} s (a week)"),
+                    Some("give seconds, at most 604800"),
                 );
                 default_ms
             }
@@ -192,6 +196,7 @@ pub(crate) fn build(
     }
 
     let restapi = super::restapi::build(raw.restapi.take(), ctx);
+    let log = super::log::build(raw.log.take(), ctx);
     let dcs_pg = dcs.postgresql.take().unwrap_or_default();
     let pg = super::pg::build(&mut raw, dcs_pg, name.as_deref(), &tenure, env, ctx);
     let initdb = super::pg::initdb(bootstrap.initdb.unwrap_or_default(), ctx);
@@ -284,6 +289,7 @@ pub(crate) fn build(
         fencer,
         bootstrap_failsafe_mode,
         local_pg,
+        log,
     })
 }
 

@@ -16,6 +16,7 @@ use serde_json::Value;
 use crate::ha::{CoreConfig, Timing, TimingError};
 use crate::pg::PgSettings;
 
+use super::defaults::MAX_DURATION_S as MAX_SECONDS;
 use super::{Config, Store};
 
 /// Parameters only the cluster-wide config may set over the local file: they must agree across members
@@ -35,9 +36,6 @@ pub const PROTECTED: [&str; 10] = [
 
 /// Parameters tenure always sets itself; a value in the store is ignored, as in Patroni.
 pub const NEVER_FROM_STORE: [&str; 4] = ["listen_addresses", "port", "cluster_name", "hot_standby"];
-
-/// Upper bound for any duration in the key: larger is a typo, and would overflow the millisecond arithmetic.
-const MAX_SECONDS: u64 = 7 * 86_400;
 
 /// The `config` key, typed. `None`: the key does not set it.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -98,6 +96,16 @@ fn whole(key: &str, v: &Value) -> Result<Option<i64>, DynamicError> {
 }
 
 fn seconds(key: &str, v: Option<&Value>) -> Result<Option<u64>, DynamicError> {
+    // A number too large for a whole i64 (1e300) is still too long, not "not a whole number".
+    if let Some(f) = v
+        .and_then(Value::as_f64)
+        .filter(|f| *f > MAX_SECONDS as f64)
+    {
+        return Err(invalid(
+            key,
+            format!("{f} s is more than a week ({MAX_SECONDS} s); write seconds"),
+        ));
+    }
     let Some(n) = v.map(|v| whole(key, v)).transpose()?.flatten() else {
         return Ok(None);
     };
@@ -108,7 +116,7 @@ fn seconds(key: &str, v: Option<&Value>) -> Result<Option<u64>, DynamicError> {
     if n > MAX_SECONDS {
         return Err(invalid(
             key,
-            format!("{n} s is more than a week; write seconds"),
+            format!("{n} s is more than a week ({MAX_SECONDS} s); write seconds"),
         ));
     }
     Ok(Some(n * 1000))

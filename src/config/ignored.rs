@@ -4,9 +4,40 @@ use serde_yaml::Value;
 /// Patroni keys tenure accepts and ignores, with the reason given in the warning. A `*` segment matches any
 /// key. Every row needs an `Option<Ignored>` field in `raw.rs` (a test checks each row parses).
 pub const IGNORED: &[(&str, &str)] = &[
+    ("log.traceback_level", "tenure logs no Python tracebacks"),
     (
-        "log",
-        "tenure logs to stderr through tracing; filter with RUST_LOG",
+        "log.format",
+        "tenure's line format is fixed (plain key=value, or JSON with `log.type: json`)",
+    ),
+    ("log.dateformat", "timestamps are RFC 3339 UTC"),
+    (
+        "log.static_fields",
+        "not supported; add fields in the log pipeline",
+    ),
+    (
+        "log.max_queue_size",
+        "tenure writes log lines synchronously",
+    ),
+    (
+        "log.dir",
+        "tenure logs to stderr: let the service manager (journald) keep files",
+    ),
+    (
+        "log.mode",
+        "tenure logs to stderr: let the service manager (journald) keep files",
+    ),
+    (
+        "log.file_num",
+        "tenure logs to stderr: let the service manager (journald) keep files",
+    ),
+    (
+        "log.file_size",
+        "tenure logs to stderr: let the service manager (journald) keep files",
+    ),
+    ("log.loggers", "filter per module with RUST_LOG"),
+    (
+        "log.deduplicate_heartbeat_logs",
+        "tenure logs one line per cycle at INFO; raise log.level to quiet it",
     ),
     (
         "ctl",

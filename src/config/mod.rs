@@ -18,6 +18,7 @@ pub mod dynamic;
 mod env;
 mod error;
 pub mod ignored;
+mod log;
 mod pg;
 mod raw;
 mod restapi;
@@ -25,6 +26,7 @@ mod timing;
 
 pub use env::ENV;
 pub use error::{ConfigError, ConfigErrors, Origin, Warning};
+pub use log::{LogFormat, LogSettings};
 pub use restapi::{BasicAuth, RestApiConfig, RestAuth, RestTls, VerifyClient};
 
 /// tenure's defaults where Patroni's would not do, and Patroni's where they would.
@@ -49,6 +51,9 @@ pub mod defaults {
     pub const PG_CTL_TIMEOUT_MS: u64 = 60_000;
     pub const SAFETY_MARGIN_MS: u64 = 5_000;
     pub const USE_PG_REWIND: bool = true;
+    /// Upper bound of every duration from outside (file, store, REST): larger is a typo, and would
+    /// overflow the millisecond arithmetic.
+    pub const MAX_DURATION_S: u64 = 7 * 86_400;
 }
 
 /// Which store the cluster lives in, with its client settings.
@@ -111,6 +116,8 @@ pub struct Config {
     pub bootstrap_failsafe_mode: bool,
     /// The PostgreSQL settings by source, for merging with the store's `config` key (`dynamic`).
     pub local_pg: LocalPg,
+    /// `log:` (Patroni 4's `type` and `level`).
+    pub log: LogSettings,
 }
 
 /// Where the PostgreSQL settings came from, for merging with the store's `config` key.

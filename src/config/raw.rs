@@ -140,6 +140,26 @@ impl<'de> Deserialize<'de> for InitdbOption {
     }
 }
 
+/// Patroni 4's `log:`; the keys other than `type` and `level` are accepted and ignored (file output,
+/// formats and per-logger levels are the service manager's and `RUST_LOG`'s job).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawLog {
+    pub r#type: Option<String>,
+    pub level: Option<String>,
+    pub traceback_level: Option<Ignored>,
+    pub format: Option<Ignored>,
+    pub dateformat: Option<Ignored>,
+    pub static_fields: Option<Ignored>,
+    pub max_queue_size: Option<Ignored>,
+    pub dir: Option<Ignored>,
+    pub mode: Option<Ignored>,
+    pub file_num: Option<Ignored>,
+    pub file_size: Option<Ignored>,
+    pub loggers: Option<Ignored>,
+    pub deduplicate_heartbeat_logs: Option<Ignored>,
+}
+
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawConfig {
@@ -154,7 +174,7 @@ pub struct RawConfig {
     pub tags: Option<BTreeMap<String, serde_yaml::Value>>,
     pub watchdog: Option<RawWatchdog>,
     pub tenure: Option<RawTenure>,
-    pub log: Option<Ignored>,
+    pub log: Option<RawLog>,
     pub ctl: Option<Ignored>,
     pub citus: Option<Ignored>,
     pub etcd: Option<Ignored>,

@@ -105,6 +105,47 @@ fn parse_listen(s: &str) -> Option<SocketAddr> {
     Some(SocketAddr::new(ip, port))
 }
 
+/// Credentials, or the explicit choice of none: an empty token and credentials that
+/// `allow_unauthenticated` would silently override are refused.
+fn auth(
+    basic: Option<BasicAuth>,
+    token: Option<String>,
+    allow_unauthenticated: Option<bool>,
+    ctx: &mut Ctx,
+) -> Option<RestAuth> {
+    if token.as_deref() == Some("") {
+        ctx.invalid(
+            "restapi.token",
+            "must not be empty",
+            Some("set a token, or remove restapi.token"),
+        );
+        return None;
+    }
+    let auth = RestAuth {
+        basic,
+        token,
+        allow_unauthenticated: allow_unauthenticated.unwrap_or(false),
+    };
+    let has_credentials = auth.basic.is_some() || auth.token.is_some();
+    if auth.allow_unauthenticated && has_credentials {
+        ctx.invalid(
+            "restapi.allow_unauthenticated",
+            "is true next to restapi.authentication or restapi.token: the credentials would protect nothing",
+            Some("remove allow_unauthenticated to require the credentials, or remove the credentials"),
+        );
+        return None;
+    }
+    if !has_credentials && !auth.allow_unauthenticated {
+        ctx.missing(
+            "restapi.authentication",
+            "unsafe endpoints (switchover, pause) need credentials: set restapi.authentication \
+             {username, password} or restapi.token, or `allow_unauthenticated: true` to open them to anyone",
+        );
+        return None;
+    }
+    Some(auth)
+}
+
 pub(crate) fn build(raw: Option<RawRestApi>, ctx: &mut Ctx) -> Option<RestApiConfig> {
     let raw = raw.unwrap_or_default();
     let listen_s = ctx.required(raw.listen, "restapi.listen", "e.g. `listen: 0.0.0.0:8008`")?;
@@ -130,6 +171,15 @@ pub(crate) fn build(raw: Option<RawRestApi>, ctx: &mut Ctx) -> Option<RestApiCon
     let basic = match raw.authentication {
         None => None,
         Some(a) => match (a.username, a.password) {
+            // An empty name or password would make `Authorization: Basic Og==` (":") a valid login.
+            (Some(u), Some(p)) if u.is_empty() || p.is_empty() => {
+                ctx.invalid(
+                    "restapi.authentication",
+                    "username and password must not be empty",
+                    Some("set both, or remove restapi.authentication"),
+                );
+                return None;
+            }
             (Some(username), Some(password)) => Some(BasicAuth { username, password }),
             _ => {
                 ctx.invalid(
@@ -141,19 +191,7 @@ pub(crate) fn build(raw: Option<RawRestApi>, ctx: &mut Ctx) -> Option<RestApiCon
             }
         },
     };
-    let auth = RestAuth {
-        basic,
-        token: raw.token.filter(|t| !t.is_empty()),
-        allow_unauthenticated: raw.allow_unauthenticated.unwrap_or(false),
-    };
-    if auth.basic.is_none() && auth.token.is_none() && !auth.allow_unauthenticated {
-        ctx.missing(
-            "restapi.authentication",
-            "unsafe endpoints (switchover, pause) need credentials: set restapi.authentication \
-             {username, password} or restapi.token, or `allow_unauthenticated: true` to open them to anyone",
-        );
-        return None;
-    }
+    let auth = auth(basic, raw.token, raw.allow_unauthenticated, ctx)?;
     let verify_client = match raw.verify_client.unwrap_or(RawVerifyClient::None) {
         RawVerifyClient::None => VerifyClient::None,
         RawVerifyClient::Required => VerifyClient::Required,

@@ -25,7 +25,7 @@ impl Consistency {
 }
 
 /// Everything the client needs to know.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct ConsulSettings {
     /// `http://127.0.0.1:8500` (the local agent) or `https://...:8501`.
     pub url: String,
@@ -46,6 +46,25 @@ pub struct ConsulSettings {
     /// would add straight to failover time, and the TTL already gave the old primary its time to fence.
     /// (Consul reads bare numbers below 1000 as seconds, so it is always sent as a duration string.)
     pub lock_delay_ms: u64,
+}
+
+/// The token never reaches a log line.
+impl std::fmt::Debug for ConsulSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ConsulSettings")
+            .field("url", &self.url)
+            .field("token", &self.token.as_ref().map(|_| "<hidden>"))
+            .field("cacert", &self.cacert)
+            .field("cert", &self.cert)
+            .field("key", &self.key)
+            .field("consistency", &self.consistency)
+            .field("scope", &self.scope)
+            .field("namespace", &self.namespace)
+            .field("name", &self.name)
+            .field("ttl_ms", &self.ttl_ms)
+            .field("lock_delay_ms", &self.lock_delay_ms)
+            .finish()
+    }
 }
 
 impl ConsulSettings {

@@ -2,7 +2,7 @@
 use crate::dcs::KeyLayout;
 
 /// How to reach etcd and who we are in it.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct EtcdSettings {
     /// `http://host:port` URLs of the etcd client endpoints.
     pub endpoints: Vec<String>,
@@ -16,6 +16,22 @@ pub struct EtcdSettings {
     pub user: Option<String>,
     pub password: Option<String>,
     pub tls: Option<EtcdTls>,
+}
+
+/// The password never reaches a log line.
+impl std::fmt::Debug for EtcdSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EtcdSettings")
+            .field("endpoints", &self.endpoints)
+            .field("scope", &self.scope)
+            .field("namespace", &self.namespace)
+            .field("name", &self.name)
+            .field("ttl_ms", &self.ttl_ms)
+            .field("user", &self.user)
+            .field("password", &self.password.as_ref().map(|_| "<hidden>"))
+            .field("tls", &self.tls)
+            .finish()
+    }
 }
 
 /// Client TLS material (PEM files).
