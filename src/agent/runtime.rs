@@ -91,6 +91,7 @@ pub async fn run_loop(
     let mut exec = Executor::new(dcs.clone(), pg.clone(), config.initdb.clone());
     exec.bootstrap_config = bootstrap_config(&local_core, &config);
     exec.watchdog = super::watchdog::Watchdog::new(config.watchdog.clone());
+    exec.hooks = super::hooks::HookRunner::new(config.local_pg.hooks.clone(), config.scope.clone());
     exec.failsafe = failsafe_poster(&config, &core);
     exec.peer_client =
         super::peers::client(&config.restapi_settings()).map_err(AgentError::PeerClient)?;
