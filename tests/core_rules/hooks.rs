@@ -120,14 +120,19 @@ fn a_pre_promote_killed_at_its_deadline_is_a_veto() {
         .leader("pg1")
         .member_replica("pg2", 500)
         .optime(500);
-    let o = obs(9_000).pg_replica(1, 500).store(c).outcome(
+    let o = obs(3_300).pg_replica(1, 500).store(c).outcome(
         Action::PrePromote,
         1_200,
-        Outcome::Failed("pre_promote script ran out of time and was killed".into()),
+        Outcome::Failed(
+            "pre_promote script `/bin/sleep 3600` ran out of time and was killed".into(),
+        ),
     );
     let d = decide(&hooked("pg1", false, true, false), &mem().leased(1_000), &o);
-    assert!(d.memory.pre_promote_veto || d.memory.lease.is_none());
-    assert!(!d.actions.contains(&Action::Promote));
+    expect(
+        &d,
+        Reason::PrePromoteVetoed,
+        &[Action::ReleaseLeader, Action::DisarmFence],
+    );
 }
 
 #[test]
@@ -268,4 +273,37 @@ fn an_agent_started_beside_a_running_replica_calls_on_start_once() {
         .outcome(d.actions[0].clone(), 1_000, Outcome::Done);
     let d2 = decide(&c, &d.memory, &o2);
     assert_eq!(d2.actions, vec![], "once");
+}
+
+#[test]
+fn an_operator_restart_runs_before_stop_and_on_restart_only() {
+    let c = cluster().leader("pg1").member_replica("pg2", 500);
+    let o = Observation {
+        request: Some(OperatorRequest::Restart {
+            at_wall_ms: None,
+            filter: RestartFilter {
+                role: None,
+                pending_only: false,
+                below_version: None,
+            },
+        }),
+        ..obs(1_500).pg_replica_of(1, 500, "pg1").store(c)
+    };
+    let d = decide(
+        &hooked("pg2", true, false, true),
+        &with_role(CallbackRole::Replica),
+        &o,
+    );
+    assert_eq!(
+        d.actions,
+        vec![
+            Action::BeforeStop,
+            stop_fast(),
+            Action::StartReplica {
+                upstream: Some(n("pg1"))
+            },
+            cb(CallbackEvent::OnRestart, CallbackRole::Replica),
+            Action::DisarmFence,
+        ]
+    );
 }
