@@ -136,6 +136,16 @@ pub(crate) fn annotate(
             role = Some(role_after(event, r));
         }
     }
+    if hooks.callbacks && ctx.obs.pg_reloaded {
+        // Patroni's reload(): on_reload with the role PostgreSQL runs as.
+        if let Some(r) = role.or_else(|| running_role(ctx)) {
+            out.push(Action::Callback {
+                event: CallbackEvent::OnReload,
+                role: r,
+            });
+            role = Some(r);
+        }
+    }
     if hooks.callbacks && mem.callback_role.is_none() && role.is_none() {
         if let Some(r) = already_running(ctx) {
             // Patroni calls on_start once it finds PostgreSQL running without having called any callback
@@ -182,6 +192,10 @@ fn already_running(ctx: &Ctx) -> Option<CallbackRole> {
     if ctx.obs.shutting_down || !matches!(ctx.obs.job, JobStatus::Idle) {
         return None;
     }
+    running_role(ctx)
+}
+
+fn running_role(ctx: &Ctx) -> Option<CallbackRole> {
     match ctx.local {
         Local::Primary(_) => Some(CallbackRole::Primary),
         Local::Replica(_) => Some(CallbackRole::Replica),

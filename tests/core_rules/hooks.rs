@@ -307,3 +307,24 @@ fn an_operator_restart_runs_before_stop_and_on_restart_only() {
         ]
     );
 }
+
+#[test]
+fn a_settings_reload_is_followed_by_on_reload_with_the_running_role() {
+    let c = cluster()
+        .leader("pg1")
+        .member_replica("pg2", 500)
+        .optime(500);
+    let o = Observation {
+        pg_reloaded: true,
+        ..obs(1_500).pg_primary(1, 500).store(c)
+    };
+    let d = decide(
+        &hooked("pg1", true, false, false),
+        &with_role(CallbackRole::Primary).leased(1_000),
+        &o,
+    );
+    assert_eq!(
+        d.actions,
+        vec![cb(CallbackEvent::OnReload, CallbackRole::Primary)]
+    );
+}

@@ -1,7 +1,8 @@
 //! Patroni's callbacks end to end (issue 12), on real agents, PostgreSQL 15 and etcd: a script that appends
 //! its arguments to a file records, across bootstrap, a switchover and a crash failover, the sequence
 //! Patroni 4 produces (written down below from its source); a slow callback is killed by the next one; a
-//! hanging `pre_promote` is killed and its key given up within the ttl.
+//! hanging `pre_promote` is killed and its key given up within the ttl; a change in the `config` key's
+//! parameters is followed by on_reload on every member.
 //!
 //! Run with `cargo test --test e2e_callbacks -- --nocapture` (as root or as `postgres`).
 #[path = "common.rs"]
@@ -267,6 +268,19 @@ fn callbacks_across_switchover_and_crash_failover_slow_killed_hanging_pre_promot
     c.start_agent(cand);
     wait_rejoined(&mut c, cand, p);
     expect_seq(&mut c, &path, mark, cand, &["on_start replica"]);
+
+    // A changed parameter in the `config` key: every member reloads PostgreSQL, then on_reload <role>.
+    let mark = read_log(&path).len();
+    let (code, out, err) = tenure_cli(
+        &c,
+        p,
+        &["edit-config", "--set", "postgresql.parameters.work_mem=8MB"],
+    );
+    assert_eq!(code, 0, "edit-config: {out} {err}");
+    expect_seq(&mut c, &path, mark, p, &["on_reload primary"]);
+    for r in others(p) {
+        expect_seq(&mut c, &path, mark, r, &["on_reload replica"]);
+    }
     c.assert_never_two_primaries();
     assert_eq!(NODES, 3);
     log(&c, &format!("done in {:.1} s", t0.elapsed().as_secs_f64()));

@@ -126,6 +126,7 @@ impl Agent {
             request: None,
             failsafe_replies: None,
             failsafe_grant: None,
+            pg_reloaded: false,
         }
     }
 }
