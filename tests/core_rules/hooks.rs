@@ -328,3 +328,28 @@ fn a_settings_reload_is_followed_by_on_reload_with_the_running_role() {
         vec![cb(CallbackEvent::OnReload, CallbackRole::Primary)]
     );
 }
+
+#[test]
+fn a_vetoed_switchover_candidate_clears_the_switchover_then_releases() {
+    // Without the clear the others would wait for the requested candidate while it backs off.
+    let c = cluster()
+        .leader("pg1")
+        .member_replica("pg2", 500)
+        .optime(500)
+        .switchover(Some("pg2"), Some("pg1"));
+    let o = obs(1_300).pg_replica(1, 500).store(c).outcome(
+        Action::PrePromote,
+        1_200,
+        Outcome::Failed("exited with exit status: 1".into()),
+    );
+    let d = decide(&hooked("pg1", false, true, false), &mem().leased(1_000), &o);
+    expect(
+        &d,
+        Reason::PrePromoteVetoed,
+        &[
+            Action::ClearSwitchover,
+            Action::ReleaseLeader,
+            Action::DisarmFence,
+        ],
+    );
+}

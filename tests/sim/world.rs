@@ -126,7 +126,6 @@ impl Agent {
             request: None,
             failsafe_replies: None,
             failsafe_grant: None,
-            pg_reloaded: false,
         }
     }
 }
