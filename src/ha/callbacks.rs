@@ -99,6 +99,16 @@ pub(crate) fn annotate(
     let hooks = ctx.cfg.hooks;
     let mut role = mem.callback_role;
     let mut out = Vec::with_capacity(actions.len() + 2);
+    let gave_up = matches!(reason, Reason::StartFailedReleasing { .. });
+    if hooks.callbacks && gave_up && role == Some(CallbackRole::Primary) {
+        // Patroni's post_recover: the key holder whose PostgreSQL failed to start is `demoted`, said before
+        // the key goes.
+        out.push(Action::Callback {
+            event: CallbackEvent::OnRoleChange,
+            role: CallbackRole::Demoted,
+        });
+        role = Some(CallbackRole::Demoted);
+    }
     let mut restarting = false;
     for (i, a) in actions.iter().enumerate() {
         let fast_stop = matches!(

@@ -353,3 +353,28 @@ fn a_vetoed_switchover_candidate_clears_the_switchover_then_releases() {
         ],
     );
 }
+
+#[test]
+fn a_primary_that_failed_to_start_says_on_role_change_demoted_before_releasing() {
+    let c = cluster()
+        .leader("pg1")
+        .member_replica("pg2", 500)
+        .optime(500);
+    let o = obs(1_600)
+        .pg_stopped_primary(1, 500, false)
+        .store(c)
+        .outcome(Action::StartPrimary, 1_500, Outcome::Failed("no".into()));
+    let d = decide(
+        &hooked("pg1", true, false, false),
+        &with_role(CallbackRole::Primary).leased(1_000),
+        &o,
+    );
+    assert_eq!(
+        d.actions,
+        vec![
+            cb(CallbackEvent::OnRoleChange, CallbackRole::Demoted),
+            Action::ReleaseLeader,
+            Action::DisarmFence,
+        ]
+    );
+}
