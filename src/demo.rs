@@ -144,6 +144,7 @@ impl Demo {
                 api_port: local::free_port().map_err(failed)?,
                 store: StoreAddr::Etcd(format!("127.0.0.1:{etcd_port}")),
                 timings: Timings::FAST,
+                postgresql_extra: String::new(),
             };
             spec.prepare(run_as.owner()).map_err(failed)?;
             demo.nodes.push(spec);

@@ -595,13 +595,13 @@ fn validate_config_exits_0_or_64_naming_file_and_key() {
     let warned = dir.path().join("warned.yml");
     std::fs::write(
         &warned,
-        base_with("postgresql.callbacks", "{on_start: /bin/true}"),
+        base_with("postgresql.basebackup", "{max-rate: 100M}"),
     )
     .unwrap();
     let (code, out, err) = tenure(&["agent", "--validate-config", warned.to_str().unwrap()]);
     assert_eq!((code, out.trim()), (0, "config OK"), "{err}");
     assert!(
-        err.contains("warning") && err.contains("postgresql.callbacks"),
+        err.contains("warning") && err.contains("postgresql.basebackup"),
         "{err}"
     );
 
@@ -745,4 +745,45 @@ fn etcd_tls_settings_and_their_refusals() {
     );
     let e = err(&etcd("hosts: 'http://a:2379', cacert: /etc/ca.pem"));
     assert!(e.contains("etcd3.hosts") && e.contains("plain http"), "{e}");
+}
+
+#[test]
+fn hooks_are_split_as_patroni_splits_them() {
+    let mut doc: serde_yaml::Value = serde_yaml::from_str(BASE).unwrap();
+    let pg = doc["postgresql"].as_mapping_mut().unwrap();
+    let hooks: serde_yaml::Value = serde_yaml::from_str(
+        "{callbacks: {on_start: \"/usr/local/bin/cb.sh 'a b'\", on_role_change: /usr/local/bin/cb.sh}, \
+         pre_promote: /usr/local/bin/fence.sh --check, before_stop: /bin/sync}",
+    )
+    .unwrap();
+    pg.extend(hooks.as_mapping().unwrap().clone());
+    let text = serde_yaml::to_string(&doc).unwrap();
+    let c = ok(&text).config;
+    let hooks = &c.local_pg.hooks;
+    assert_eq!(
+        hooks.callbacks.get(&tenure::ha::CallbackEvent::OnStart),
+        Some(&vec!["/usr/local/bin/cb.sh".to_string(), "a b".to_string()])
+    );
+    assert_eq!(hooks.callbacks.len(), 2);
+    assert_eq!(
+        hooks.pre_promote,
+        Some(vec!["/usr/local/bin/fence.sh".into(), "--check".into()])
+    );
+    assert_eq!(hooks.before_stop, Some(vec!["/bin/sync".into()]));
+    let core = c.core_config();
+    assert!(core.hooks.callbacks && core.hooks.pre_promote && core.hooks.before_stop);
+}
+
+#[test]
+fn a_bad_hook_names_its_key() {
+    let e = err(&base_with(
+        "postgresql.callbacks",
+        "{on_promote: /bin/true}",
+    ));
+    assert!(e.contains("on_promote"), "{e}");
+    let e = err(&base_with("postgresql.pre_promote", "\"/bin/fence 'x\""));
+    assert!(
+        e.contains("postgresql.pre_promote") && e.contains("unclosed quote"),
+        "{e}"
+    );
 }

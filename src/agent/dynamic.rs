@@ -104,20 +104,28 @@ pub fn changes(core: &CoreConfig, pg: &PgSettings, next: &Effective) -> Vec<Stri
 /// Rewrite `tenure.conf` and `pg_hba.conf` for `pg` and reload PostgreSQL when it runs. A parameter that
 /// needs a restart then shows as `pending_restart` (PostgreSQL's `pg_settings`), which members publish.
 /// Nothing is written into a data directory that is not there yet, or while a job may be replacing it.
-pub async fn apply_pg(pg: &PgSettings, running: bool, job_running: bool) {
+/// Whether a running PostgreSQL was reloaded.
+pub async fn apply_pg(pg: &PgSettings, running: bool, job_running: bool) -> bool {
     if job_running || !pg.data_path("postgresql.conf").exists() {
-        return;
+        return false;
     }
     if let Err(e) =
         crate::pg::config::write_config(pg).and_then(|()| crate::pg::config::write_hba(pg))
     {
         warn!(error = %e, "could not write the new PostgreSQL settings");
-        return;
+        return false;
     }
-    if running {
-        match crate::pg::ctl::reload(pg).await {
-            Ok(()) => info!("PostgreSQL reloaded with the store's settings"),
-            Err(e) => warn!(error = %e, "could not reload PostgreSQL"),
+    if !running {
+        return false;
+    }
+    match crate::pg::ctl::reload(pg).await {
+        Ok(()) => {
+            info!("PostgreSQL reloaded with the store's settings");
+            true
+        }
+        Err(e) => {
+            warn!(error = %e, "could not reload PostgreSQL");
+            false
         }
     }
 }

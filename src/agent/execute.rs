@@ -38,6 +38,8 @@ pub struct Executor {
     pub failsafe: super::peers::FailsafePoster,
     /// For requests to the other members' REST APIs (`peers::client`; the runtime installs it).
     pub peer_client: reqwest::Client,
+    /// Callbacks, `pre_promote`, `before_stop` (the runtime installs the configured commands).
+    pub hooks: super::hooks::HookRunner,
     job: Option<(Job, JoinHandle<Result<(), String>>)>,
     finished: Option<(Job, JobResult)>,
 }
@@ -67,6 +69,7 @@ impl Executor {
                 .no_proxy()
                 .build()
                 .unwrap_or_default(),
+            hooks: Default::default(),
             job: None,
             finished: None,
         }
@@ -215,6 +218,18 @@ impl Executor {
                 store(self.dcs.write_failsafe(&members, deadline).await)
             }
             Action::StartJob(job) => self.start_job(job.clone()).await,
+            Action::Callback { event, role } => {
+                self.hooks.callback(*event, *role);
+                Outcome::Done
+            }
+            Action::PrePromote => match self.hooks.pre_promote(deadline).await {
+                Ok(()) => Outcome::Done,
+                Err(why) => Outcome::Failed(why),
+            },
+            Action::BeforeStop => {
+                self.hooks.before_stop(deadline).await;
+                Outcome::Done
+            }
             Action::ArmFence { deadline } => {
                 if let Err(e) = self.fence.arm(*deadline) {
                     return Outcome::Failed(e.to_string());

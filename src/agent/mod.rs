@@ -6,6 +6,7 @@ pub mod control;
 pub mod dynamic;
 pub mod execute;
 pub mod fence;
+pub mod hooks;
 pub mod peers;
 pub mod reload;
 mod runtime;

@@ -91,6 +91,7 @@ pub async fn run_loop(
     let mut exec = Executor::new(dcs.clone(), pg.clone(), config.initdb.clone());
     exec.bootstrap_config = bootstrap_config(&local_core, &config);
     exec.watchdog = super::watchdog::Watchdog::new(config.watchdog.clone());
+    exec.hooks = super::hooks::HookRunner::new(config.local_pg.hooks.clone(), config.scope.clone());
     exec.failsafe = failsafe_poster(&config, &core);
     exec.peer_client =
         super::peers::client(&config.restapi_settings()).map_err(AgentError::PeerClient)?;
@@ -123,9 +124,10 @@ pub async fn run_loop(
             }
         };
         let (pg_state, running) = observe_pg(&pg).await;
+        let mut pg_reloaded = false;
         if dynamic.observe(&config, &local_core, config_key.as_ref()) {
             let next = dynamic.effective(&config, &local_core);
-            run_with(next, &mut core, &mut pg, &mut exec, &pg_state).await;
+            pg_reloaded = run_with(next, &mut core, &mut pg, &mut exec, &pg_state).await;
             retry_ms = core.timing.retry_timeout_ms;
         }
         let streaming = matches!(&pg_state, PgState::Running(r) if r.streaming);
@@ -143,6 +145,7 @@ pub async fn run_loop(
             request: pending.as_ref().map(|p| p.request.clone()),
             failsafe_replies: exec.failsafe_replies.take(),
             failsafe_grant: lock(&failsafe).grant.clone(),
+            pg_reloaded,
         };
         let d = decide(&core, &mem, &obs);
         info!(reason = %d.reason, actions = ?d.actions, "cycle");
@@ -215,16 +218,17 @@ pub async fn run_loop(
 
 /// Run with the settings the store's `config` key gives from now on: a new `ttl` for the store's next
 /// session/lease (the core counts the running term on its own), PostgreSQL's files rewritten and reloaded.
+/// Whether a running PostgreSQL was reloaded.
 async fn run_with(
     next: crate::config::dynamic::Effective,
     core: &mut crate::ha::CoreConfig,
     pg: &mut crate::pg::PgSettings,
     exec: &mut Executor,
     pg_state: &PgState,
-) {
+) -> bool {
     let changed = super::dynamic::changes(core, pg, &next);
     if changed.is_empty() {
-        return;
+        return false;
     }
     info!(changed = %changed.join(", "), "applying the store's config");
     exec.dcs.set_ttl(next.core.timing.ttl_ms);
@@ -232,10 +236,8 @@ async fn run_with(
     *core = next.core;
     *pg = next.pg.clone();
     exec.pg = next.pg;
-    if pg_changed {
-        let running = matches!(pg_state, PgState::Running(_));
-        super::dynamic::apply_pg(pg, running, exec.job_running()).await;
-    }
+    let running = matches!(pg_state, PgState::Running(_));
+    pg_changed && super::dynamic::apply_pg(pg, running, exec.job_running()).await
 }
 
 /// SIGHUP: re-read the file the agent started from and say what changes; `None` when the file is not

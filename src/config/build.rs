@@ -274,6 +274,7 @@ pub(crate) fn build(
     core.remove_data_directory_on_diverged_timelines = rewind.on_diverged_timelines;
     core.watchdog = watchdog.mode;
     core.failsafe_timeout_ms = failsafe_timeout_ms;
+    core.hooks = local_pg.hooks.configured();
     Some(Config {
         file: ctx.file.to_path_buf(),
         scope,

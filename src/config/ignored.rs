@@ -114,7 +114,6 @@ pub const IGNORED: &[(&str, &str)] = &[
         "bootstrap.dcs.postgresql.recovery_conf",
         "extra recovery settings are not written",
     ),
-    ("postgresql.callbacks", "callback scripts are not run"),
     (
         "postgresql.create_replica_methods",
         "replicas are always cloned with pg_basebackup",
@@ -123,11 +122,6 @@ pub const IGNORED: &[(&str, &str)] = &[
         "postgresql.basebackup",
         "pg_basebackup runs with tenure's own options",
     ),
-    (
-        "postgresql.pre_promote",
-        "no pre-promote script runs; tenure fences by lease",
-    ),
-    ("postgresql.before_stop", "no before-stop script runs"),
     ("postgresql.proxy_address", "no proxy_url is published"),
     ("postgresql.use_unix_socket", "tenure connects over TCP"),
     (

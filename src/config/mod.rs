@@ -17,6 +17,7 @@ mod build;
 pub mod dynamic;
 mod env;
 mod error;
+pub mod hooks;
 pub mod ignored;
 mod log;
 mod pg;
@@ -130,6 +131,8 @@ pub struct LocalPg {
     /// `bootstrap.dcs.postgresql.parameters` / `pg_hba`: uploaded with the rest of `bootstrap.dcs`.
     pub bootstrap_parameters: BTreeMap<String, String>,
     pub bootstrap_pg_hba: Option<Vec<String>>,
+    /// `postgresql.callbacks`, `pre_promote`, `before_stop` (the file only: Patroni reads them locally).
+    pub hooks: hooks::HookCommands,
 }
 
 /// A config and the warnings (ignored keys, unknown variables) found while reading it.

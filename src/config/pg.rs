@@ -126,6 +126,7 @@ pub(crate) fn build(
         use_pg_rewind: p.use_pg_rewind,
         bootstrap_parameters: text(dcs.parameters),
         bootstrap_pg_hba: dcs.pg_hba.clone(),
+        hooks: super::hooks::build(p.callbacks, p.pre_promote, p.before_stop, ctx),
     };
     let mut parameters = local.bootstrap_parameters.clone();
     parameters.extend(local.parameters.clone());

@@ -66,6 +66,8 @@ pub struct NodeSpec {
     pub api_port: u16,
     pub store: StoreAddr,
     pub timings: Timings,
+    /// More `postgresql:` keys, as YAML lines indented by two spaces (the end-to-end hooks test).
+    pub postgresql_extra: String,
 }
 
 impl NodeSpec {
@@ -152,7 +154,7 @@ postgresql:
     max_connections: 40
     fsync: 'off'
   use_pg_rewind: true
-watchdog:
+{pg_extra}watchdog:
   mode: 'off'
 tenure:
   fence_budget: {fence}
@@ -171,6 +173,7 @@ tenure:
             su = SUPERUSER.0,
             su_pw = SUPERUSER.1,
             fence = t.fence_budget_s,
+            pg_extra = self.postgresql_extra,
         )
     }
 

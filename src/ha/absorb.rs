@@ -44,6 +44,10 @@ pub(crate) fn absorb(cfg: &CoreConfig, mem: &Memory, obs: &Observation) -> Memor
     if m.lease.is_some_and(|l| !l.valid_at(obs.now)) {
         m.lease = None;
     }
+    if m.lease.is_none() {
+        // A veto holds for the term it was given in.
+        m.pre_promote_veto = false;
+    }
     if m.failsafe_until.is_some_and(|u| obs.now >= u) {
         m.failsafe_until = None;
     }
@@ -81,6 +85,13 @@ fn absorb_one(
             m.switchover_stopped_at = None;
         }
         (Action::RaceInitialize, Outcome::Done) => m.bootstrapping = true,
+        (Action::Callback { event, role }, Outcome::Done) => {
+            m.callback_role = Some(super::callbacks::role_after(*event, *role));
+        }
+        (Action::PrePromote, Outcome::Failed(_) | Outcome::Rejected | Outcome::Unknown) => {
+            m.pre_promote_veto = true;
+            m.pre_promote_vetoed_at = Some(sent_at);
+        }
         (Action::ArmFence { deadline }, Outcome::Done) => m.fence_armed = Some(*deadline),
         (Action::DisarmFence, Outcome::Done) => m.fence_armed = None,
         (Action::ArmFence { .. }, Outcome::Failed(_)) => m.fence_failed_at = Some(sent_at),

@@ -55,6 +55,18 @@ pub enum Action {
     PostFailsafe { members: Vec<(NodeName, String)> },
     /// Start a long job in the background.
     StartJob(Job),
+    // --- hooks (Patroni's scripts) ---
+    /// Start `postgresql.callbacks.<event> <event> <role> <scope>` without waiting; a newer callback kills a
+    /// still-running older one (its process group). Always `Done` (a failing script is only logged).
+    Callback {
+        event: super::callbacks::CallbackEvent,
+        role: super::callbacks::CallbackRole,
+    },
+    /// Run `postgresql.pre_promote` and wait for it, bounded by the decision's deadline: `Done` on exit 0;
+    /// anything else (non-zero, killed at the deadline) vetoes the promotion.
+    PrePromote,
+    /// Run `postgresql.before_stop` and wait for it, bounded by the decision's deadline; always `Done`.
+    BeforeStop,
     // --- fencing ---
     /// Tell the fencing process (and the watchdog when configured) the deadline by which PostgreSQL must not
     /// be writable unless extended again.

@@ -32,6 +32,8 @@ pub struct CoreConfig {
     /// How long a failsafe round waits for every member's answer to `POST /failsafe` (Patroni: 2 s).
     /// Checked against the timing by [`Timing::validate_failsafe`].
     pub failsafe_timeout_ms: u64,
+    /// Which hook scripts are configured (callbacks, `pre_promote`, `before_stop`).
+    pub hooks: super::callbacks::Hooks,
     /// Test-only: a deliberately broken rule, to prove the simulator's checkers can fail.
     #[cfg(feature = "mutants")]
     pub mutant: Option<super::mutants::Mutant>,
@@ -218,6 +220,7 @@ impl CoreConfig {
             remove_data_directory_on_diverged_timelines: false,
             watchdog: WatchdogMode::Off,
             failsafe_timeout_ms: DEFAULT_FAILSAFE_TIMEOUT_MS,
+            hooks: super::callbacks::Hooks::default(),
             #[cfg(feature = "mutants")]
             mutant: None,
         })

@@ -161,6 +161,7 @@ pub fn decide(cfg: &CoreConfig, mem: &Memory, obs: &Observation) -> Decision {
         })
     });
     let actions = fence(&ctx, &mem, plan.actions);
+    let actions = super::callbacks::annotate(&ctx, &mem, &plan.reason, actions);
     mem.probes_sent_at = actions.contains(&Action::ProbePeers).then_some(ctx.now);
     if actions
         .iter()
@@ -169,6 +170,7 @@ pub fn decide(cfg: &CoreConfig, mem: &Memory, obs: &Observation) -> Decision {
         mem.failsafe_sent_at = Some(ctx.now);
     }
     check_rules(&ctx, &mem, &actions);
+    super::callbacks::check(&ctx, &mem, &actions);
     failsafe::check(&ctx, &actions);
     let wake_at = plan
         .wake_at

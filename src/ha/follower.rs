@@ -307,6 +307,14 @@ fn race(ctx: &Ctx, mem: &Memory, c: &Cluster) -> Plan {
         let why = format!("it failed {} ms ago", ctx.now.since(at));
         return Plan::idle(Reason::FenceUnavailable { why });
     }
+    if let Some(at) = mem
+        .pre_promote_vetoed_at
+        .filter(|at| ctx.now.since(*at) < ctx.cfg.timing.ttl_ms)
+    {
+        let remaining_ms = ctx.cfg.timing.ttl_ms - ctx.now.since(at);
+        return Plan::idle(Reason::PrePromoteBackoff { remaining_ms })
+            .wake(ctx.now.plus_ms(remaining_ms));
+    }
     // A paused primary extends its fence (and its health) by one usable TTL per cycle whatever the store
     // says; after a resume, wait that long so it has heard of the resume or stopped.
     let t = &ctx.cfg.timing;

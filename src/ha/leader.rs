@@ -85,7 +85,12 @@ pub(crate) fn cycle(ctx: &Ctx, mem: &mut Memory, c: &Cluster) -> Plan {
             vec![Action::ReleaseLeader],
             ctx.now,
         ),
-        Local::Replica(r) => promote(ctx, c, r.timeline),
+        Local::Replica(_)
+            if mem.pre_promote_veto && !ctx.cfg.mutant(MutantName::IgnorePrePromoteVeto) =>
+        {
+            vetoed(ctx, c)
+        }
+        Local::Replica(r) => promote(ctx, mem, c, r.timeline),
         Local::Stopped(cd) => stopped(ctx, mem, (cd.was_primary, cd.lsn), renew_due),
         Local::Starting => keep(ctx, Reason::WaitingForPostgres, renew_due),
         Local::NoData if mem.bootstrapping => Plan::act(
@@ -191,9 +196,27 @@ fn primary(
 /// We hold an acknowledged lease and PostgreSQL is a replica: promote (R1; the fence is armed by `decide`).
 /// The new timeline goes to the store first: if we die right after promoting, no node still on the old
 /// timeline may race and create a second, different timeline with the same ID.
-fn promote(ctx: &Ctx, c: &Cluster, timeline: super::types::Timeline) -> Plan {
+/// `pre_promote` vetoed: give the key up. A switchover naming us is over too (cleared first, while the key is
+/// ours): the other members would otherwise wait for us, the requested candidate, while we back off (found
+/// by the simulator as a cluster without a primary).
+fn vetoed(ctx: &Ctx, c: &Cluster) -> Plan {
+    let mut actions = Vec::new();
+    if c.switchover.is_some() {
+        actions.push(Action::ClearSwitchover);
+    }
+    actions.push(Action::ReleaseLeader);
+    Plan::act_now(Reason::PrePromoteVetoed, actions, ctx.now)
+}
+
+/// With `pre_promote` configured it runs first; its veto stops the shell before anything else.
+fn promote(ctx: &Ctx, mem: &Memory, c: &Cluster, timeline: super::types::Timeline) -> Plan {
     let next = super::types::Timeline(timeline.0 + 1);
-    let mut actions = vec![Action::WriteHistory(next), Action::Promote];
+    let mut actions = Vec::new();
+    // Mutant IgnorePrePromoteVeto: after a veto, promote without asking again.
+    if ctx.cfg.hooks.pre_promote && !mem.pre_promote_veto {
+        actions.push(Action::PrePromote);
+    }
+    actions.extend([Action::WriteHistory(next), Action::Promote]);
     if c.switchover.is_some() {
         actions.push(Action::ClearSwitchover);
     }

@@ -62,6 +62,13 @@ pub struct Memory {
     pub start_failure: Option<StartFailure>,
     /// A restart an operator scheduled (`POST /restart` with `schedule`): lost with the agent, as in Patroni.
     pub scheduled_restart: Option<ScheduledRestart>,
+    /// The role word of the last callback that ran (None: none yet since the agent started).
+    pub callback_role: Option<super::callbacks::CallbackRole>,
+    /// `pre_promote` vetoed the promotion in the lease term we hold: never promote in it (cleared with
+    /// the lease).
+    pub pre_promote_veto: bool,
+    /// When `pre_promote` last vetoed: we do not race for a ttl after it (Patroni's back-off).
+    pub pre_promote_vetoed_at: Option<Millis>,
 }
 
 /// Starts of PostgreSQL that failed in a row: the last one's send time and what it said.

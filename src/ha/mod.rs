@@ -2,6 +2,7 @@
 mod absorb;
 pub mod action;
 mod backoff;
+pub mod callbacks;
 pub mod config;
 mod decide;
 mod election;
@@ -22,6 +23,7 @@ pub use action::{
     Action, Decision, FailsafeAnswer, Job, MemberStatus, NodeRole, NodeStatus, Reason, Refusal,
     RequestAnswer, StopMode,
 };
+pub use callbacks::{CallbackEvent, CallbackRole, Hooks};
 pub use config::{CoreConfig, Timing, TimingError, WatchdogMode};
 pub use decide::decide;
 pub use election::{switchover_request_problem, SwitchoverProblem};

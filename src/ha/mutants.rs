@@ -27,6 +27,8 @@ pub enum Mutant {
     PauseDemotesOnLapsedKey,
     /// A renewal counts the running lease term on the ttl configured now, not the one the store granted it.
     TermTakesNewTtl,
+    /// After `pre_promote` vetoed, promote anyway (without asking it again) instead of giving the key up.
+    IgnorePrePromoteVeto,
     /// Simulator-only: the watchdog never fires.
     WatchdogNeverFires,
 }

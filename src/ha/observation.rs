@@ -30,6 +30,9 @@ pub struct Observation {
     pub failsafe_replies: Option<Vec<FailsafeReply>>,
     /// The last `POST /failsafe` this node accepted (a replica), as the shell recorded it.
     pub failsafe_grant: Option<FailsafeGrant>,
+    /// The shell reloaded a running PostgreSQL with new settings since the last cycle (the `config` key,
+    /// SIGHUP): Patroni's on_reload is due.
+    pub pg_reloaded: bool,
     /// An operator's request to this node (REST `POST /restart`, `/reinitialize`), answered by this
     /// decision's `answer`.
     pub request: Option<OperatorRequest>,

@@ -97,6 +97,12 @@ pub enum Reason {
     },
     // demotion
     DemotingLockLost,
+    /// `pre_promote` exited non-zero (or ran out of time): the key is given up without promoting.
+    PrePromoteVetoed,
+    /// We gave the key up after a `pre_promote` veto: no race for a ttl.
+    PrePromoteBackoff {
+        remaining_ms: u64,
+    },
     FenceUnavailable {
         why: String,
     },
@@ -260,6 +266,14 @@ impl fmt::Display for Reason {
                 "the cluster was just resumed: not racing for {remaining_ms} ms, until a paused primary's fence lapses"
             ),
             DemotingLockLost => write!(f, "demoting: the leader lock was lost"),
+            PrePromoteVetoed => write!(
+                f,
+                "Promotion cancelled because the pre-promote script failed: releasing the leader key"
+            ),
+            PrePromoteBackoff { remaining_ms } => write!(
+                f,
+                "backoff: skip leader race after pre_promote script failure ({remaining_ms} ms left)"
+            ),
             FenceUnavailable { why } => write!(
                 f,
                 "the fencing process (or a required watchdog) cannot be armed ({why}): giving the leader key up"

@@ -213,6 +213,7 @@ pub fn obs(now: u64) -> Observation {
         request: None,
         failsafe_replies: None,
         failsafe_grant: None,
+        pg_reloaded: false,
     }
 }
 

@@ -7,6 +7,7 @@ mod builders;
 mod failsafe;
 mod following;
 mod health;
+mod hooks;
 mod lag;
 mod leading;
 mod operator;

@@ -560,6 +560,7 @@ pub fn config_validates(kind: StoreKind) {
         api_port: 8008,
         store,
         timings: Timings::FAST,
+        postgresql_extra: String::new(),
     };
     spec.prepare(run_as.owner()).expect("config");
     let bin = env!("CARGO_BIN_EXE_tenure");

@@ -59,6 +59,18 @@ pub fn pause_hands_off(w: &mut World, i: usize, action: &Action) {
     }
 }
 
+/// NoPromoteAfterVeto: a node whose `pre_promote` vetoed in a lease term never promotes in that term (called
+/// before each promotion is executed, with the term it would run in).
+pub fn no_promote_after_veto(w: &mut World, i: usize, term: Option<u64>) {
+    let vetoed = w.nodes[i].pg.vetoed_term;
+    if vetoed.is_some() && vetoed == term {
+        w.violations.push(format!(
+            "NoPromoteAfterVeto: {} promoted in the term (key index {term:?}) its pre_promote vetoed",
+            w.nodes[i].name
+        ));
+    }
+}
+
 /// At most one PostgreSQL accepts writes at any instant.
 pub fn single_writer(w: &mut World) {
     let primaries: Vec<_> = w

@@ -12,6 +12,16 @@ pub fn execute(w: &mut World, i: usize, action: &Action) -> (ActionOutcomeKind, 
         u.as_ref().and_then(|n| names.iter().position(|m| m == n))
     };
     let t = w.t;
+    // The leader key's index while this node holds it: the lease term a pre_promote veto belongs to.
+    let term = w
+        .store
+        .leader
+        .as_ref()
+        .filter(|h| h.node == i)
+        .map(|h| h.index);
+    if *action == Action::Promote {
+        crate::checkers::no_promote_after_veto(w, i, term);
+    }
     let pg = &mut w.nodes[i].pg;
     if pg.cannot_start && matches!(action, Action::StartReplica { .. } | Action::StartPrimary) {
         pg.failed_starts.push(t);
@@ -85,6 +95,12 @@ pub fn execute(w: &mut World, i: usize, action: &Action) -> (ActionOutcomeKind, 
             (Done, 1)
         }
         Action::Exit => (Done, 0),
+        Action::Callback { .. } | Action::BeforeStop => (Done, 1),
+        Action::PrePromote if pg.pre_promote_vetoes => {
+            pg.vetoed_term = term;
+            (Failed, 20)
+        }
+        Action::PrePromote => (Done, 20),
         other => unreachable!("store call executed locally: {other:?}"),
     }
 }

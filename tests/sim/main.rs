@@ -5,6 +5,7 @@ mod checker_tests;
 mod checkers;
 mod dsl;
 mod failsafe;
+mod hooks;
 mod lag;
 mod local;
 #[cfg(feature = "mutants")]

@@ -178,3 +178,18 @@ fn mutant_pause_demotes_on_lapsed_key_trips_pause_hands_off() {
     });
     assert_tripped(&msg, &["PauseHandsOff"]);
 }
+
+#[test]
+fn mutant_ignore_pre_promote_veto_trips_no_promote_after_veto() {
+    let msg = first_failure(1..20, |seed| {
+        let mut sim = Sim::with(seed, 3, |_, c| {
+            c.hooks.pre_promote = true;
+            c.mutant = Some(Mutant::IgnorePrePromoteVeto);
+        })
+        .started();
+        let replicas = sim.replicas();
+        crate::hooks::crash_with_vetoes(&mut sim, &replicas);
+        sim.run_for(1000);
+    });
+    assert_tripped(&msg, &["NoPromoteAfterVeto"]);
+}

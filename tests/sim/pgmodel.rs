@@ -66,6 +66,10 @@ pub struct Pg {
     pub cannot_start: bool,
     /// True times of the starts that failed, for the back-off scenarios.
     pub failed_starts: Vec<u64>,
+    /// `pre_promote` on this host exits non-zero (the hooks scenarios).
+    pub pre_promote_vetoes: bool,
+    /// The leader key index (the term) in which this host's `pre_promote` last vetoed, for NoPromoteAfterVeto.
+    pub vetoed_term: Option<u64>,
 }
 
 impl Pg {
@@ -78,6 +82,8 @@ impl Pg {
             replay_paused_at: None,
             cannot_start: false,
             failed_starts: Vec::new(),
+            pre_promote_vetoes: false,
+            vetoed_term: None,
         }
     }
 

@@ -8,12 +8,22 @@ pub fn run_seed(seed: u64, adjust: impl Fn(usize, &mut tenure::ha::CoreConfig)) 
     let mut pick = Rng::new(seed.wrapping_mul(31).wrapping_add(7));
     let watchdog = pick.chance(50);
     let n = 3 + pick.pick(2);
+    // Every hook configured in one seed out of five, node 0's pre_promote always vetoing (without drawing).
+    let hooked = seed % 5 == 3;
     let mut sim = Sim::with(seed, n, |i, c| {
         if watchdog {
             c.watchdog = tenure::ha::WatchdogMode::Automatic;
         }
+        if hooked {
+            c.hooks = tenure::ha::Hooks {
+                callbacks: true,
+                pre_promote: true,
+                before_stop: true,
+            };
+        }
         adjust(i, c)
     });
+    sim.w.nodes[0].pg.pre_promote_vetoes = hooked;
     // Failsafe mode in three seeds out of eight (decided without drawing from `pick`, so the fault sequence
     // of every seed stays what it was).
     sim.w.store.failsafe_mode = failsafe_seed(seed);

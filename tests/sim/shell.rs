@@ -143,6 +143,7 @@ fn observe_and_decide(w: &mut World, i: usize, view: Option<Cluster>) {
         request: w.nodes[i].agent.request.take(),
         failsafe_replies: w.nodes[i].agent.failsafe_replies.take(),
         failsafe_grant: w.nodes[i].agent.failsafe_grant.clone(),
+        pg_reloaded: false,
     };
     let d = decide(&w.nodes[i].cfg, &w.nodes[i].agent.mem, &obs);
     crate::checkers::read_lag_honest(w, i, &obs, &d.status);

@@ -118,7 +118,18 @@ impl Cluster {
     pub fn start_with(
         kind: StoreKind,
         etcd_members: usize,
+        node_store: impl FnMut(usize, &StoreAddr) -> StoreAddr,
+    ) -> Cluster {
+        Cluster::start_full(kind, etcd_members, node_store, |_| {})
+    }
+
+    /// [`Cluster::start_with`], with `adjust` changing each node's spec (its extra config) before its
+    /// config is written.
+    pub fn start_full(
+        kind: StoreKind,
+        etcd_members: usize,
         mut node_store: impl FnMut(usize, &StoreAddr) -> StoreAddr,
+        mut adjust: impl FnMut(&mut NodeSpec),
     ) -> Cluster {
         let serial = serial();
         let reaper = local::reaper();
@@ -188,7 +199,7 @@ impl Cluster {
         if std::fs::hard_link(TENURE_BIN, &bin).is_err() {
             std::fs::copy(TENURE_BIN, &bin).expect("copy the tenure binary");
         }
-        let nodes: Vec<NodeSpec> = (0..NODES)
+        let mut nodes: Vec<NodeSpec> = (0..NODES)
             .map(|i| NodeSpec {
                 scope: "e2e".into(),
                 name: format!("n{}", i + 1),
@@ -197,8 +208,10 @@ impl Cluster {
                 api_port: local::free_port().expect("free port"),
                 store: node_store(i, &addr),
                 timings: Timings::FAST,
+                postgresql_extra: String::new(),
             })
             .collect();
+        nodes.iter_mut().for_each(&mut adjust);
         for n in &nodes {
             n.prepare(run_as.owner())
                 .unwrap_or_else(|e| panic!("config for {}: {e}", n.name));
