@@ -80,8 +80,7 @@ impl HookRunner {
 
 /// Start `argv` as the leader of a new process group, reaped by a task of its own.
 fn spawn(argv: &[String]) -> std::io::Result<Running> {
-    let mut child = Command::new(&argv[0])
-        .args(&argv[1..])
+    let mut child = command(argv)
         .stdin(Stdio::null())
         .process_group(0)
         .spawn()?;
@@ -100,6 +99,19 @@ fn spawn(argv: &[String]) -> std::io::Result<Running> {
     Ok(Running { pgid, exited })
 }
 
+/// `argv` as a command whose environment lacks the agent's own `TENURE_*` variables, which can carry
+/// credentials (as for the PostgreSQL binaries: issue 13, item 3).
+fn command(argv: &[String]) -> Command {
+    let mut cmd = Command::new(&argv[0]);
+    cmd.args(&argv[1..]);
+    for (key, _) in std::env::vars_os() {
+        if key.to_string_lossy().starts_with("TENURE_") {
+            cmd.env_remove(key);
+        }
+    }
+    cmd
+}
+
 fn kill(r: &Running) {
     if r.pgid.as_raw() > 0 && !r.exited.load(Ordering::SeqCst) {
         info!(pgid = r.pgid.as_raw(), "killing the callback still running");
@@ -109,8 +121,7 @@ fn kill(r: &Running) {
 
 /// Run `argv` in its own process group and wait, bounded by `deadline` (then the group is killed).
 async fn run_until(argv: &[String], deadline: Instant, what: &str) -> Result<(), String> {
-    let mut child = Command::new(&argv[0])
-        .args(&argv[1..])
+    let mut child = command(argv)
         .stdin(Stdio::null())
         .process_group(0)
         .kill_on_drop(true)
@@ -137,5 +148,24 @@ async fn run_until(argv: &[String], deadline: Instant, what: &str) -> Result<(),
                 argv.join(" ")
             ))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_hook_does_not_see_the_agents_tenure_variables() {
+        // Only this test sets the variable; the other tests in this binary do not read it.
+        std::env::set_var("TENURE_HOOK_TEST_SECRET", "s3cret");
+        let argv: Vec<String> = ["sh", "-c", "env | grep -q '^TENURE_' && exit 3 || exit 0"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let deadline = Instant::now() + std::time::Duration::from_secs(10);
+        let got = run_until(&argv, deadline, "pre_promote").await;
+        std::env::remove_var("TENURE_HOOK_TEST_SECRET");
+        assert_eq!(got, Ok(()), "the hook saw a TENURE_ variable");
     }
 }
