@@ -104,11 +104,7 @@ fn spawn(argv: &[String]) -> std::io::Result<Running> {
 fn command(argv: &[String]) -> Command {
     let mut cmd = Command::new(&argv[0]);
     cmd.args(&argv[1..]);
-    for (key, _) in std::env::vars_os() {
-        if key.to_string_lossy().starts_with("TENURE_") {
-            cmd.env_remove(key);
-        }
-    }
+    crate::pg::strip_own_env(cmd.as_std_mut());
     cmd
 }
 
