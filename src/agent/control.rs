@@ -97,7 +97,7 @@ fn candidate_problem(snap: Option<&ClusterSnapshot>, name: &str) -> Option<Strin
     let Some(rec) = snap.and_then(|c| c.members.get(name)) else {
         return Some(format!("candidate {name} does not exist"));
     };
-    let tags = super::peers::tags_from_json(&serde_json::to_value(&rec.tags).unwrap_or_default());
+    let tags = crate::dcs::values::tags_from_map(&rec.tags);
     if !tags.can_promote() {
         return Some(format!(
             "candidate {name} has nofailover set (or failover_priority <= 0)"

@@ -105,6 +105,11 @@ async fn rest(client: &reqwest::Client, url: &str) -> Option<PeerStatus> {
         .json()
         .await
         .ok()?;
+    status_from_json(&v)
+}
+
+/// What a member's `GET /patroni` answer tells the race.
+fn status_from_json(v: &serde_json::Value) -> Option<PeerStatus> {
     let role = match v.get("role").and_then(|r| r.as_str()) {
         Some("primary" | "master")
             if v.get("state").and_then(|s| s.as_str()) == Some("running") =>
@@ -121,7 +126,10 @@ async fn rest(client: &reqwest::Client, url: &str) -> Option<PeerStatus> {
     let lsn = pos("location")
         .or_else(|| pos("received_location").max(pos("replayed_location")))
         .unwrap_or(0);
-    let tags = v.get("tags").map(tags_from_json).unwrap_or_default();
+    let tags = v
+        .get("tags")
+        .map(crate::dcs::values::tags_from_value)
+        .unwrap_or_default();
     Some(PeerStatus {
         role,
         timeline: v
@@ -173,21 +181,6 @@ async fn postgres(rec: &MemberRecord, creds: &(String, String)) -> Option<PeerSt
             ..Tags::default()
         },
     })
-}
-
-/// Tags as the core reads them from a member's JSON.
-pub fn tags_from_json(v: &serde_json::Value) -> Tags {
-    let b = |k: &str| v.get(k).and_then(|x| x.as_bool()).unwrap_or(false);
-    Tags {
-        nofailover: b("nofailover"),
-        failover_priority: v
-            .get("failover_priority")
-            .and_then(|x| x.as_i64())
-            .unwrap_or(1),
-        noloadbalance: b("noloadbalance"),
-        clonefrom: b("clonefrom"),
-        other: Default::default(),
-    }
 }
 
 /// Who we are in a `POST /failsafe` round, and how to reach the others.
@@ -270,7 +263,17 @@ pub fn failsafe_url(api_url: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::failsafe_url;
+    use super::{failsafe_url, status_from_json};
+
+    #[test]
+    fn a_peer_tagged_nofailover_yes_is_not_a_candidate() {
+        // Patroni accepts `nofailover: "yes"` (any non-empty string is true to it); the member key and the
+        // `/patroni` answer carry the tag as written, and both readers must agree that it is set.
+        let v = serde_json::json!({"role": "replica", "state": "running", "xlog": {"received_location": 5},
+            "tags": {"nofailover": "yes"}});
+        let s = status_from_json(&v).expect("a status");
+        assert!(s.tags.nofailover && !s.tags.can_promote());
+    }
 
     #[test]
     fn failsafe_url_replaces_the_last_segment_as_patroni_does() {

@@ -3,9 +3,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::ha::observation::{
-    Cluster, DynamicConfig, Member, MemberRole, MemberState, Switchover, Tags,
-};
+use crate::ha::observation::{Cluster, DynamicConfig, Member, MemberRole, MemberState, Switchover};
 use crate::ha::types::{Lsn, NodeName, Timeline};
 
 /// Where each key lives for one scope, under a namespace (`service` by default, as in Patroni).
@@ -168,7 +166,7 @@ pub fn member_from_record(name: &str, record: &MemberRecord) -> Member {
         conn_url: non_empty(&record.conn_url),
         timeline: record.timeline.map(Timeline),
         lsn: lsn.map(Lsn),
-        tags: tags_from_json(&record.tags),
+        tags: super::values::tags_from_map(&record.tags),
     }
 }
 
@@ -226,52 +224,19 @@ fn member_state(state: &str) -> MemberState {
     }
 }
 
-/// Patroni accepts tag values as booleans or as strings like `"true"`; both are honoured.
-fn tags_from_json(tags: &BTreeMap<String, serde_json::Value>) -> Tags {
-    let mut out = Tags::default();
-    for (k, v) in tags {
-        match k.as_str() {
-            "nofailover" => out.nofailover = json_truthy(v),
-            "noloadbalance" => out.noloadbalance = json_truthy(v),
-            "clonefrom" => out.clonefrom = json_truthy(v),
-            "failover_priority" => {
-                let p = v
-                    .as_i64()
-                    .or_else(|| v.as_str().and_then(|s| s.trim().parse().ok()));
-                // An unparseable priority keeps the default rather than silently excluding the member.
-                if let Some(p) = p {
-                    out.failover_priority = p;
-                }
-            }
-            _ => {
-                let text = v
-                    .as_str()
-                    .map(str::to_string)
-                    .unwrap_or_else(|| v.to_string());
-                out.other.insert(k.clone(), text);
-            }
-        }
-    }
-    out
-}
-
-fn json_truthy(v: &serde_json::Value) -> bool {
-    match v {
-        serde_json::Value::Bool(b) => *b,
-        serde_json::Value::String(s) => {
-            matches!(s.to_ascii_lowercase().as_str(), "true" | "yes" | "on" | "1")
-        }
-        serde_json::Value::Number(n) => n.as_i64().is_some_and(|n| n != 0),
-        _ => false,
-    }
+fn flag(config: &serde_json::Value, key: &str) -> bool {
+    config
+        .get(key)
+        .and_then(super::values::parse_bool)
+        .unwrap_or(false)
 }
 
 /// The parts of the `config` JSON the core acts on.
 pub fn dynamic_config_from_json(config: &serde_json::Value) -> DynamicConfig {
     DynamicConfig {
-        pause: config.get("pause").is_some_and(json_truthy),
+        pause: flag(config, "pause"),
         missing: false,
-        failsafe_mode: config.get("failsafe_mode").is_some_and(json_truthy),
+        failsafe_mode: flag(config, "failsafe_mode"),
     }
 }
 

@@ -513,8 +513,9 @@ async fn switchover_checks_the_store_now_and_accepted_writes_wake_the_loop() {
     for (dcs, tagged) in [(&pg2, false), (&pg3, true)] {
         let mut rec = record("replica", 50_000);
         if tagged {
+            // Written as a string, as a quoted YAML value publishes it: Patroni reads it as set.
             rec.tags
-                .insert("nofailover".into(), serde_json::json!(true));
+                .insert("nofailover".into(), serde_json::json!("yes"));
         }
         dcs.ensure_session(deadline()).await.unwrap();
         dcs.publish_member(&rec, deadline()).await.unwrap();

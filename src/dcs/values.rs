@@ -1,0 +1,132 @@
+//! Values other members wrote, read as Patroni reads them: a member's `tags` (for the member key, a peer's
+//! `/patroni` and the REST checks alike) and the `config` key's on/off flags.
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+use crate::ha::observation::Tags;
+
+/// Tags from a `tags` object as written by any member (Patroni's or tenure's). A value that is not an
+/// object reads as no tags.
+pub fn tags_from_value(v: &Value) -> Tags {
+    match v {
+        Value::Object(map) => tags_from_pairs(map.iter()),
+        _ => Tags::default(),
+    }
+}
+
+/// Tags from a member record's `tags` map.
+pub fn tags_from_map(tags: &BTreeMap<String, Value>) -> Tags {
+    tags_from_pairs(tags.iter())
+}
+
+fn tags_from_pairs<'a>(pairs: impl Iterator<Item = (&'a String, &'a Value)>) -> Tags {
+    let mut out = Tags::default();
+    for (k, v) in pairs {
+        match k.as_str() {
+            "nofailover" => out.nofailover = truthy(v),
+            "noloadbalance" => out.noloadbalance = truthy(v),
+            "clonefrom" => out.clonefrom = truthy(v),
+            "failover_priority" => {
+                let p = v
+                    .as_i64()
+                    .or_else(|| v.as_str().and_then(|s| s.trim().parse().ok()));
+                // An unparseable priority keeps the default rather than silently excluding the member.
+                if let Some(p) = p {
+                    out.failover_priority = p;
+                }
+            }
+            _ => {
+                let text = v.as_str().map(str::to_string);
+                out.other
+                    .insert(k.clone(), text.unwrap_or_else(|| v.to_string()));
+            }
+        }
+    }
+    out
+}
+
+/// A boolean tag as Patroni reads it (`bool(value)` in Python: any non-empty string, non-zero number or
+/// non-empty list is true), except that the words tenure's own config reads as false (`false`, `no`,
+/// `off`, `0`, any case) are false here too, so a member never reads a tag its owner wrote as unset.
+/// Patroni's config refuses non-booleans; its readers of other members' keys do not.
+pub fn truthy(v: &Value) -> bool {
+    match v {
+        Value::Null => false,
+        Value::Bool(b) => *b,
+        Value::Number(n) => n.as_f64().is_some_and(|f| f != 0.0),
+        Value::String(s) => !matches!(
+            s.trim().to_ascii_lowercase().as_str(),
+            "" | "false" | "no" | "off" | "0"
+        ),
+        Value::Array(a) => !a.is_empty(),
+        Value::Object(o) => !o.is_empty(),
+    }
+}
+
+/// A flag of the `config` key (`pause`, `failsafe_mode`) as Patroni's `parse_bool` reads it: `on`, `true`,
+/// `yes`, `1` and `off`, `false`, `no`, `0`, any case; anything else is no answer.
+pub fn parse_bool(v: &Value) -> Option<bool> {
+    let text = match v {
+        Value::String(s) => s.to_ascii_lowercase(),
+        other => other.to_string(),
+    };
+    match text.as_str() {
+        "on" | "true" | "yes" | "1" => Some(true),
+        "off" | "false" | "no" | "0" => Some(false),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{parse_bool, tags_from_value, truthy};
+
+    #[test]
+    fn config_flags_read_as_patronis_parse_bool() {
+        assert_eq!(parse_bool(&json!(true)), Some(true));
+        assert_eq!(parse_bool(&json!("On")), Some(true));
+        assert_eq!(parse_bool(&json!(1)), Some(true));
+        assert_eq!(parse_bool(&json!("no")), Some(false));
+        assert_eq!(parse_bool(&json!(2)), None);
+        assert_eq!(parse_bool(&json!("perhaps")), None);
+    }
+    use serde_json::json;
+
+    #[test]
+    fn boolean_tags_read_as_patroni_reads_them() {
+        for set in [
+            json!(true),
+            json!("yes"),
+            json!("True"),
+            json!("on"),
+            json!(1),
+            json!("perhaps"),
+        ] {
+            assert!(truthy(&set), "{set} is set");
+        }
+        for unset in [
+            json!(false),
+            json!("no"),
+            json!("FALSE"),
+            json!("off"),
+            json!(0),
+            json!(""),
+            json!(null),
+        ] {
+            assert!(!truthy(&unset), "{unset} is not set");
+        }
+    }
+
+    #[test]
+    fn tags_of_a_member_json_object() {
+        let t = tags_from_value(
+            &json!({"nofailover": "yes", "failover_priority": "3", "zone": "a", "w": 5}),
+        );
+        assert!(t.nofailover && !t.can_promote());
+        assert_eq!(t.failover_priority, 3);
+        assert_eq!(t.other.get("zone").map(String::as_str), Some("a"));
+        assert_eq!(t.other.get("w").map(String::as_str), Some("5"));
+        assert!(tags_from_value(&json!("garbage")).can_promote());
+    }
+}
