@@ -102,6 +102,7 @@ pub async fn run_loop(
     let mut counters = crate::api::RuntimeCounters::default();
     let mut dcs_last_seen = None;
     let mut pending: Option<PendingRequest> = None;
+    let publisher = super::publisher::MemberPublisher::start(dcs.clone());
     loop {
         let cycle_start = clock::monotonic();
         let store_read_at = clock::monotonic();
@@ -164,15 +165,17 @@ pub async fn run_loop(
         tx.send_modify(|p| p.maximum_lag_on_failover_bytes = core.maximum_lag_on_failover_bytes);
         // Before any action runs: a POST /failsafe answered from now on sees this decision's answer.
         lock(&failsafe).answer = d.status.failsafe;
-        if matches!(obs.store, StoreView::Available(_)) {
-            publish_member(dcs.as_ref(), &record, d.store_deadline).await;
-        }
         let exit = execute(&mut exec, &d, &mut outcomes).await;
         if let Some(p) = pending.take() {
             // Relay the core's answer and how its actions went; the caller may have given up meanwhile.
             let _ = p
                 .reply
                 .send(request_result(&p.request, d.answer.as_ref(), &outcomes));
+        }
+        // Beside the loop, with a deadline of its own: the member key never takes the time a lease
+        // renewal needs (e2e_slow_store).
+        if matches!(obs.store, StoreView::Available(_)) {
+            publisher.publish(record, retry_ms);
         }
         counters.cycle_duration_ms = clock::monotonic().since(cycle_start);
         if exit {
@@ -211,6 +214,7 @@ pub async fn run_loop(
             }
         }
     }
+    publisher.flush(retry_ms).await;
     let _ = stop_api.send(());
     let _ = api_task.await;
     Ok(())
@@ -426,17 +430,6 @@ fn publish_pg_details(
                 .collect()
         })
         .unwrap_or_default();
-}
-
-/// Our member key, bound to our session (renewed here for replicas, so the key lives while we do).
-async fn publish_member(dcs: &dyn Dcs, record: &crate::dcs::MemberRecord, deadline: Millis) {
-    let deadline = instant_at(deadline);
-    let _ = dcs.renew_session(deadline).await;
-    if dcs.ensure_session(deadline).await.is_ok() {
-        if let Err(e) = dcs.publish_member(record, deadline).await {
-            warn!(error = %e, "could not publish our member key");
-        }
-    }
 }
 
 fn publish_api(

@@ -432,7 +432,56 @@ fn fence(ctx: &Ctx, mem: &Memory, mut actions: Vec<Action>) -> Vec<Action> {
         (false, _) if mem.fence_armed.is_some() && !exiting => actions.push(Action::DisarmFence),
         _ => {}
     }
+    if may_be_primary && !exiting {
+        arm_after_renewal(ctx, mem, &mut actions);
+    }
     actions
+}
+
+/// A renewal arms the fence in the same decision, right after it (the shell runs the arm only if the
+/// renewal was acknowledged): the deadline counts from this decision's `now`, which is no later than the
+/// renewal's send time, so it never exceeds the lease the acknowledgement grants (R3). Arming it only in
+/// the next cycle, after that cycle's store read, left a slow store's lease to run out between the two
+/// (e2e_slow_store: 520 ms per request, well within retry_timeout, fenced the primary).
+fn arm_after_renewal(ctx: &Ctx, mem: &Memory, actions: &mut Vec<Action>) {
+    let Some(r) = actions.iter().position(|a| *a == Action::RenewLeader) else {
+        return;
+    };
+    let Some(lease) = mem.lease else {
+        return;
+    };
+    // A failsafe round's arms count from the round (`failsafe::check`); the store is away anyway.
+    if actions
+        .iter()
+        .any(|a| matches!(a, Action::PostFailsafe { .. }))
+    {
+        return;
+    }
+    let sent_no_earlier_than = if ctx.cfg.mutant(MutantName::ArmRenewalFromBudgetEnd) {
+        ctx.now
+            .plus_ms(call_budget_ms(&ctx.cfg.timing, Some(&lease), ctx.now))
+    } else {
+        ctx.now
+    };
+    let renewed = Memory {
+        lease: Some(lease.extended(&ctx.cfg.timing, sent_no_earlier_than)),
+        ..mem.clone()
+    };
+    // Only ever later than what is or will be armed: a failsafe round may already have armed further.
+    let armed = actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::ArmFence { deadline } => Some(*deadline),
+            _ => None,
+        })
+        .chain(mem.fence_armed)
+        .max();
+    match fence_deadline(ctx, &renewed) {
+        Some(d) if armed.is_none_or(|a| d > a) => {
+            actions.insert(r + 1, Action::ArmFence { deadline: d })
+        }
+        _ => {}
+    }
 }
 
 /// The fence deadline: the lease's; in pause, while this agent lives, at least one usable TTL from now

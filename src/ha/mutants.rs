@@ -29,6 +29,8 @@ pub enum Mutant {
     TermTakesNewTtl,
     /// After `pre_promote` vetoed, promote anyway (without asking it again) instead of giving the key up.
     IgnorePrePromoteVeto,
+    /// Arm the fence for a renewal as if it were sent at the end of the call budget, not at the decision.
+    ArmRenewalFromBudgetEnd,
     /// Simulator-only: the watchdog never fires.
     WatchdogNeverFires,
 }

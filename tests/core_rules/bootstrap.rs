@@ -202,7 +202,7 @@ fn a_running_job_still_renews_a_held_lease() {
         Reason::JobRunning {
             job: Job::Bootstrap,
         },
-        &[Action::RenewLeader],
+        &[Action::RenewLeader, arm(2_000)],
     );
     assert_eq!(d.member.state, MemberState::Initializing);
 }

@@ -24,7 +24,7 @@ fn reason_leading() {
 fn the_leader_renews_when_due() {
     let o = obs(2_000).pg_primary(1, 500).store(led(500));
     let d = decide(&cfg("pg1"), &mem().leased(1_000), &o);
-    expect(&d, Reason::Leading, &[Action::RenewLeader]);
+    expect(&d, Reason::Leading, &[Action::RenewLeader, arm(2_000)]);
 }
 
 #[test]
@@ -34,7 +34,11 @@ fn the_leader_publishes_its_optime_with_the_renewal() {
     expect(
         &d,
         Reason::Leading,
-        &[Action::RenewLeader, Action::WriteOptime(Lsn(900))],
+        &[
+            Action::RenewLeader,
+            arm(2_000),
+            Action::WriteOptime(Lsn(900)),
+        ],
     );
 }
 
@@ -228,7 +232,11 @@ fn a_leader_whose_data_directory_vanished_releases_the_key() {
 fn a_leader_whose_postgres_is_starting_waits_and_renews() {
     let o = obs(2_000).pg_starting().store(led(500));
     let d = decide(&cfg("pg1"), &mem().leased(1_000), &o);
-    expect(&d, Reason::WaitingForPostgres, &[Action::RenewLeader]);
+    expect(
+        &d,
+        Reason::WaitingForPostgres,
+        &[Action::RenewLeader, arm(2_000)],
+    );
 }
 
 #[test]
@@ -236,7 +244,7 @@ fn reason_renewing() {
     // Our acknowledged lease says nobody else can hold the key yet: a read saying otherwise is asked again.
     let o = obs(1_500).pg_primary(1, 500).store(cluster().leader("pg2"));
     let d = decide(&cfg("pg1"), &mem().leased(1_000), &o);
-    expect(&d, Reason::Renewing, &[Action::RenewLeader]);
+    expect(&d, Reason::Renewing, &[Action::RenewLeader, arm(1_500)]);
     assert_eq!(d.memory.lease, mem().leased(1_000).lease);
     assert_eq!(d.wake_at, Millis(1_500));
 }

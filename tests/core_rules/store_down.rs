@@ -12,7 +12,7 @@ fn reason_store_unavailable_keeping() {
         Reason::StoreUnavailableKeeping {
             remaining_ms: 2_450,
         },
-        &[Action::RenewLeader],
+        &[Action::RenewLeader, arm(3_000)],
     );
     assert!(
         d.wake_at <= deadline(1_000),
@@ -61,7 +61,7 @@ fn store_down_the_primary_renews_until_the_deadline_then_stops_fast() {
     expect(
         &last,
         Reason::StoreUnavailableKeeping { remaining_ms: 1 },
-        &[Action::RenewLeader],
+        &[Action::RenewLeader, arm(1_000 + LEASE_MS - 1)],
     );
     let at = decide(&cfg("pg1"), &m, &obs(1_000 + LEASE_MS).pg_primary(1, 500));
     expect(
@@ -215,7 +215,7 @@ fn r2_the_lease_ending_with_the_key_gone_stops_the_primary() {
 fn a_contradicting_snapshot_under_a_valid_lease_renews_rather_than_demotes() {
     let o = obs(1_500).pg_primary(1, 500).store(cluster().leader("pg2"));
     let d = decide(&cfg("pg1"), &mem().leased(1_000), &o);
-    expect(&d, Reason::Renewing, &[Action::RenewLeader]);
+    expect(&d, Reason::Renewing, &[Action::RenewLeader, arm(1_500)]);
     assert!(!stops(&d));
     assert!(d.memory.lease.is_some());
 }
@@ -239,7 +239,7 @@ fn a_contradicting_snapshot_after_a_rejected_renew_demotes() {
 fn a_free_key_under_a_valid_lease_is_checked_with_a_renew() {
     let o = obs(1_500).pg_primary(1, 500).store(cluster());
     let d = decide(&cfg("pg1"), &mem().leased(1_000), &o);
-    expect(&d, Reason::Renewing, &[Action::RenewLeader]);
+    expect(&d, Reason::Renewing, &[Action::RenewLeader, arm(1_500)]);
 }
 
 #[test]
@@ -288,7 +288,11 @@ fn a_contradicting_snapshot_after_an_acknowledged_renew_still_does_not_demote() 
         .store(cluster().leader("pg2"))
         .outcome(Action::RenewLeader, 1_500, Outcome::Done);
     let d = decide(&cfg("pg1"), &mem().leased(1_000), &o);
-    expect(&d, Reason::Renewing, &[arm(1_500), Action::RenewLeader]);
+    expect(
+        &d,
+        Reason::Renewing,
+        &[arm(1_500), Action::RenewLeader, arm(1_600)],
+    );
     assert!(!stops(&d));
     assert!(d.consistent_read, "the next read asks the store's leader");
 }

@@ -74,7 +74,7 @@ fn a_scheduled_switchover_waits_and_keeps_renewing() {
     expect(
         &d,
         Reason::SwitchoverScheduled { at_ms: at },
-        &[Action::RenewLeader],
+        &[Action::RenewLeader, arm(2_000)],
     );
 }
 

@@ -78,6 +78,20 @@ fn mutant_no_fence_when_store_down_trips_lease_covers() {
     assert_tripped(&msg, &["LeaseCovers", "SingleWriter"]);
 }
 
+/// The fence a renewal arms in its own decision must count from no later than that decision: counted from
+/// the end of the call budget, it outlives the session when the agent freezes right after the renewal.
+#[test]
+fn mutant_arm_renewal_from_budget_end_trips_lease_covers() {
+    let msg = first_failure(1..50, |seed| {
+        let mut sim = mutant_sim(seed, Mutant::ArmRenewalFromBudgetEnd).started();
+        let p = sim.primary_now();
+        sim.run_for(seed % 1_000);
+        sim.freeze_agent(p);
+        sim.run_for(sim.ttl() * 3);
+    });
+    assert_tripped(&msg, &["LeaseCovers", "SingleWriter"]);
+}
+
 #[test]
 fn mutant_watchdog_never_fires_trips_lease_covers() {
     let msg = first_failure(1..5, |seed| {
