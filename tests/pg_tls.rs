@@ -33,17 +33,34 @@ struct Pkis {
     /// `(cert, key)` with CN `postgres` and with CN `somebody-else`.
     postgres: (PathBuf, PathBuf),
     somebody: (PathBuf, PathBuf),
+    /// `(cert, key)` with CN `replicator`, the key encrypted with [`KEY_PASSPHRASE`].
+    replicator: (PathBuf, PathBuf),
 }
+
+const KEY_PASSPHRASE: &str = "key pass";
 
 fn pkis() -> &'static Pkis {
     static PKIS: std::sync::OnceLock<Pkis> = std::sync::OnceLock::new();
     PKIS.get_or_init(|| {
-        let (main, mut clients) = pki::Pki::generate_plain(&["postgres", "somebody-else"]);
+        let (main, clients) =
+            pki::Pki::generate_plain(&["postgres", "somebody-else", "replicator"]);
         let (other, _) = pki::Pki::generate_plain(&[]);
-        let somebody = clients.pop().unwrap();
+        let (cert, key) = clients[2].clone();
+        let encrypted = key.with_extension("enc.key");
+        let out = std::process::Command::new("openssl")
+            .args(["pkey", "-aes256", "-passout"])
+            .arg(format!("pass:{KEY_PASSPHRASE}"))
+            .arg("-in")
+            .arg(&key)
+            .arg("-out")
+            .arg(&encrypted)
+            .output()
+            .expect("openssl pkey");
+        assert!(out.status.success(), "{out:?}");
         Pkis {
-            postgres: clients.pop().unwrap(),
-            somebody,
+            postgres: clients[0].clone(),
+            somebody: clients[1].clone(),
+            replicator: (cert, encrypted),
             other,
             main,
         }
@@ -304,4 +321,55 @@ async fn a_replica_clones_and_streams_over_hostssl_with_verify_ca() {
         .await
         .expect("the replica's walsender");
     assert!(row.get::<_, bool>(0), "the walsender is not encrypted");
+}
+
+/// The replication section's client certificate with an encrypted key (`clientcert=verify-full` for
+/// replication): `pg_basebackup` gets the passphrase from the 0600 service file, never on its command
+/// line. The start check lets the replication section have it (only libpq uses that section) and refuses
+/// it in the superuser section, whose key the agent itself must load.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_encrypted_replication_key_reaches_pg_basebackup_through_a_service_file() {
+    use std::os::unix::fs::PermissionsExt;
+    use tenure::pg::recovery::StandbyConfig;
+    let p = pkis();
+    let primary = tls_node(
+        "tls-k",
+        &p.main,
+        &[
+            "hostssl replication all 127.0.0.1/32 scram-sha-256 clientcert=verify-full",
+            "hostssl all all 127.0.0.1/32 scram-sha-256",
+        ],
+    );
+    bootstrap(&primary).await;
+    let mut replica = tls_node("tls-l", &p.main, HOSTSSL_ONLY);
+    let dir = replica.dir.path().to_path_buf();
+    replica.settings.replication.ssl = SslSettings {
+        cert: Some(copy_for_postgres(&p.replicator.0, &dir)),
+        key: Some(copy_for_postgres(&p.replicator.1, &dir)),
+        password: Some(KEY_PASSPHRASE.into()),
+        ..verify(SslMode::VerifyCa, &copy_for_postgres(&p.main.ca, &dir))
+    };
+    tenure::pg::tls::check(&replica.settings).expect("the replication key is libpq's to open");
+    let nobody = StandbyConfig {
+        upstream: None,
+        slot: None,
+    };
+    ctl::basebackup(&replica.settings, &primary.endpoint(), &nobody)
+        .await
+        .unwrap_or_else(|e| panic!("basebackup: {e}"));
+    let service = replica.settings.pgpass_path.with_extension("service");
+    assert_eq!(
+        std::fs::read_to_string(&service).unwrap(),
+        format!("[tenure]\nsslpassword={KEY_PASSPHRASE}\n")
+    );
+    let mode = std::fs::metadata(&service).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600);
+
+    let mut su = replica.settings.clone();
+    su.superuser.ssl = su.replication.ssl.clone();
+    let e = tenure::pg::tls::check(&su).unwrap_err();
+    assert!(
+        e.starts_with("postgresql.authentication.superuser.sslkey") && e.contains("encrypted"),
+        "{e}"
+    );
 }

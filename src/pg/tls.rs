@@ -352,15 +352,37 @@ pub async fn connect(
 }
 
 /// Check every file the three authentication sections name, at start: a missing CA or key is named with
-/// its key and path now, not as a failed probe in the middle of a failover.
+/// its key and path now, not as a failed probe in the middle of a failover. The superuser and rewind
+/// sections serve the agent's own connections too, so they must build its TLS client; the replication
+/// section serves only libpq (`primary_conninfo`, `pg_basebackup`), so its files need only be readable
+/// (an encrypted key with `sslpassword`, `sslrootcert: system` are libpq's to judge).
 pub fn check(settings: &super::PgSettings) -> Result<(), String> {
     for (section, creds) in [
         ("superuser", &settings.superuser),
-        ("replication", &settings.replication),
         ("rewind", &settings.rewind),
     ] {
         client_config(&creds.ssl)
             .map_err(|e| format!("postgresql.authentication.{section}.{e}"))?;
+    }
+    let ssl = &settings.replication.ssl;
+    let system = Path::new("system");
+    for (key, file) in [
+        ("sslcert", &ssl.cert),
+        ("sslkey", &ssl.key),
+        ("sslrootcert", &ssl.rootcert),
+        ("sslcrl", &ssl.crl),
+    ] {
+        if let Some(path) = file.as_deref().filter(|p| *p != system) {
+            read(key, path).map_err(|e| format!("postgresql.authentication.replication.{e}"))?;
+        }
+    }
+    if let Some(dir) = &ssl.crldir {
+        std::fs::read_dir(dir).map_err(|e| {
+            format!(
+                "postgresql.authentication.replication.sslcrldir {}: {e}",
+                dir.display()
+            )
+        })?;
     }
     Ok(())
 }
