@@ -8,6 +8,8 @@ use tenure::ha::WatchdogMode;
 
 #[path = "config/hardening.rs"]
 mod hardening;
+#[path = "config/tls.rs"]
+mod tls;
 
 const BASE: &str = "\
 scope: main

@@ -134,7 +134,7 @@ async fn the_peer_sql_probe_works_with_a_password_holding_a_space_and_a_backslas
         ..MemberRecord::default()
     };
     let client = reqwest::Client::new();
-    let creds = (s.superuser.username.clone(), s.superuser.password.clone());
+    let creds = s.superuser.clone();
     let probes = tenure::agent::peers::probe_all(
         &client,
         &[("peer".into(), member)],
@@ -164,7 +164,11 @@ async fn outbound_clients_ignore_proxies_from_the_environment() {
         &client,
         &[("peer".into(), member)],
         &NodeName::new("me"),
-        ("postgres".into(), "unused".into()),
+        tenure::pg::Credentials {
+            username: "postgres".into(),
+            password: "unused".into(),
+            ssl: Default::default(),
+        },
     )
     .await;
     let answer = probes[0].answer.as_ref().expect("the REST probe answered");

@@ -185,10 +185,7 @@ impl Executor {
                     .iter()
                     .map(|(n, r)| (n.clone(), r.clone()))
                     .collect();
-                let creds = (
-                    self.pg.superuser.username.clone(),
-                    self.pg.superuser.password.clone(),
-                );
+                let creds = self.pg.superuser.clone();
                 self.peers = Some(
                     super::peers::probe_all(&self.peer_client, &members, &self.pg.name, creds)
                         .await,

@@ -47,7 +47,7 @@ pub async fn probe_all(
     client: &reqwest::Client,
     members: &[(String, MemberRecord)],
     me: &NodeName,
-    pg_creds: (String, String),
+    pg_creds: crate::pg::Credentials,
 ) -> Vec<PeerProbe> {
     let started = crate::clock::monotonic();
     let mut set = tokio::task::JoinSet::new();
@@ -79,7 +79,7 @@ async fn probe_one(
     client: &reqwest::Client,
     name: &str,
     rec: &MemberRecord,
-    creds: &(String, String),
+    creds: &crate::pg::Credentials,
 ) -> PeerProbe {
     let answer = match rest(client, &rec.api_url).await {
         Some(a) => Some(a),
@@ -142,24 +142,31 @@ fn status_from_json(v: &serde_json::Value) -> Option<PeerStatus> {
 }
 
 /// The agent did not answer: ask its PostgreSQL whether it still runs as primary (a dead agent's
-/// PostgreSQL can still be writable, and must still block the race).
-async fn postgres(rec: &MemberRecord, creds: &(String, String)) -> Option<PeerStatus> {
+/// PostgreSQL can still be writable, and must still block the race). Over TLS as the superuser section's
+/// `sslmode` says: a peer whose pg_hba allows only `hostssl` must still be seen.
+async fn postgres(rec: &MemberRecord, creds: &crate::pg::Credentials) -> Option<PeerStatus> {
     let ep = crate::pg::Endpoint::from_conn_url(NodeName::new("peer"), &rec.conn_url).ok()?;
     // Built field by field, never as a conninfo string: a password with a space, a quote or a backslash
     // must reach the server as it is.
     let mut cfg = tokio_postgres::Config::new();
     cfg.host(&ep.host)
         .port(ep.port)
-        .user(&creds.0)
-        .password(&creds.1)
+        .user(&creds.username)
+        .password(&creds.password)
         .dbname("postgres")
         .application_name("tenure")
         .connect_timeout(Duration::from_millis(PROBE_TIMEOUT_MS));
-    let connect = cfg.connect(tokio_postgres::NoTls);
-    let (client, conn) = tokio::time::timeout(Duration::from_millis(PROBE_TIMEOUT_MS), connect)
-        .await
-        .ok()?
-        .ok()?;
+    let connect = crate::pg::tls::connect(&mut cfg, &creds.ssl);
+    let (client, conn) =
+        match tokio::time::timeout(Duration::from_millis(PROBE_TIMEOUT_MS), connect).await {
+            Ok(Ok(c)) => c,
+            Ok(Err(e)) => {
+                // Named, so a refused certificate or a hostssl-only pg_hba does not pass for a dead peer.
+                tracing::warn!(conn_url = %rec.conn_url, error = %e, "peer SQL probe failed");
+                return None;
+            }
+            Err(_) => return None,
+        };
     let driver = tokio::spawn(conn);
     let query = client.query_one("SELECT pg_is_in_recovery()", &[]);
     let row = tokio::time::timeout(Duration::from_millis(PROBE_TIMEOUT_MS), query)

@@ -95,6 +95,8 @@ pub async fn run_loop(
     exec.failsafe = failsafe_poster(&config, &core);
     exec.peer_client =
         super::peers::client(&config.restapi_settings()).map_err(AgentError::PeerClient)?;
+    // The TLS files of the authentication sections, read now so a missing CA is named at start.
+    crate::pg::tls::check(&pg).map_err(AgentError::PeerClient)?;
     let mut mem = Memory::default();
     let mut outcomes: Vec<ActionOutcome> = Vec::new();
     let mut shutting_down = false;

@@ -178,46 +178,6 @@ pub const IGNORED: &[(&str, &str)] = &[
         "Kerberos is not configured by tenure",
     ),
     (
-        "postgresql.authentication.*.sslmode",
-        "tenure's own connections use libpq defaults",
-    ),
-    (
-        "postgresql.authentication.*.sslkey",
-        "tenure's own connections use libpq defaults",
-    ),
-    (
-        "postgresql.authentication.*.sslpassword",
-        "tenure's own connections use libpq defaults",
-    ),
-    (
-        "postgresql.authentication.*.sslcert",
-        "tenure's own connections use libpq defaults",
-    ),
-    (
-        "postgresql.authentication.*.sslrootcert",
-        "tenure's own connections use libpq defaults",
-    ),
-    (
-        "postgresql.authentication.*.sslcrl",
-        "tenure's own connections use libpq defaults",
-    ),
-    (
-        "postgresql.authentication.*.sslcrldir",
-        "tenure's own connections use libpq defaults",
-    ),
-    (
-        "postgresql.authentication.*.sslnegotiation",
-        "tenure's own connections use libpq defaults",
-    ),
-    (
-        "postgresql.authentication.*.gssencmode",
-        "tenure's own connections use libpq defaults",
-    ),
-    (
-        "postgresql.authentication.*.channel_binding",
-        "tenure's own connections use libpq defaults",
-    ),
-    (
         "restapi.allowlist",
         "unsafe endpoints are protected by authentication, not by address",
     ),

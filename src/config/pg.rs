@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use crate::ha::NodeName;
 use crate::pg::ctl::InitdbOptions;
+use crate::pg::tls::{SslMode, SslSettings};
 use crate::pg::{Credentials, PgSettings};
 
 use super::build::Ctx;
@@ -49,11 +50,98 @@ const INITDB_RESERVED: &[&str] = &[
 fn user(raw: Option<RawUser>, key: &str, ctx: &mut Ctx) -> Option<Credentials> {
     let raw = raw.unwrap_or_default();
     let fix = "give both username and password (tenure authenticates every connection with scram-sha-256)";
+    let ssl = ssl(&raw, key, ctx);
     let username = ctx.required(raw.username, &format!("{key}.username"), fix);
     let password = ctx.required(raw.password, &format!("{key}.password"), fix);
     Some(Credentials {
         username: username?,
         password: password?,
+        ssl: ssl?,
+    })
+}
+
+/// One of `allowed` for `key`, or an error listing them.
+fn one_of(v: &Option<String>, key: &str, allowed: &[&str], ctx: &mut Ctx) -> bool {
+    match v {
+        Some(v) if !allowed.contains(&v.as_str()) => {
+            ctx.invalid(
+                key,
+                format!("{v:?} is not one of {}", allowed.join(", ")),
+                None::<&str>,
+            );
+            false
+        }
+        _ => true,
+    }
+}
+
+/// The section's libpq TLS keys, checked as far as they can be without reading files (the agent reads
+/// those at start, `pg::tls::check`).
+fn ssl(raw: &RawUser, key: &str, ctx: &mut Ctx) -> Option<SslSettings> {
+    let mut ok = true;
+    let mode = match raw.sslmode.as_deref() {
+        None => None,
+        Some(m) => match SslMode::parse(m) {
+            Some(m) => Some(m),
+            None => {
+                ctx.invalid(
+                    &format!("{key}.sslmode"),
+                    format!("{m:?} is not one of disable, allow, prefer, require, verify-ca, verify-full"),
+                    None::<&str>,
+                );
+                ok = false;
+                None
+            }
+        },
+    };
+    let modes = ["disable", "prefer", "require"];
+    ok &= one_of(
+        &raw.sslnegotiation,
+        &format!("{key}.sslnegotiation"),
+        &["postgres", "direct"],
+        ctx,
+    );
+    ok &= one_of(&raw.gssencmode, &format!("{key}.gssencmode"), &modes, ctx);
+    ok &= one_of(
+        &raw.channel_binding,
+        &format!("{key}.channel_binding"),
+        &modes,
+        ctx,
+    );
+    if matches!(mode, Some(SslMode::VerifyCa | SslMode::VerifyFull)) && raw.sslrootcert.is_none() {
+        ctx.missing(
+            &format!("{key}.sslrootcert"),
+            "sslmode verify-ca and verify-full need the CA file (tenure reads no ~/.postgresql/root.crt)",
+        );
+        ok = false;
+    }
+    if raw.sslcert.is_some() != raw.sslkey.is_some() {
+        ctx.invalid(
+            &format!("{key}.sslcert"),
+            "sslcert and sslkey go together",
+            Some("give both, or neither (tenure reads no ~/.postgresql/postgresql.crt)"),
+        );
+        ok = false;
+    }
+    if raw.gssencmode.as_deref() == Some("require") {
+        ctx.invalid(
+            &format!("{key}.gssencmode"),
+            "the agent's own connections have no GSSAPI encryption",
+            Some("use sslmode instead"),
+        );
+        ok = false;
+    }
+    ok.then(|| SslSettings {
+        mode,
+        cert: raw.sslcert.clone(),
+        key: raw.sslkey.clone(),
+        password: raw.sslpassword.clone(),
+        rootcert: raw.sslrootcert.clone(),
+        crl: raw.sslcrl.clone(),
+        crldir: raw.sslcrldir.clone(),
+        negotiation: raw.sslnegotiation.clone(),
+        gssencmode: raw.gssencmode.clone(),
+        channel_binding: raw.channel_binding.clone(),
     })
 }
 

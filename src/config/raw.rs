@@ -191,16 +191,16 @@ pub struct RawConfig {
 pub struct RawUser {
     pub username: Option<String>,
     pub password: Option<String>,
-    pub sslmode: Option<Ignored>,
-    pub sslkey: Option<Ignored>,
-    pub sslpassword: Option<Ignored>,
-    pub sslcert: Option<Ignored>,
-    pub sslrootcert: Option<Ignored>,
-    pub sslcrl: Option<Ignored>,
-    pub sslcrldir: Option<Ignored>,
-    pub sslnegotiation: Option<Ignored>,
-    pub gssencmode: Option<Ignored>,
-    pub channel_binding: Option<Ignored>,
+    pub sslmode: Option<String>,
+    pub sslkey: Option<PathBuf>,
+    pub sslpassword: Option<String>,
+    pub sslcert: Option<PathBuf>,
+    pub sslrootcert: Option<PathBuf>,
+    pub sslcrl: Option<PathBuf>,
+    pub sslcrldir: Option<PathBuf>,
+    pub sslnegotiation: Option<String>,
+    pub gssencmode: Option<String>,
+    pub channel_binding: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]

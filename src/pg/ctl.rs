@@ -340,12 +340,17 @@ pub async fn basebackup(
         return Err(PgError::State(format!("{} is not empty", dir.display())));
     }
     write_pgpass(settings, source, &settings.replication)?;
-    let mut dsn = conninfo(source, &settings.replication.username, "postgres");
+    let mut dsn = conninfo(source, &settings.replication, "postgres");
     dsn.push_str(&format!(
         " application_name={}",
         super::conninfo_quote(settings.name.as_str())
     ));
-    let result = Cmd::new(settings, "pg_basebackup")
+    let service = super::passphrase_service(settings, &settings.replication, &mut dsn)?;
+    let mut cmd = Cmd::new(settings, "pg_basebackup");
+    if let Some(file) = &service {
+        cmd = cmd.env("PGSERVICEFILE", file);
+    }
+    let result = cmd
         .arg(format!("--pgdata={}", dir.display()))
         .arg("-X")
         .arg("stream")

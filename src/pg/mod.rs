@@ -15,16 +15,18 @@ mod process;
 pub mod recovery;
 pub mod rewind;
 pub mod slots;
+pub mod tls;
 
 pub(crate) use process::{
     is_postmaster_of, pg_control_says_standby, process_started_at_ns, strip_own_env,
 };
 
-/// A role name and its password.
+/// A role name, its password, and the TLS settings of its `postgresql.authentication` section.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Credentials {
     pub username: String,
     pub password: String,
+    pub ssl: tls::SslSettings,
 }
 
 /// The password never reaches a log line.
@@ -33,6 +35,7 @@ impl std::fmt::Debug for Credentials {
         f.debug_struct("Credentials")
             .field("username", &self.username)
             .field("password", &"<hidden>")
+            .field("ssl", &self.ssl)
             .finish()
     }
 }
@@ -155,8 +158,11 @@ pub enum PgError {
     },
     #[error("{cmd} did not finish within {after_s}s")]
     Timeout { cmd: String, after_s: u64 },
-    #[error("sql: {0}")]
+    /// Shown with its causes: "db error" or "error performing TLS handshake" alone says nothing.
+    #[error("sql: {}", with_causes(.0))]
     Sql(#[from] tokio_postgres::Error),
+    #[error("tls: {0}")]
+    Tls(#[from] tls::TlsError),
     #[error("unexpected output: {0}")]
     Parse(String),
     /// `pg_ctl start` failed and no postmaster runs: the start failed (not "still starting").
@@ -165,6 +171,21 @@ pub enum PgError {
     /// The operation needs a running PostgreSQL (or a stopped one) and found the other.
     #[error("wrong state: {0}")]
     State(String),
+}
+
+/// `e: cause: cause...`, each once (tokio-postgres' db errors repeat their message in the source).
+fn with_causes(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = e.to_string();
+    let mut next = e.source();
+    while let Some(cause) = next {
+        let text = cause.to_string();
+        if !out.ends_with(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        next = cause.source();
+    }
+    out
 }
 
 impl PgError {
@@ -196,15 +217,21 @@ pub fn conninfo_quote(value: &str) -> String {
     format!("'{escaped}'")
 }
 
-/// A conninfo string for `endpoint` as `user`, without the password (that travels in the pgpass file).
-pub fn conninfo(endpoint: &Endpoint, user: &str, dbname: &str) -> String {
-    format!(
+/// A conninfo string for `endpoint` as `creds`, with their TLS settings as libpq keywords, without the
+/// password or the key's passphrase (this string goes on a command line; the password travels in the
+/// pgpass file).
+pub fn conninfo(endpoint: &Endpoint, creds: &Credentials, dbname: &str) -> String {
+    let mut s = format!(
         "host={} port={} user={} dbname={}",
         conninfo_quote(&endpoint.host),
         endpoint.port,
-        conninfo_quote(user),
+        conninfo_quote(&creds.username),
         conninfo_quote(dbname)
-    )
+    );
+    for (k, v) in creds.ssl.libpq_keywords(false) {
+        s.push_str(&format!(" {k}={}", conninfo_quote(&v)));
+    }
+    s
 }
 
 /// Replace a file atomically (a reload must never read half a config file) and hand it to `run_as`, so
@@ -252,6 +279,32 @@ pub(crate) fn write_pgpass(
         &pgpass_line(to, creds),
         0o600,
     )
+}
+
+/// Put `creds`' key passphrase (`sslpassword`) where a libpq binary finds it: libpq has no environment
+/// variable for it and a command line is readable by every local user, so it goes into a 0600 service
+/// file (`<pgpass>.service`, section `[tenure]`) and `service=tenure` joins `dsn`. Returns the file for
+/// `PGSERVICEFILE`, or `None` when there is no passphrase.
+pub(crate) fn passphrase_service(
+    settings: &PgSettings,
+    creds: &Credentials,
+    dsn: &mut String,
+) -> Result<Option<PathBuf>, PgError> {
+    let Some(pass) = &creds.ssl.password else {
+        return Ok(None);
+    };
+    if pass.contains(['\n', '\r']) {
+        return Err(PgError::State("sslpassword holds a line break".into()));
+    }
+    let path = settings.pgpass_path.with_extension("service");
+    write_owned(
+        settings,
+        &path,
+        &format!("[tenure]\nsslpassword={pass}\n"),
+        0o600,
+    )?;
+    dsn.push_str(" service=tenure");
+    Ok(Some(path))
 }
 
 fn pgpass_line(to: &Endpoint, creds: &Credentials) -> String {
@@ -306,6 +359,7 @@ mod tests {
         let creds = Credentials {
             username: "rep".into(),
             password: r"a:b\c".into(),
+            ssl: Default::default(),
         };
         assert_eq!(pgpass_line(&to, &creds), "\\:\\:1:5433:*:rep:a\\:b\\\\c\n");
     }
@@ -313,5 +367,31 @@ mod tests {
     #[test]
     fn conninfo_values_are_quoted() {
         assert_eq!(conninfo_quote("a'b\\c"), r"'a\'b\\c'");
+    }
+
+    #[test]
+    fn conninfo_carries_the_tls_settings_quoted_and_no_passphrase() {
+        let to = Endpoint {
+            name: "n".into(),
+            host: "db1".into(),
+            port: 5433,
+        };
+        let creds = Credentials {
+            username: "rep".into(),
+            password: "pw".into(),
+            ssl: tls::SslSettings {
+                mode: Some(tls::SslMode::VerifyFull),
+                rootcert: Some("/etc/my ca.pem".into()),
+                cert: Some("/etc/c.pem".into()),
+                key: Some("/etc/c.key".into()),
+                password: Some("secret".into()),
+                ..Default::default()
+            },
+        };
+        assert_eq!(
+            conninfo(&to, &creds, "postgres"),
+            "host='db1' port=5433 user='rep' dbname='postgres' sslmode='verify-full' \
+             sslcert='/etc/c.pem' sslkey='/etc/c.key' sslrootcert='/etc/my ca.pem'"
+        );
     }
 }

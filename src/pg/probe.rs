@@ -2,7 +2,7 @@
 use std::time::Duration;
 
 use tokio_postgres::error::SqlState;
-use tokio_postgres::{Client, NoTls};
+use tokio_postgres::Client;
 
 use super::controldata::{self, LocalPosition};
 use super::process::{pid_alive, read_postmaster_pid};
@@ -141,7 +141,7 @@ pub async fn connect(
         .dbname(dbname)
         .application_name("tenure")
         .connect_timeout(Duration::from_secs(CONNECT_TIMEOUT_S));
-    let (client, connection) = cfg.connect(NoTls).await?;
+    let (client, connection) = super::tls::connect(&mut cfg, &creds.ssl).await?;
     tokio::spawn(async move {
         if let Err(e) = connection.await {
             tracing::debug!(error = %e, "postgres connection closed");
@@ -150,18 +150,22 @@ pub async fn connect(
     Ok(client)
 }
 
-/// Connect to the local PostgreSQL as the superuser.
+/// Connect to the local PostgreSQL as the superuser, over loopback (see `SslSettings::for_loopback`).
 pub async fn connect_local(settings: &PgSettings) -> Result<Client, PgError> {
+    let creds = Credentials {
+        ssl: settings.superuser.ssl.for_loopback(),
+        ..settings.superuser.clone()
+    };
     connect(
         &settings.local_host(),
         settings.listen_port,
-        &settings.superuser,
+        &creds,
         "postgres",
     )
     .await
 }
 
-/// Connect to another member as `creds`.
+/// Connect to another member as `creds`, with their TLS settings.
 pub async fn connect_to(endpoint: &Endpoint, creds: &Credentials) -> Result<Client, PgError> {
     connect(&endpoint.host, endpoint.port, creds, "postgres").await
 }

@@ -39,7 +39,7 @@ pub fn render(settings: &PgSettings, cfg: &StandbyConfig) -> String {
         text.push_str(&format!("{UPSTREAM_MARK}{}\n", up.name));
         // The password sits in this 0600 file, as Patroni writes it into postgresql.conf: the WAL receiver
         // reconnects on its own, long after any pgpass file we generated might have changed.
-        let conninfo = format!(
+        let mut conninfo = format!(
             "host={} port={} user={} password={} application_name={}",
             conninfo_quote(&up.host),
             up.port,
@@ -47,6 +47,10 @@ pub fn render(settings: &PgSettings, cfg: &StandbyConfig) -> String {
             conninfo_quote(&settings.replication.password),
             conninfo_quote(settings.name.as_str()),
         );
+        // The replication section's TLS settings, passphrase included: this file is 0600, like the password.
+        for (k, v) in settings.replication.ssl.libpq_keywords(true) {
+            conninfo.push_str(&format!(" {k}={}", conninfo_quote(&v)));
+        }
         text.push_str(&format!(
             "primary_conninfo = '{}'\n",
             quote_guc_string(&conninfo)
@@ -121,6 +125,7 @@ mod tests {
         let creds = |u: &str, p: &str| super::super::Credentials {
             username: u.into(),
             password: p.into(),
+            ssl: Default::default(),
         };
         PgSettings {
             name: "node-1".into(),
@@ -164,5 +169,28 @@ mod tests {
             },
         );
         assert!(none.contains("primary_conninfo = ''\n") && !none.contains(UPSTREAM_MARK));
+    }
+
+    #[test]
+    fn a_standby_file_carries_the_replication_tls_settings() {
+        let mut s = settings();
+        s.replication.ssl = crate::pg::tls::SslSettings {
+            mode: Some(crate::pg::tls::SslMode::VerifyCa),
+            rootcert: Some("/etc/ca's.pem".into()),
+            password: Some("pass".into()),
+            ..Default::default()
+        };
+        let up = Endpoint {
+            name: "node-0".into(),
+            host: "10.0.0.2".into(),
+            port: 5433,
+        };
+        let text = render(&s, &StandbyConfig::follow(&s, up));
+        assert!(
+            text.contains(
+                r"sslmode=''verify-ca'' sslpassword=''pass'' sslrootcert=''/etc/ca\\''s.pem''"
+            ),
+            "{text}"
+        );
     }
 }

@@ -214,13 +214,16 @@ pub async fn run_rewind(
     }
     drop(client);
     write_pgpass(settings, source, &settings.rewind)?;
-    let out = Cmd::new(settings, "pg_rewind")
+    let mut dsn = conninfo(source, &settings.rewind, "postgres");
+    let service = super::passphrase_service(settings, &settings.rewind, &mut dsn)?;
+    let mut cmd = Cmd::new(settings, "pg_rewind");
+    if let Some(file) = &service {
+        cmd = cmd.env("PGSERVICEFILE", file);
+    }
+    let out = cmd
         .arg("-D")
         .arg(&settings.data_dir)
-        .arg(format!(
-            "--source-server={}",
-            conninfo(source, &settings.rewind.username, "postgres")
-        ))
+        .arg(format!("--source-server={dsn}"))
         .env("PGPASSFILE", &settings.pgpass_path)
         .env("PGOPTIONS", "-c statement_timeout=0")
         .run()

@@ -10,6 +10,15 @@ mod scenarios;
 
 e2e_scenarios!(support::cluster::StoreKind::Etcd);
 
+#[path = "pg_tls.rs"]
+mod pg_tls;
+
+/// PostgreSQL behind a hostssl-only pg_hba: bootstrap, clone and streaming with `sslmode: verify-ca`.
+#[test]
+fn replica_streams_over_hostssl_with_verify_ca() {
+    pg_tls::replica_streams_over_hostssl_with_verify_ca();
+}
+
 /// The agents reach etcd over https only, with client certificates required (`etcd3.cacert`, `cert`, `key`
 /// in their config files; https implied): bootstrap, a takeover after a graceful stop, and the rejoin.
 #[test]

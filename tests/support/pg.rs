@@ -70,6 +70,7 @@ fn creds(user: &str) -> Credentials {
         username: user.into(),
         // Quotes, a colon and a backslash: every quoting layer (SQL, conninfo, GUC, pgpass) is exercised.
         password: format!("{user}'s:secret\\x"),
+        ssl: Default::default(),
     }
 }
 

@@ -14,6 +14,32 @@ pub struct Pki {
 }
 
 impl Pki {
+    /// A client certificate signed by this PKI's CA with `CN=<cn>` (what `clientcert=verify-full` matches
+    /// against the role name): `(cert, key)` in `dir`.
+    pub fn client_for(&self, cn: &str) -> (PathBuf, PathBuf) {
+        let name = format!("client-{cn}");
+        issue(
+            self.dir.path(),
+            &name,
+            &format!("/CN={cn}"),
+            "extendedKeyUsage=clientAuth\n",
+        );
+        let p = |ext: &str| self.dir.path().join(format!("{name}.{ext}"));
+        (p("pem"), p("key"))
+    }
+
+    /// [`Pki::generate`] with client certificates for `cns` too, running openssl without tenure's
+    /// process-wide reaper: for test binaries that reap their own children (`support/pg.rs`), where that
+    /// reaper would take the exit statuses of PostgreSQL binaries from under their waits. Call it before
+    /// any node starts.
+    pub fn generate_plain(cns: &[&str]) -> (Pki, Vec<(PathBuf, PathBuf)>) {
+        PLAIN.with(|p| p.set(true));
+        let pki = Pki::generate();
+        let clients = cns.iter().map(|cn| pki.client_for(cn)).collect();
+        PLAIN.with(|p| p.set(false));
+        (pki, clients)
+    }
+
     /// A fresh PKI in a temporary directory.
     pub fn generate() -> Pki {
         let dir = tempfile::tempdir().expect("tempdir");
@@ -37,16 +63,6 @@ pub fn pki(dir: &Path) {
         Command::new("openssl").arg("version").output().is_ok(),
         "openssl not found: install it (scripts/install-deps does)"
     );
-    let run = |args: &[&str]| {
-        let out = tenure::demo::local::reaper()
-            .output(Command::new("openssl").args(args).current_dir(dir))
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "openssl {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    };
     let ec = [
         "-newkey",
         "ec",
@@ -70,31 +86,71 @@ pub fn pki(dir: &Path) {
         "-addext",
         "keyUsage=critical,keyCertSign",
     ]);
-    run(&ca);
-    for (name, ext) in [
-        (
-            "server",
-            "subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n",
-        ),
-        ("client", "extendedKeyUsage=clientAuth\n"),
-    ] {
-        std::fs::write(
-            dir.join(format!("{name}.ext")),
-            format!("basicConstraints=CA:FALSE\nkeyUsage=digitalSignature\n{ext}"),
-        )
-        .unwrap();
-        let (key, csr, pem, extfile) = (
-            format!("{name}.key"),
-            format!("{name}.csr"),
-            format!("{name}.pem"),
-            format!("{name}.ext"),
-        );
-        let subj = format!("/CN={name}");
-        let mut req = vec!["req"];
-        req.extend(ec);
-        req.extend(["-keyout", &key, "-out", &csr, "-subj", &subj]);
-        run(&req);
-        run(&[
+    run(dir, &ca);
+    issue(
+        dir,
+        "server",
+        "/CN=server",
+        "subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n",
+    );
+    issue(dir, "client", "/CN=client", "extendedKeyUsage=clientAuth\n");
+}
+
+thread_local! {
+    /// Set by [`Pki::generate_plain`] on its thread.
+    static PLAIN: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+fn run(dir: &Path, args: &[&str]) {
+    let mut cmd = Command::new("openssl");
+    cmd.args(args).current_dir(dir);
+    let out = if PLAIN.with(|p| p.get()) {
+        cmd.output()
+    } else {
+        tenure::demo::local::reaper().output(&mut cmd)
+    }
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "openssl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// `<name>.pem` and `<name>.key` in `dir`: a P-256 key and a certificate for `subj` with the extensions
+/// `ext`, signed by `ca.pem`/`ca.key` there.
+fn issue(dir: &Path, name: &str, subj: &str, ext: &str) {
+    std::fs::write(
+        dir.join(format!("{name}.ext")),
+        format!("basicConstraints=CA:FALSE\nkeyUsage=digitalSignature\n{ext}"),
+    )
+    .unwrap();
+    let (key, csr, pem, extfile) = (
+        format!("{name}.key"),
+        format!("{name}.csr"),
+        format!("{name}.pem"),
+        format!("{name}.ext"),
+    );
+    run(
+        dir,
+        &[
+            "req",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+            "-keyout",
+            &key,
+            "-out",
+            &csr,
+            "-subj",
+            subj,
+        ],
+    );
+    run(
+        dir,
+        &[
             "x509",
             "-req",
             "-in",
@@ -110,6 +166,6 @@ pub fn pki(dir: &Path) {
             "1",
             "-extfile",
             &extfile,
-        ]);
-    }
+        ],
+    );
 }
