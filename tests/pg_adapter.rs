@@ -446,3 +446,76 @@ async fn a_configured_pg_hba_is_written_as_given() {
     assert_eq!(one, 1);
     ctl::stop(s, StopMode::Fast).await.unwrap();
 }
+
+async fn observe_kept(s: &PgSettings, kept: &mut probe::KeptConnection) -> probe::RunningStatus {
+    match probe::observe_kept(s, kept).await.expect("observe") {
+        probe::Observed::Running(st) => st,
+        other => panic!("not running: {other:?}"),
+    }
+}
+
+/// The runtime's probe keeps its connection (opening one runs SCRAM's key derivation every cycle): the same
+/// backend answers probe after probe; a terminated one is replaced within the same probe; a restarted
+/// server gets a new one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_probe_keeps_its_connection_and_replaces_a_lost_one() {
+    let a = PgNode::new("node-k");
+    let s = &a.settings;
+    bootstrap(&a).await;
+    let mut kept = probe::KeptConnection::default();
+    let backend = || async {
+        let rows = sql(
+            s,
+            "SELECT pid FROM pg_stat_activity WHERE application_name = 'tenure' \
+             AND pid <> pg_backend_pid() ORDER BY pid",
+        )
+        .await;
+        rows.iter().map(|r| r.get::<_, i32>(0)).collect::<Vec<_>>()
+    };
+    observe_kept(s, &mut kept).await;
+    let first = backend().await;
+    assert_eq!(first.len(), 1, "one kept probe connection: {first:?}");
+    for _ in 0..3 {
+        observe_kept(s, &mut kept).await;
+        assert_eq!(
+            backend().await,
+            first,
+            "the same backend answers every probe"
+        );
+    }
+    exec(s, &format!("SELECT pg_terminate_backend({})", first[0])).await;
+    eventually(10, "the terminated backend to go", || async {
+        (!backend().await.contains(&first[0])).then_some(())
+    })
+    .await;
+    let st = observe_kept(s, &mut kept).await;
+    assert_eq!(
+        st.role,
+        PgRole::Primary,
+        "a lost connection is replaced at once"
+    );
+    let second = backend().await;
+    assert!(
+        second.len() == 1 && second != first,
+        "{first:?} -> {second:?}"
+    );
+    ctl::stop(s, StopMode::Fast).await.expect("stop");
+    ctl::start(s).await.expect("start");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !matches!(
+        probe::observe_kept(s, &mut kept).await,
+        Ok(probe::Observed::Running(_))
+    ) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the restarted server answers"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    assert!(kept.is_kept());
+    let third = backend().await;
+    assert!(
+        third.len() == 1 && third != second,
+        "{second:?} -> {third:?}"
+    );
+}

@@ -357,15 +357,62 @@ pub async fn observe(settings: &PgSettings) -> Result<PgState, PgError> {
 /// What `observe` sees, in the adapter's own types: `pg_controldata` in full when stopped, every LSN and the
 /// WAL receiver when running. Starting = a postmaster is alive but does not accept connections yet.
 pub async fn observe_detailed(settings: &PgSettings) -> Result<Observed, PgError> {
+    observe_kept(settings, &mut KeptConnection::default()).await
+}
+
+/// The local probe's connection, kept from one probe to the next (Patroni keeps one too): opening one runs
+/// SCRAM's key derivation, nearly all of an idle cycle's instructions (`bench/callgrind_idle.sh`). It is
+/// used again only for the same postmaster and the same host, port and user, and dropped when it fails.
+#[derive(Default)]
+pub struct KeptConnection {
+    kept: Option<Kept>,
+}
+
+struct Kept {
+    client: Client,
+    postmaster_pid: i32,
+    opened_for: (String, u16, String),
+}
+
+impl KeptConnection {
+    /// Whether a connection is being kept (for tests).
+    pub fn is_kept(&self) -> bool {
+        self.kept.is_some()
+    }
+}
+
+/// `observe_detailed`, reusing `kept`'s connection when it still reaches the same postmaster.
+pub async fn observe_kept(
+    settings: &PgSettings,
+    kept: &mut KeptConnection,
+) -> Result<Observed, PgError> {
+    let held = kept.kept.take();
     if !has_data(settings) {
         return Ok(Observed::NoData);
     }
     let postmaster = read_postmaster_pid(settings).filter(|(pid, _)| pid_alive(*pid));
-    let Some((_, status)) = postmaster else {
+    let Some((pid, status)) = postmaster else {
         return Ok(Observed::Stopped(controldata::read(settings).await?));
     };
     if status == "starting" {
         return Ok(Observed::Starting);
+    }
+    let opened_for = (
+        settings.local_host(),
+        settings.listen_port,
+        settings.superuser.username.clone(),
+    );
+    if let Some(k) = held
+        .filter(|k| k.postmaster_pid == pid && k.opened_for == opened_for && !k.client.is_closed())
+    {
+        match running_status(settings, &k.client).await {
+            Ok(st) => {
+                kept.kept = Some(k);
+                return Ok(Observed::Running(st));
+            }
+            // A backend terminated under us, a restart between the checks: open a new one below.
+            Err(e) => tracing::debug!(error = %e, "the kept probe connection failed"),
+        }
     }
     let client = match connect_local(settings).await {
         Ok(c) => c,
@@ -377,5 +424,11 @@ pub async fn observe_detailed(settings: &PgSettings) -> Result<Observed, PgError
         }
         Err(e) => return Err(e),
     };
-    Ok(Observed::Running(running_status(settings, &client).await?))
+    let st = running_status(settings, &client).await?;
+    kept.kept = Some(Kept {
+        client,
+        postmaster_pid: pid,
+        opened_for,
+    });
+    Ok(Observed::Running(st))
 }
