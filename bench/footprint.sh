@@ -12,8 +12,9 @@ BIN=$ROOT/target/release/tenure
 DEMO=$!
 trap 'kill -INT $DEMO 2>/dev/null; wait $DEMO 2>/dev/null || true' EXIT
 sleep 30
-# pid, RSS, its anonymous and file-backed parts (kB), CPU ticks, command line.
-snap() { for p in $(pgrep -f "^$BIN agent|^tenure fencer"); do
+# The demo's processes only (other clusters on the host run fencers too): pid, RSS, its anonymous and
+# file-backed parts (kB), CPU ticks, command line.
+snap() { for p in $(pgrep -f "^$BIN agent|^tenure fencer --file /tmp/tenure-demo-"); do
   awk -v p="$p" '/^VmRSS/ {rss=$2} /^RssAnon/ {anon=$2} /^RssFile/ {file=$2} END {printf "%s %d %d %d", p, rss, anon, file}' "/proc/$p/status"
   echo " $(awk '{print $14 + $15}' "/proc/$p/stat") $(tr '\0' ' ' </proc/$p/cmdline | cut -c1-60)"; done; }
 before=$(snap); sleep "$SECS"; after=$(snap)
