@@ -2,7 +2,10 @@
 # removed on exit (KEEP=1 keeps it, with the agents' logs). Defines BIN, W, PGP[], API[], sql, primary,
 # healthy, start_agent; returns once one primary and two replicas run.
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-cargo build --release --quiet --manifest-path "$ROOT/Cargo.toml" --bin tenure --example failover_writer
+# NO_BUILD=1 runs the release binary already there (a build of a different target set can re-resolve
+# features and recompile the crate for minutes).
+[ -n "${NO_BUILD:-}" ] && [ -x "$ROOT/target/release/tenure" ] ||
+  cargo build --release --quiet --manifest-path "$ROOT/Cargo.toml" --bin tenure --example failover_writer
 BIN=$ROOT/target/release/tenure
 WRITER=$ROOT/target/release/examples/failover_writer
 W=$(mktemp -d /tmp/tenure-bench.XXXXXX)

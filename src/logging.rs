@@ -126,6 +126,59 @@ impl Visit for Fields {
     }
 }
 
+/// How often an agent whose cycles repeat themselves says it is alive (issue 14: one INFO line a minute).
+pub const HEARTBEAT_MS: u64 = 60_000;
+
+/// How loud a cycle's line is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CycleLine {
+    /// The reason differs from the previous cycle's, or an action other than the steady ones ran: INFO.
+    Changed,
+    /// Nothing changed, and nothing was said at INFO for `HEARTBEAT_MS`: one INFO heartbeat line.
+    Heartbeat,
+    /// Nothing changed: DEBUG.
+    Same,
+}
+
+/// Remembers the previous cycle's reason and the last INFO line, so that a steady agent is quiet. It
+/// compares reasons, never reads the domain state behind them (the shell does not branch on it).
+#[derive(Debug)]
+pub struct CycleLog<R> {
+    last_reason: Option<R>,
+    last_info_ms: Option<u64>,
+}
+
+impl<R> Default for CycleLog<R> {
+    fn default() -> Self {
+        CycleLog {
+            last_reason: None,
+            last_info_ms: None,
+        }
+    }
+}
+
+impl<R: PartialEq + Clone> CycleLog<R> {
+    /// The loudness of a cycle with `reason` at monotonic `now_ms`; `notable` says an action other than the
+    /// steady ones ran.
+    pub fn line(&mut self, reason: &R, notable: bool, now_ms: u64) -> CycleLine {
+        let changed = self.last_reason.as_ref() != Some(reason);
+        if changed {
+            self.last_reason = Some(reason.clone());
+        }
+        if changed || notable {
+            self.last_info_ms = Some(now_ms);
+            return CycleLine::Changed;
+        }
+        match self.last_info_ms {
+            Some(at) if now_ms.saturating_sub(at) < HEARTBEAT_MS => CycleLine::Same,
+            _ => {
+                self.last_info_ms = Some(now_ms);
+                CycleLine::Heartbeat
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::{Arc, Mutex};
@@ -207,5 +260,52 @@ mod tests {
         );
         let text = lines(&warn, Some("debug"), false);
         assert!(text.contains("hidden at info"), "RUST_LOG wins: {text}");
+    }
+
+    #[test]
+    fn a_steady_reason_is_said_once_then_once_a_minute() {
+        let mut log = CycleLog::default();
+        assert_eq!(log.line(&"leading", false, 0), CycleLine::Changed);
+        assert_eq!(log.line(&"leading", false, 1_000), CycleLine::Same);
+        assert_eq!(
+            log.line(&"leading", false, HEARTBEAT_MS - 1),
+            CycleLine::Same
+        );
+        assert_eq!(
+            log.line(&"leading", false, HEARTBEAT_MS),
+            CycleLine::Heartbeat
+        );
+        assert_eq!(
+            log.line(&"leading", false, HEARTBEAT_MS + 1_000),
+            CycleLine::Same
+        );
+        assert_eq!(
+            log.line(&"leading", false, 2 * HEARTBEAT_MS),
+            CycleLine::Heartbeat
+        );
+    }
+
+    #[test]
+    fn a_changed_reason_or_a_notable_action_is_said_and_restarts_the_heartbeat() {
+        let mut log = CycleLog::default();
+        assert_eq!(log.line(&"following n1", false, 0), CycleLine::Changed);
+        assert_eq!(log.line(&"following n2", false, 1_000), CycleLine::Changed);
+        assert_eq!(log.line(&"following n2", false, 2_000), CycleLine::Same);
+        assert_eq!(log.line(&"following n2", true, 30_000), CycleLine::Changed);
+        assert_eq!(log.line(&"following n2", false, 31_000), CycleLine::Same);
+        // The heartbeat counts from the last INFO line, the notable one at 30 s.
+        assert_eq!(
+            log.line(&"following n2", false, 30_000 + HEARTBEAT_MS - 1),
+            CycleLine::Same
+        );
+        assert_eq!(
+            log.line(&"following n2", false, 30_000 + HEARTBEAT_MS),
+            CycleLine::Heartbeat
+        );
+        // Back to an earlier reason is a change too: only the previous cycle's counts.
+        assert_eq!(
+            log.line(&"following n1", false, 100_000),
+            CycleLine::Changed
+        );
     }
 }

@@ -254,7 +254,28 @@ struct FlushArgs {
     what: FlushWhat,
 }
 
+/// `fencer --file FILE --data-dir DIR`, exactly: the file and the data directory.
+fn fencer_argv(mut args: impl Iterator<Item = std::ffi::OsString>) -> Option<(PathBuf, PathBuf)> {
+    let mut next_is = |word: &str| args.next().filter(|a| a == word).map(|_| ());
+    next_is("fencer")?;
+    next_is("--file")?;
+    let file = args.next()?;
+    let mut next_is = |word: &str| args.next().filter(|a| a == word).map(|_| ());
+    next_is("--data-dir")?;
+    let data_dir = args.next()?;
+    args.next()
+        .is_none()
+        .then(|| (file.into(), data_dir.into()))
+}
+
 fn main() -> ExitCode {
+    // The fencing process, in the exact form the agent starts it, skips clap: building the whole command
+    // tree touches pages of code and heap that count in its resident memory (issue 14: <= 2 MiB). Any
+    // other form (`--help`, another order) goes through clap below. No async runtime either: only the
+    // commands that need one build it.
+    if let Some((file, data_dir)) = fencer_argv(std::env::args_os().skip(1)) {
+        tenure::agent::fence::fencer_main(&file, &data_dir);
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
@@ -494,5 +515,30 @@ fn agent(file: &Path, env: &BTreeMap<String, String>) -> ExitCode {
             eprintln!("tenure: {e}");
             ExitCode::from(EXIT_INTERNAL)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn argv(words: &[&str]) -> Option<(PathBuf, PathBuf)> {
+        fencer_argv(words.iter().map(std::ffi::OsString::from))
+    }
+
+    #[test]
+    fn only_the_agents_exact_fencer_command_skips_clap() {
+        assert_eq!(
+            argv(&["fencer", "--file", "/d.fence", "--data-dir", "/d"]),
+            Some(("/d.fence".into(), "/d".into()))
+        );
+        assert_eq!(argv(&["fencer", "--help"]), None);
+        assert_eq!(argv(&["fencer", "--data-dir", "/d", "--file", "/f"]), None);
+        assert_eq!(argv(&["fencer", "--file", "/f", "--data-dir"]), None);
+        assert_eq!(
+            argv(&["fencer", "--file", "/f", "--data-dir", "/d", "x"]),
+            None
+        );
+        assert_eq!(argv(&["agent", "--config", "/c"]), None);
     }
 }

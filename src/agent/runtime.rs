@@ -5,7 +5,7 @@ use std::sync::Arc;
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::watch;
 use tokio::time::{Duration, Instant};
-use tracing::{error, info, warn};
+use tracing::{debug, error, info, warn};
 
 use crate::api::{ApiState, Published};
 use crate::clock;
@@ -14,6 +14,7 @@ use crate::dcs::{keys, Dcs};
 use crate::ha::{
     decide, ActionOutcome, Decision, Memory, Millis, Observation, Outcome, PgState, StoreView,
 };
+use crate::logging::{CycleLine, CycleLog};
 
 use super::control::{request_result, PendingRequest, StoreControl};
 use super::execute::{member_record, Executor};
@@ -105,6 +106,7 @@ pub async fn run_loop(
     let mut dcs_last_seen = None;
     let mut pending: Option<PendingRequest> = None;
     let publisher = super::publisher::MemberPublisher::start(dcs.clone());
+    let mut cycle_log = CycleLog::default();
     loop {
         let cycle_start = clock::monotonic();
         let store_read_at = clock::monotonic();
@@ -151,7 +153,7 @@ pub async fn run_loop(
             pg_reloaded,
         };
         let d = decide(&core, &mem, &obs);
-        info!(reason = %d.reason, actions = ?d.actions, "cycle");
+        log_cycle(&mut cycle_log, &d, &obs);
         if d.status.role != tx.borrow().status.role {
             counters.role_changes += 1;
         }
@@ -220,6 +222,35 @@ pub async fn run_loop(
     let _ = stop_api.send(());
     let _ = api_task.await;
     Ok(())
+}
+
+/// The cycle's line: at INFO when its reason differs from the previous cycle's or an action other than the
+/// steady ones ran, a heartbeat at INFO once a minute otherwise, else DEBUG (issue 14: quiet logs).
+fn log_cycle(log: &mut CycleLog<crate::ha::Reason>, d: &Decision, obs: &Observation) {
+    match log.line(&d.reason, d.actions.iter().any(notable), obs.now.0) {
+        CycleLine::Changed => info!(reason = %d.reason, actions = ?d.actions, "cycle"),
+        CycleLine::Heartbeat => {
+            let leader = d.status.leader.as_ref().map(|l| l.to_string());
+            let lease = match d.status.lease_deadline {
+                Some(at) => format!("{} ms left", at.since(obs.now)),
+                None => "none held".into(),
+            };
+            info!(
+                role = ?d.status.role,
+                leader = leader.as_deref().unwrap_or("none"),
+                %lease,
+                reason = %d.reason,
+                "heartbeat"
+            );
+        }
+        CycleLine::Same => debug!(reason = %d.reason, actions = ?d.actions, "cycle"),
+    }
+}
+
+/// Whether an action is news: everything but the leader's steady renewal, its optime and its fence.
+fn notable(a: &crate::ha::Action) -> bool {
+    use crate::ha::Action::*;
+    !matches!(a, RenewLeader | WriteOptime(_) | ArmFence { .. })
 }
 
 /// Run with the settings the store's `config` key gives from now on: a new `ttl` for the store's next

@@ -11,6 +11,8 @@
 mod common;
 #[path = "lag.rs"]
 mod lag;
+#[path = "quiet.rs"]
+mod quiet;
 #[path = "../support/mod.rs"]
 #[allow(dead_code)]
 mod support;
@@ -732,4 +734,14 @@ fn i_scheduled_restart_of_a_replica_runs_at_its_time_not_before() {
         "the flushed one never ran"
     );
     c.assert_never_two_primaries();
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Quiet logs (issue 14 item 3)
+
+/// An idle cluster writes a heartbeat a minute at INFO per agent; a switchover and a crashed replica are
+/// still said at INFO.
+#[test]
+fn k_etcd_idle_cluster_logs_a_heartbeat_a_minute_changes_at_info() {
+    quiet::idle_cluster_is_quiet(Cluster::start(StoreKind::Etcd));
 }

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Health checks under wrk (issue 14 item 6): a 3-node cluster on etcd (bench/cluster.sh: release build,
+# ttl 10, loop_wait 1, retry_timeout 2), then `wrk --latency` against GET /primary and GET /replica?lag=1MB
+# on the primary and on a replica, with 10 and 64 connections; prints req/s, p50, p99 and the non-2xx
+# count (a replica answers /primary with 503, the primary /replica with 503: both are health answers).
+# Usage: bench/health_wrk.sh [seconds=10] [threads=2]. Needs root, etcd, PostgreSQL 15, wrk (apt-get install wrk).
+set -euo pipefail
+SECS=${1:-10}
+THREADS=${2:-2}
+command -v wrk >/dev/null || { echo "wrk not installed: apt-get install -y wrk" >&2; exit 1; }
+source "$(dirname "$0")/cluster.sh"
+P=$(primary)
+R=$(( P % 3 + 1 ))
+# The replica answers /replica 200 once its agent has published it streaming.
+for _ in $(seq 1 60); do
+  [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:${API[$R]}/replica?lag=1MB")" = 200 ] && break
+  sleep 1
+done
+echo "date $(date -u +%FT%TZ), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg), wrk -t$THREADS -d${SECS}s --latency"
+printf '%-8s %-18s %5s %10s %9s %9s %8s\n' node path conns req/s p50 p99 non-2xx
+for node in primary replica; do
+  [ "$node" = primary ] && i=$P || i=$R
+  for path in /primary '/replica?lag=1MB'; do
+    for c in 10 64; do
+      out=$(wrk -t"$THREADS" -c"$c" -d"${SECS}s" --latency "http://127.0.0.1:${API[$i]}$path")
+      rps=$(awk '/^Requests\/sec/ {print $2}' <<<"$out")
+      p50=$(awk '$1 == "50%" {print $2}' <<<"$out")
+      p99=$(awk '$1 == "99%" {print $2}' <<<"$out")
+      bad=$(awk '/Non-2xx/ {print $NF}' <<<"$out")
+      printf '%-8s %-18s %5s %10s %9s %9s %8s\n' "$node" "$path" "$c" "$rps" "$p50" "$p99" "${bad:-0}"
+    done
+  done
+done
