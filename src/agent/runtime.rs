@@ -107,6 +107,7 @@ pub async fn run_loop(
     let mut pending: Option<PendingRequest> = None;
     let publisher = super::publisher::MemberPublisher::start(dcs.clone());
     let mut cycle_log = CycleLog::default();
+    let mut probe_conn = crate::pg::probe::KeptConnection::default();
     loop {
         let cycle_start = clock::monotonic();
         let store_read_at = clock::monotonic();
@@ -128,7 +129,7 @@ pub async fn run_loop(
                 StoreView::Unavailable
             }
         };
-        let (pg_state, running) = observe_pg(&pg).await;
+        let (pg_state, running) = observe_pg(&pg, &mut probe_conn).await;
         let mut pg_reloaded = false;
         if dynamic.observe(&config, &local_core, config_key.as_ref()) {
             let next = dynamic.effective(&config, &local_core);
@@ -411,11 +412,12 @@ async fn watch(dcs: &dyn Dcs, key: Watched, index: Option<u64>, until: Instant) 
 /// The core's view of local PostgreSQL, and the probe's details when it runs (for the REST API only).
 async fn observe_pg(
     pg: &crate::pg::PgSettings,
+    kept: &mut crate::pg::probe::KeptConnection,
 ) -> (PgState, Option<crate::pg::probe::RunningStatus>) {
     use crate::pg::probe::Observed;
     let observed = tokio::time::timeout(
         Duration::from_secs(5),
-        crate::pg::probe::observe_detailed(pg),
+        crate::pg::probe::observe_kept(pg, kept),
     )
     .await;
     match observed {
