@@ -33,6 +33,13 @@ pub use server::{
 pub use settings::RestApiSettings;
 pub use state::{ApiState, Clock, Published, RuntimeCounters};
 pub use status::VERSION;
+// For the fuzz targets in `fuzz/`: the real query parser, credential check and `/cluster` rendering.
+#[doc(hidden)]
+pub use auth::Auth;
+#[doc(hidden)]
+pub use router::parse_query;
+#[doc(hidden)]
+pub use status::cluster_json;
 
 /// Why the API could not start.
 #[derive(Debug, thiserror::Error)]

@@ -171,11 +171,14 @@ pub fn version_num(v: &str) -> Result<u32, BadRequest> {
         .map(|p| p.trim().parse::<u32>())
         .collect::<Result<_, _>>()
         .map_err(|_| bad())?;
+    // Checked: a major version past 429496 does not fit `server_version_num` (u32).
+    let num = |major: u32, rest: u32| major.checked_mul(10_000)?.checked_add(rest);
     match parts[..] {
-        [major, minor] if major >= 10 && minor < 100 => Ok(major * 10_000 + minor),
-        [major, mid, minor] if mid < 100 && minor < 100 => Ok(major * 10_000 + mid * 100 + minor),
-        _ => Err(bad()),
+        [major, minor] if major >= 10 && minor < 100 => num(major, minor),
+        [major, mid, minor] if mid < 100 && minor < 100 => num(major, mid * 100 + minor),
+        _ => None,
     }
+    .ok_or_else(bad)
 }
 
 /// `POST /reinitialize`: an empty body means `{}`.
@@ -328,5 +331,25 @@ mod tests {
             422
         );
         assert_eq!(restart(br#"{"role":"leader"}"#).unwrap_err().status, 400);
+    }
+
+    #[test]
+    fn a_version_too_large_for_server_version_num_is_refused() {
+        // Found by the `rest` fuzz target: `5111111.1` overflowed `major * 10_000` (a panic in debug
+        // builds, a wrapped, wrong version in release).
+        assert!(version_num("5111111.1").is_err());
+        assert!(version_num("4294967295.99.99").is_err());
+        assert!(
+            version_num("429497.0").is_err(),
+            "the first major past u32::MAX"
+        );
+        assert_eq!(
+            restart(br#"{"postgres_version":"5111111.1"}"#)
+                .unwrap_err()
+                .status,
+            400
+        );
+        assert_eq!(version_num("15.4"), Ok(150_004));
+        assert_eq!(version_num("9.6.3"), Ok(90_603));
     }
 }

@@ -317,7 +317,7 @@ where
 }
 
 /// `a=1&tag_zone=b%20c` into decoded pairs (`+` is a space; a bad escape stays as written).
-fn parse_query(q: &str) -> Vec<(String, String)> {
+pub fn parse_query(q: &str) -> Vec<(String, String)> {
     q.split('&')
         .filter(|kv| !kv.is_empty())
         .map(|kv| {

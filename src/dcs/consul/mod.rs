@@ -17,8 +17,13 @@ use tokio::time::{Duration, Instant};
 
 pub use http::{SetupError, TlsFiles};
 pub use settings::{Consistency, ConsulSettings};
+// For the fuzz targets in `fuzz/`: the real snapshot builder over a hostile `?recurse` answer.
+#[doc(hidden)]
+pub use http::KvEntry;
+#[doc(hidden)]
+pub use snapshot::snapshot_from_entries;
 
-use self::http::{go_seconds, Http, KvEntry};
+use self::http::{go_seconds, Http};
 use super::keys::{ClusterSnapshot, KeyLayout, MemberRecord, SwitchoverRecord};
 use super::{Dcs, DcsError};
 use crate::ha::types::SessionId;

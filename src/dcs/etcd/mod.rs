@@ -27,6 +27,9 @@ use crate::ha::types::SessionId;
 use call::{bounded, is_auth_rejected, map_err};
 use settings::Keys;
 pub use settings::{lease_ttl_s, EtcdSettings, EtcdSettingsError, EtcdTls};
+// For the fuzz targets in `fuzz/`: the real snapshot builder over a hostile range answer.
+#[doc(hidden)]
+pub use snapshot::{build as snapshot_from_entries, Entry as SnapshotEntry};
 
 /// The etcd implementation of [`Dcs`].
 pub struct EtcdDcs {

@@ -12,7 +12,7 @@ use crate::ha::observation::LeaderKey;
 use crate::ha::types::{NodeName, SessionId};
 
 /// One key-value of the range, as far as the snapshot needs it.
-pub(super) struct Entry<'a> {
+pub struct Entry<'a> {
     pub key: &'a str,
     pub value: &'a str,
     pub mod_revision: i64,
@@ -21,7 +21,7 @@ pub(super) struct Entry<'a> {
 }
 
 /// Build the snapshot from the range's entries; `revision` is the range's header revision.
-pub(super) fn build<'a>(
+pub fn build<'a>(
     prefix: &str,
     entries: impl IntoIterator<Item = Entry<'a>>,
     revision: i64,
