@@ -156,14 +156,19 @@ impl Kv {
                 Store::Consul(url) => {
                     let r = self
                         .http
-                        .get(format!("{url}/v1/kv/{key}?raw"))
+                        .get(format!("{url}/v1/kv/{key}"))
                         .send()
                         .await
                         .expect("consul get");
                     if r.status() == 404 {
                         return None;
                     }
-                    Some(r.bytes().await.expect("consul body").to_vec())
+                    // The double has no `?raw`: the entry's `Value` is base64, null for an empty value.
+                    let v: serde_json::Value = r.json().await.expect("consul entries");
+                    Some(
+                        b64.decode(v[0]["Value"].as_str().unwrap_or(""))
+                            .expect("base64"),
+                    )
                 }
             }
         })
@@ -273,8 +278,11 @@ fn hold_garbage(c: &mut Cluster, kv: &Kv, p: usize, rel: &str, what: &str, value
         "initialize" => Some("WriteInitialize"),
         _ => None,
     };
+    // An empty `failover` is Patroni's "nothing requested" ({}); the Consul reader takes it so, silently.
+    let silent_ok = rel == "failover" && value.is_empty();
     let logged = |c: &Cluster, i: usize| {
-        (rel == "initialize" && i != p)
+        silent_ok
+            || (rel == "initialize" && i != p)
             || log_since(c, i, before[i])
                 .lines()
                 .any(|l| l.contains(&needle) || alias.is_some_and(|a| l.contains(a)))
@@ -481,7 +489,6 @@ fn etcd_garbage_in_every_key() {
 }
 
 #[test]
-#[ignore = "not yet seen green: the etcd scenario was made to pass first; run with --ignored"]
 fn consul_garbage_in_every_key() {
     corrupt_every_key(StoreKind::Consul);
 }
