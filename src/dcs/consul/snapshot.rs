@@ -51,6 +51,10 @@ pub fn snapshot_from_entries(
                 let text = entry.text()?;
                 let value: serde_json::Value =
                     serde_json::from_str(&text).map_err(|e| bad(e.to_string()))?;
+                // Patroni reads a `config` that is not an object as `{}`: unpaused. Not a guess to make.
+                if !value.is_object() {
+                    return Err(bad("not a JSON object".into()));
+                }
                 snap.cluster.config = dynamic_config_from_json(&value);
                 snap.config = Some((value, entry.modify_index));
             }
@@ -66,14 +70,22 @@ pub fn snapshot_from_entries(
                 .ok()
                 .and_then(|t| serde_json::from_str(&t).ok())
             {
-                Some(status) => snap.cluster.optime = optime_from_status(&status),
+                Some(status) => {
+                    snap.cluster.optime = optime_from_status(&status);
+                    if snap.cluster.optime.is_none() {
+                        warn!(key = %entry.key, "ignoring a status without a numeric optime");
+                    }
+                }
                 None => warn!(key = %entry.key, "ignoring unreadable status"),
             },
             "failsafe" => {
                 snap.cluster.failsafe = entry
                     .text()
                     .ok()
-                    .and_then(|t| crate::dcs::keys::failsafe_from_json(&t))
+                    .and_then(|t| crate::dcs::keys::failsafe_from_json(&t));
+                if snap.cluster.failsafe.is_none() {
+                    warn!(key = %entry.key, "ignoring a failsafe key that is not an object of strings");
+                }
             }
             "history" => match entry
                 .text()
@@ -83,6 +95,9 @@ pub fn snapshot_from_entries(
                 Some(history) => {
                     snap.history = Some(history);
                     crate::dcs::keys::fill_timeline(&mut snap);
+                    if snap.cluster.timeline.is_none() {
+                        warn!(key = %entry.key, "ignoring a history of the wrong shape: no timeline read");
+                    }
                 }
                 None => warn!(key = %entry.key, "ignoring unreadable history"),
             },

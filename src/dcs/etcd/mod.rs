@@ -299,14 +299,29 @@ impl Dcs for EtcdDcs {
             })
             .await?;
         let revision = resp.header().map_or(0, |h| h.revision());
-        // Keys and values Patroni writes are UTF-8; anything else is not ours to read.
-        let entries = resp.kvs().iter().filter_map(|kv| {
-            Some(snapshot::Entry {
-                key: kv.key_str().ok()?,
-                value: kv.value_str().ok()?,
-                mod_revision: kv.mod_revision(),
-                lease: kv.lease(),
+        // Keys Patroni writes are UTF-8; a key that is not is not ours. A value that is not is garbage in one
+        // of our keys: dropping it would make a garbage `leader` look free, so it is read with replacement
+        // characters (no JSON reader accepts those outside strings) and named in a warning.
+        let values: Vec<_> = resp
+            .kvs()
+            .iter()
+            .filter_map(|kv| Some((kv, kv.key_str().ok()?)))
+            .map(|(kv, key)| {
+                let value = String::from_utf8_lossy(kv.value());
+                if let std::borrow::Cow::Owned(_) = value {
+                    tracing::warn!(
+                        key,
+                        "the value is not UTF-8; reading it with replacement characters"
+                    );
+                }
+                (kv, key, value)
             })
+            .collect();
+        let entries = values.iter().map(|(kv, key, value)| snapshot::Entry {
+            key,
+            value,
+            mod_revision: kv.mod_revision(),
+            lease: kv.lease(),
         });
         snapshot::build(&self.keys.prefix, entries, revision)
     }

@@ -44,11 +44,16 @@ pub fn build<'a>(
         match rel {
             "initialize" => snap.cluster.initialize = Some(value.to_string()),
             "config" => {
+                let bad = |why: String| DcsError::BadData {
+                    key: key.to_string(),
+                    why,
+                };
                 let json: serde_json::Value =
-                    serde_json::from_str(value).map_err(|e| DcsError::BadData {
-                        key: key.to_string(),
-                        why: e.to_string(),
-                    })?;
+                    serde_json::from_str(value).map_err(|e| bad(e.to_string()))?;
+                // Patroni reads a `config` that is not an object as `{}`: unpaused. Not a guess to make.
+                if !json.is_object() {
+                    return Err(bad("not a JSON object".into()));
+                }
                 snap.cluster.config = dynamic_config_from_json(&json);
                 snap.config = Some((json, index));
             }
@@ -74,12 +79,29 @@ pub fn build<'a>(
             "status" => {
                 if let Some(json) = parse::<serde_json::Value>(key, value) {
                     snap.cluster.optime = optime_from_status(&json);
+                    if snap.cluster.optime.is_none() {
+                        tracing::warn!(key, "ignoring a status without a numeric optime");
+                    }
                 }
             }
-            "failsafe" => snap.cluster.failsafe = failsafe_from_json(value),
+            "failsafe" => {
+                snap.cluster.failsafe = failsafe_from_json(value);
+                if snap.cluster.failsafe.is_none() {
+                    tracing::warn!(
+                        key,
+                        "ignoring a failsafe key that is not an object of strings"
+                    );
+                }
+            }
             "history" => {
                 snap.history = parse(key, value);
                 fill_timeline(&mut snap);
+                if snap.history.is_some() && snap.cluster.timeline.is_none() {
+                    tracing::warn!(
+                        key,
+                        "ignoring a history of the wrong shape: no timeline read"
+                    );
+                }
             }
             _ => {
                 // Only direct children of members/ are members (Patroni: `k.count('/') == 1`).
@@ -187,6 +209,11 @@ mod tests {
         assert!(
             matches!(bad, Err(DcsError::BadData { .. })),
             "config guessed wrong could unpause: {bad:?}"
+        );
+        let array = build(P, [e("/service/batman/config", "[1, 2]", 0)], 3);
+        assert!(
+            matches!(array, Err(DcsError::BadData { .. })),
+            "a config that is no object is no config: {array:?}"
         );
     }
 }
