@@ -45,8 +45,8 @@ echo "date $(date -u +%FT%TZ), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/load
 for i in $R $Q; do
   [ "$i" = "$R" ] && { role=primary; per_s=2; } || { role=replica; per_s=1; }
   files=$(ls "$W"/cg.$i.out* | grep -v '\.out$' || ls "$W/cg.$i.out")
-  ir=$(callgrind_annotate $files 2>/dev/null | awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1; exit}')
+  ir=$(callgrind_annotate $files 2>/dev/null | awk '/PROGRAM TOTALS/ && !done {gsub(",", "", $1); print $1; done = 1}')
   scram=$(calls "postgres_protocol::authentication::sasl::hi" $files)
   echo "$role pg$i: Ir ${ir} in ${SECS} s, $(awk -v a="$ir" -v s="$SECS" -v r="$per_s" 'BEGIN {printf "%.0f", a / s / r}') per cycle at ${per_s}/s; SCRAM key derivations ${scram} (one per probe, one probe per cycle: $(awk -v a="$ir" -v n="$scram" 'BEGIN { if (n > 0) printf "%.0f", a / n; else print "?" }') per probe)"
-  callgrind_annotate --inclusive=yes $files 2>/dev/null | sed -n '/file:function/,$p' | head -25
+  callgrind_annotate --inclusive=yes $files 2>/dev/null | sed -n '/file:function/,$p' | awk 'NR <= 25'
 done
