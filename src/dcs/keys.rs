@@ -231,6 +231,16 @@ fn flag(config: &serde_json::Value, key: &str) -> bool {
         .unwrap_or(false)
 }
 
+/// The `config` key's text as both stores read it: JSON, and an object. Patroni reads one that is not an
+/// object as `{}`, i.e. unpaused; that is not a guess to make, so the read fails and names why.
+pub fn config_from_text(text: &str) -> Result<serde_json::Value, String> {
+    let value: serde_json::Value = serde_json::from_str(text).map_err(|e| e.to_string())?;
+    if !value.is_object() {
+        return Err("not a JSON object".into());
+    }
+    Ok(value)
+}
+
 /// The parts of the `config` JSON the core acts on.
 pub fn dynamic_config_from_json(config: &serde_json::Value) -> DynamicConfig {
     DynamicConfig {

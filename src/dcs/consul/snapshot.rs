@@ -49,12 +49,7 @@ pub fn snapshot_from_entries(
             }
             "config" => {
                 let text = entry.text()?;
-                let value: serde_json::Value =
-                    serde_json::from_str(&text).map_err(|e| bad(e.to_string()))?;
-                // Patroni reads a `config` that is not an object as `{}`: unpaused. Not a guess to make.
-                if !value.is_object() {
-                    return Err(bad("not a JSON object".into()));
-                }
+                let value = crate::dcs::keys::config_from_text(&text).map_err(bad)?;
                 snap.cluster.config = dynamic_config_from_json(&value);
                 snap.config = Some((value, entry.modify_index));
             }

@@ -44,16 +44,11 @@ pub fn build<'a>(
         match rel {
             "initialize" => snap.cluster.initialize = Some(value.to_string()),
             "config" => {
-                let bad = |why: String| DcsError::BadData {
-                    key: key.to_string(),
-                    why,
-                };
-                let json: serde_json::Value =
-                    serde_json::from_str(value).map_err(|e| bad(e.to_string()))?;
-                // Patroni reads a `config` that is not an object as `{}`: unpaused. Not a guess to make.
-                if !json.is_object() {
-                    return Err(bad("not a JSON object".into()));
-                }
+                let json =
+                    crate::dcs::keys::config_from_text(value).map_err(|why| DcsError::BadData {
+                        key: key.to_string(),
+                        why,
+                    })?;
                 snap.cluster.config = dynamic_config_from_json(&json);
                 snap.config = Some((json, index));
             }
