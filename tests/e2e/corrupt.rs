@@ -43,9 +43,15 @@ use common::{create_table, log, others, CONVERGE_BUDGET, REJOIN_BUDGET, TTL};
 const HOLD_MIN: Duration = Duration::from_secs(2);
 /// ... and at most, if some agent has not logged it yet.
 const HOLD_MAX: Duration = Duration::from_secs(8);
-/// How often the garbage is written again while it is held: the owner of a key (a member, the leader's
-/// `status`) rewrites it every loop, and every agent must read the garbage at least once.
-const REWRITE_EVERY: Duration = Duration::from_millis(250);
+/// How often an owned key is checked while it is held, and the garbage written again once its owner (a
+/// member, the leader's `status`) rewrote it: every agent must read the garbage at least once. Writing it
+/// again every 250 ms was too coarse: agents loop at the same 1 s period, so a reader that reads shortly
+/// after the owner's rewrite stayed phase-locked there and never saw the garbage in 8 s (seen in CI and
+/// here, after the member key moved to the end of the owner's cycle). Put again only when it changed, so a
+/// large value is not written 200 times a second.
+const REWRITE_EVERY: Duration = Duration::from_millis(5);
+/// How often the agents' logs are read while a key is held.
+const LOG_CHECK_EVERY: Duration = Duration::from_millis(250);
 
 /// Raw access to the store's keys under `/service/e2e/`, as an operator's tool (or a bug) would write them.
 struct Kv {
@@ -288,17 +294,21 @@ fn hold_garbage(c: &mut Cluster, kv: &Kv, p: usize, rel: &str, what: &str, value
                 .any(|l| l.contains(&needle) || alias.is_some_and(|a| l.contains(a)))
     };
     // Only the keys an agent rewrites on its own need writing again; the others are written once (a
-    // 1 MiB value written every 250 ms would load etcd until reads time out).
+    // 1 MiB value written again and again would load etcd until reads time out).
     let owned = owned(rel);
     kv.put(rel, value);
     let t0 = Instant::now();
     let until = t0 + HOLD_MAX;
     // At least two agent loops, so that the primary had a chance to act on the garbage.
     while Instant::now() < until && (t0.elapsed() < HOLD_MIN || !(0..NODES).all(|i| logged(c, i))) {
-        std::thread::sleep(REWRITE_EVERY);
-        if owned {
-            kv.put(rel, value);
+        let check_at = Instant::now() + LOG_CHECK_EVERY;
+        while owned && Instant::now() < check_at {
+            std::thread::sleep(REWRITE_EVERY);
+            if kv.get(rel).as_deref() != Some(value) {
+                kv.put(rel, value);
+            }
         }
+        std::thread::sleep(check_at.saturating_duration_since(Instant::now()));
         c.check_agents();
     }
     assert_primary_writable(c, p, &format!("{rel} = {what}"));
