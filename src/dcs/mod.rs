@@ -5,6 +5,7 @@
 pub mod consul;
 pub mod etcd;
 pub mod keys;
+mod own_member;
 pub mod values;
 
 use async_trait::async_trait;

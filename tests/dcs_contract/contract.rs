@@ -1,6 +1,7 @@
 //! The one contract every `Dcs` backend meets, written once, generic over a `Backend` factory, and stamped out
 //! per backend by `contract_tests!`.
 mod faults;
+mod members;
 mod ttl;
 mod watch;
 
@@ -15,6 +16,7 @@ use tokio::task::JoinSet;
 use tokio::time::{sleep, Instant};
 
 pub use faults::*;
+pub use members::*;
 pub use ttl::*;
 pub use watch::*;
 
@@ -58,7 +60,8 @@ macro_rules! contract_tests {
             snapshot_carries_every_key, failsafe_key_round_trips, watch_wakes_on_leader_change, watch_wakes_on_config_change,
             watch_times_out_without_change,
             passed_deadline_is_unavailable, no_cluster_leader_is_unavailable, frozen_store_answers_by_deadline,
-            dropped_connection_is_unavailable, a_new_ttl_applies_from_the_next_acquire);
+            dropped_connection_is_unavailable, a_new_ttl_applies_from_the_next_acquire,
+            an_unchanged_member_record_is_not_written_again);
     };
     ($factory:path; $($case:ident),* $(,)?) => {
         $(

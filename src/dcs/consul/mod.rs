@@ -42,6 +42,8 @@ pub struct ConsulDcs {
     /// The HA ttl for the next session (`set_ttl`), and the one the current session was created with.
     ttl_ms: AtomicU64,
     session_ttl_ms: AtomicU64,
+    /// Our member key as the last read showed it: an unchanged record is not written again.
+    own_member: super::own_member::OwnMember,
 }
 
 #[derive(Deserialize)]
@@ -66,6 +68,7 @@ impl ConsulDcs {
             settings,
             layout,
             session: Mutex::new(None),
+            own_member: Default::default(),
         })
     }
 
@@ -271,11 +274,20 @@ impl Dcs for ConsulDcs {
         consistent: bool,
         deadline: Instant,
     ) -> Result<ClusterSnapshot, DcsError> {
+        let mark = self.own_member.read_started();
         let (entries, index) = self
             .http
             .kv_get(self.layout.prefix(), &self.read_flags(consistent), deadline)
             .await?;
-        snapshot::snapshot_from_entries(&self.layout, &entries.unwrap_or_default(), index)
+        let entries = entries.unwrap_or_default();
+        let own_key = self.layout.member(&self.settings.name);
+        let own = entries.iter().find(|e| e.key == own_key);
+        let own_text = own.and_then(|e| Some((e.text().ok()?, e.session.clone()?)));
+        self.own_member.observed(
+            mark,
+            own_text.as_ref().map(|(v, s)| (v.as_str(), s.as_str())),
+        );
+        snapshot::snapshot_from_entries(&self.layout, &entries, index)
     }
 
     async fn ensure_session(&self, deadline: Instant) -> Result<SessionId, DcsError> {
@@ -370,17 +382,25 @@ impl Dcs for ConsulDcs {
         deadline: Instant,
     ) -> Result<(), DcsError> {
         let id = self.ensure_session(deadline).await?.0;
+        let bytes = json_bytes(record)?;
+        if std::str::from_utf8(&bytes).is_ok_and(|v| self.own_member.unchanged(v, &id)) {
+            return Ok(());
+        }
         // Only this agent ever writes members/<name>: a copy bound to another session is ours from a
         // previous run, and is replaced.
         let ours = |_: &KvEntry| true;
-        self.acquire_own(
-            &self.layout.member(&self.settings.name),
-            &id,
-            json_bytes(record)?,
-            ours,
-            deadline,
-        )
-        .await
+        self.own_member.writing();
+        let written = self
+            .acquire_own(
+                &self.layout.member(&self.settings.name),
+                &id,
+                bytes,
+                ours,
+                deadline,
+            )
+            .await;
+        self.own_member.written();
+        written
     }
 
     async fn race_initialize(&self, value: &str, deadline: Instant) -> Result<(), DcsError> {

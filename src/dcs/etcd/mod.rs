@@ -51,6 +51,8 @@ pub struct EtcdDcs {
     lease: StdMutex<Option<i64>>,
     /// CA and client certificate for https endpoints, read at construction.
     tls: Option<etcd_client::TlsOptions>,
+    /// Our member key as the last read showed it: an unchanged record is not put again.
+    own_member: super::own_member::OwnMember,
 }
 
 impl EtcdDcs {
@@ -81,6 +83,7 @@ impl EtcdDcs {
             endpoint: AtomicUsize::new(0),
             lease: StdMutex::new(None),
             tls,
+            own_member: Default::default(),
         })
     }
 
@@ -293,6 +296,7 @@ impl Dcs for EtcdDcs {
         // etcd ranges are linearizable unless asked to be serializable, so `consistent` needs nothing extra.
         let prefix = self.keys.prefix.as_str();
         let opts = GetOptions::new().with_prefix();
+        let mark = self.own_member.read_started();
         let resp = self
             .call(deadline, "range", |mut c| async move {
                 c.get(prefix, Some(opts)).await
@@ -317,6 +321,13 @@ impl Dcs for EtcdDcs {
                 (kv, key, value)
             })
             .collect();
+        let own = values.iter().find(|(_, key, _)| *key == self.member_key);
+        let own_lease = own.map(|(kv, _, _)| kv.lease().to_string());
+        self.own_member.observed(
+            mark,
+            own.zip(own_lease.as_deref())
+                .map(|((_, _, v), l)| (v.as_ref(), l)),
+        );
         let entries = values.iter().map(|(kv, key, value)| snapshot::Entry {
             key,
             value,
@@ -418,13 +429,19 @@ impl Dcs for EtcdDcs {
         // A member with no lease gets one: publishing is how a (re)started agent first appears.
         let lease = self.lease_or_grant(deadline).await?;
         let json = serde_json::to_string(record).expect("MemberRecord serializes");
+        if self.own_member.unchanged(&json, &lease.to_string()) {
+            return Ok(());
+        }
         let key = self.member_key.as_str();
         let opts = PutOptions::new().with_lease(lease);
-        self.call(deadline, "publish member", |mut c| async move {
-            c.put(key, json, Some(opts)).await
-        })
-        .await?;
-        Ok(())
+        self.own_member.writing();
+        let put = self
+            .call(deadline, "publish member", |mut c| async move {
+                c.put(key, json, Some(opts)).await
+            })
+            .await;
+        self.own_member.written();
+        put.map(|_| ())
     }
 
     async fn race_initialize(&self, value: &str, deadline: Instant) -> Result<(), DcsError> {
