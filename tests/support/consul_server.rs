@@ -193,6 +193,8 @@ async fn accept_loop(
             _ = shutdown.changed() => return,
             accepted = listener.accept() => {
                 let Ok((stream, _)) = accepted else { continue };
+                // As Go's net package does for every TCP connection a real Consul accepts.
+                let _ = stream.set_nodelay(true);
                 let (shared, mut stop, acceptor) = (shared.clone(), shutdown.clone(), acceptor.clone());
                 tokio::spawn(async move {
                     let conn = async move {

@@ -153,8 +153,11 @@ pub async fn write_response<W: AsyncWrite + Unpin>(
         ));
     }
     head.push_str("\r\n");
-    w.write_all(head.as_bytes()).await?;
-    w.write_all(&resp.body).await?;
+    // One write: a head and a body written apart waited for the client's delayed ACK (40 ms) under Nagle
+    // on a kept-alive connection, which a real Consul (Go sets TCP_NODELAY) never does.
+    let mut out = head.into_bytes();
+    out.extend_from_slice(&resp.body);
+    w.write_all(&out).await?;
     w.flush().await
 }
 
