@@ -8,7 +8,7 @@ pub mod execute;
 pub mod fence;
 pub mod hooks;
 pub mod peers;
-mod publisher;
+pub mod publisher;
 pub mod reload;
 mod runtime;
 pub mod unique;
