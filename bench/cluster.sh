@@ -1,6 +1,7 @@
 # Sourced by the bench scripts: a 3-node tenure cluster on one etcd, as the postgres user, in a temp dir
 # removed on exit (KEEP=1 keeps it, with the agents' logs). Defines BIN, W, PGP[], API[], sql, primary,
-# healthy, start_agent; returns once one primary and two replicas run.
+# healthy, start_agent; returns once one primary and two replicas run. TTL, LOOP_WAIT and RETRY (seconds)
+# set the bootstrap timing (defaults 10, 1, 2).
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 # NO_BUILD=1 runs the release binary already there (a build of a different target set can re-resolve
 # features and recompile the crate for minutes).
@@ -33,7 +34,7 @@ scope: bench
 name: pg$i
 restapi: {listen: "127.0.0.1:${API[$i]}", connect_address: "127.0.0.1:${API[$i]}", allow_unauthenticated: true}
 etcd3: {host: "127.0.0.1:$EP"}
-bootstrap: {dcs: {ttl: 10, loop_wait: 1, retry_timeout: 2}}
+bootstrap: {dcs: {ttl: ${TTL:-10}, loop_wait: ${LOOP_WAIT:-1}, retry_timeout: ${RETRY:-2}}}
 postgresql:
   data_dir: $W/data$i
   bin_dir: /usr/lib/postgresql/15/bin
