@@ -468,11 +468,11 @@ async fn history_and_config_are_read_and_edited() {
 
     let (code, out, err) = tenure(&["show-config", "--config", path(&config)]).await;
     assert_eq!(code, 0, "{err}");
-    let shown: serde_yaml::Value = serde_yaml::from_str(&out).expect("YAML");
-    assert_eq!(shown["loop_wait"], serde_yaml::Value::from(10));
+    let shown: yaml_serde::Value = yaml_serde::from_str(&out).expect("YAML");
+    assert_eq!(shown["loop_wait"], yaml_serde::Value::from(10));
     assert_eq!(
         shown["postgresql"]["parameters"]["work_mem"],
-        serde_yaml::Value::from("4MB")
+        yaml_serde::Value::from("4MB")
     );
 
     let (code, out, err) = tenure(&[

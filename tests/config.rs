@@ -60,29 +60,29 @@ fn err_with(text: &str, env: &BTreeMap<String, String>) -> String {
 
 /// BASE with `key.path: value` set (YAML value), creating maps on the way.
 fn base_with(path: &str, value: &str) -> String {
-    let mut doc: serde_yaml::Value = serde_yaml::from_str(BASE).unwrap();
+    let mut doc: yaml_serde::Value = yaml_serde::from_str(BASE).unwrap();
     let mut node = &mut doc;
     let parts: Vec<&str> = path.split('.').collect();
     for (i, part) in parts.iter().enumerate() {
         let map = node.as_mapping_mut().expect("a map on the way");
-        let key = serde_yaml::Value::from(*part);
+        let key = yaml_serde::Value::from(*part);
         if i + 1 == parts.len() {
-            map.insert(key, serde_yaml::from_str(value).unwrap());
+            map.insert(key, yaml_serde::from_str(value).unwrap());
             break;
         }
         if !map.contains_key(&key) {
-            map.insert(key.clone(), serde_yaml::Value::Mapping(Default::default()));
+            map.insert(key.clone(), yaml_serde::Value::Mapping(Default::default()));
         }
         node = map.get_mut(&key).unwrap();
     }
-    serde_yaml::to_string(&doc).unwrap()
+    yaml_serde::to_string(&doc).unwrap()
 }
 
 /// BASE without one top-level section.
 fn base_without(section: &str) -> String {
-    let mut doc: serde_yaml::Value = serde_yaml::from_str(BASE).unwrap();
+    let mut doc: yaml_serde::Value = yaml_serde::from_str(BASE).unwrap();
     doc.as_mapping_mut().unwrap().remove(section);
-    serde_yaml::to_string(&doc).unwrap()
+    yaml_serde::to_string(&doc).unwrap()
 }
 
 fn template() -> PathBuf {
@@ -751,15 +751,15 @@ fn etcd_tls_settings_and_their_refusals() {
 
 #[test]
 fn hooks_are_split_as_patroni_splits_them() {
-    let mut doc: serde_yaml::Value = serde_yaml::from_str(BASE).unwrap();
+    let mut doc: yaml_serde::Value = yaml_serde::from_str(BASE).unwrap();
     let pg = doc["postgresql"].as_mapping_mut().unwrap();
-    let hooks: serde_yaml::Value = serde_yaml::from_str(
+    let hooks: yaml_serde::Value = yaml_serde::from_str(
         "{callbacks: {on_start: \"/usr/local/bin/cb.sh 'a b'\", on_role_change: /usr/local/bin/cb.sh}, \
          pre_promote: /usr/local/bin/fence.sh --check, before_stop: /bin/sync}",
     )
     .unwrap();
     pg.extend(hooks.as_mapping().unwrap().clone());
-    let text = serde_yaml::to_string(&doc).unwrap();
+    let text = yaml_serde::to_string(&doc).unwrap();
     let c = ok(&text).config;
     let hooks = &c.local_pg.hooks;
     assert_eq!(

@@ -144,7 +144,7 @@ async fn patronictl_lists_a_cluster_written_by_tenure() {
 
     // The dynamic configuration and the timeline history, as patronictl reads them.
     let shown = patronictl(&yaml, &["show-config", SCOPE]);
-    let shown: serde_json::Value = serde_yaml::from_str(&shown).expect("show-config prints YAML");
+    let shown: serde_json::Value = yaml_serde::from_str(&shown).expect("show-config prints YAML");
     assert_eq!(shown, config, "show-config:\n{shown:?}");
     let line = serde_json::json!([
         1,

@@ -394,7 +394,7 @@ pub fn config_patch(sets: &[String]) -> Result<Value, CliError> {
         let value: Value = if value.trim().is_empty() {
             Value::String(String::new())
         } else {
-            serde_yaml::from_str(value).map_err(|e| bad(&format!("not a YAML value: {e}")))?
+            yaml_serde::from_str(value).map_err(|e| bad(&format!("not a YAML value: {e}")))?
         };
         let (last, parents) = path.split_last().ok_or_else(|| bad("empty key"))?;
         let mut node = &mut root;

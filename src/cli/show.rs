@@ -81,5 +81,5 @@ pub async fn show_config(ctx: &Ctx) -> Result<(), CliError> {
 
 /// JSON as YAML, the way patronictl prints the config.
 pub fn yaml(v: &Value) -> Result<String, CliError> {
-    serde_yaml::to_string(v).map_err(|e| CliError::internal(format!("cannot render YAML: {e}")))
+    yaml_serde::to_string(v).map_err(|e| CliError::internal(format!("cannot render YAML: {e}")))
 }

@@ -132,8 +132,8 @@ const HOMES: &[(&str, &str)] = &[
     ("noloadbalance", "tags.noloadbalance"),
 ];
 
-/// Turn a serde_yaml error into a config error with the key's full path and a fix.
-pub(crate) fn from_yaml(file: &Path, e: &serde_yaml::Error) -> ConfigError {
+/// Turn a yaml_serde error into a config error with the key's full path and a fix.
+pub(crate) fn from_yaml(file: &Path, e: &yaml_serde::Error) -> ConfigError {
     let origin = Origin::File {
         file: file.to_path_buf(),
         line: e.location().map(|l| l.line()),

@@ -1,5 +1,5 @@
 //! The one table of Patroni keys tenure accepts but ignores (each a warning), and of those it refuses.
-use serde_yaml::Value;
+use yaml_serde::Value;
 
 /// Patroni keys tenure accepts and ignores, with the reason given in the warning. A `*` segment matches any
 /// key. Every row needs an `Option<Ignored>` field in `raw.rs` (a test checks each row parses).

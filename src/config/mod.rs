@@ -200,12 +200,12 @@ pub fn parse(
     env: &BTreeMap<String, String>,
 ) -> Result<Loaded, ConfigErrors> {
     let one = |e| ConfigErrors(vec![e]);
-    let doc: serde_yaml::Value =
-        serde_yaml::from_str(text).map_err(|e| one(error::from_yaml(file, &e)))?;
+    let doc: yaml_serde::Value =
+        yaml_serde::from_str(text).map_err(|e| one(error::from_yaml(file, &e)))?;
     let mut raw: raw::RawConfig = if doc.is_null() {
         raw::RawConfig::default()
     } else {
-        serde_yaml::from_str(text).map_err(|e| one(error::from_yaml(file, &e)))?
+        yaml_serde::from_str(text).map_err(|e| one(error::from_yaml(file, &e)))?
     };
     let mut warnings: Vec<Warning> = ignored::present(&doc)
         .into_iter()

@@ -310,10 +310,10 @@ pub(crate) fn initdb(list: Vec<InitdbOption>, ctx: &mut Ctx) -> Option<InitdbOpt
     ok.then_some(opts)
 }
 
-fn truthy(v: &serde_yaml::Value) -> Option<bool> {
+fn truthy(v: &yaml_serde::Value) -> Option<bool> {
     match v {
-        serde_yaml::Value::Bool(b) => Some(*b),
-        serde_yaml::Value::String(s) => match s.to_ascii_lowercase().as_str() {
+        yaml_serde::Value::Bool(b) => Some(*b),
+        yaml_serde::Value::String(s) => match s.to_ascii_lowercase().as_str() {
             "true" | "yes" | "on" => Some(true),
             "false" | "no" | "off" => Some(false),
             _ => None,
@@ -322,7 +322,7 @@ fn truthy(v: &serde_yaml::Value) -> Option<bool> {
     }
 }
 
-pub(crate) fn tags(raw: BTreeMap<String, serde_yaml::Value>, ctx: &mut Ctx) -> Option<TagValues> {
+pub(crate) fn tags(raw: BTreeMap<String, yaml_serde::Value>, ctx: &mut Ctx) -> Option<TagValues> {
     let mut ok = true;
     let mut flag = |key: &str, ctx: &mut Ctx| match raw.get(key) {
         None => false,
