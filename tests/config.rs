@@ -10,6 +10,8 @@ use tenure::ha::WatchdogMode;
 mod hardening;
 #[path = "config/tls.rs"]
 mod tls;
+#[path = "config/yaml_forms.rs"]
+mod yaml_forms;
 
 const BASE: &str = "\
 scope: main

@@ -193,6 +193,18 @@ pub fn load(file: &Path, env: &BTreeMap<String, String>) -> Result<Loaded, Confi
     parse(&text, file, env)
 }
 
+/// Whether a mapping anywhere in `v` has a `<<` merge key.
+fn has_merge_key(v: &yaml_serde::Value) -> bool {
+    match v {
+        yaml_serde::Value::Mapping(m) => m
+            .iter()
+            .any(|(k, v)| k.as_str() == Some("<<") || has_merge_key(v)),
+        yaml_serde::Value::Sequence(s) => s.iter().any(has_merge_key),
+        yaml_serde::Value::Tagged(t) => has_merge_key(&t.value),
+        _ => false,
+    }
+}
+
 /// Check `text` as if read from `file` (named in messages), with `env` applied over it.
 pub fn parse(
     text: &str,
@@ -200,11 +212,20 @@ pub fn parse(
     env: &BTreeMap<String, String>,
 ) -> Result<Loaded, ConfigErrors> {
     let one = |e| ConfigErrors(vec![e]);
-    let doc: yaml_serde::Value =
+    // PyYAML, Patroni's reader, skips a leading byte-order mark; libyaml takes it for a second document.
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let mut doc: yaml_serde::Value =
         yaml_serde::from_str(text).map_err(|e| one(error::from_yaml(file, &e)))?;
     let mut raw: raw::RawConfig = if doc.is_null() {
         raw::RawConfig::default()
+    } else if has_merge_key(&doc) {
+        // Merge keys (`<<: *anchor`), which PyYAML applies: read from the merged tree. Its errors carry no
+        // line, but still name the key.
+        doc.apply_merge()
+            .map_err(|e| one(error::from_yaml(file, &e)))?;
+        yaml_serde::from_value(doc.clone()).map_err(|e| one(error::from_yaml(file, &e)))?
     } else {
+        // From the text, so that an error names its line.
         yaml_serde::from_str(text).map_err(|e| one(error::from_yaml(file, &e)))?
     };
     let mut warnings: Vec<Warning> = ignored::present(&doc)
