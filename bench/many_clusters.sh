@@ -5,6 +5,7 @@
 # bytes/s and the latencies of the leaders' renewals and of the reads.
 # Usage: bench/many_clusters.sh [clusters=1000] [loop_wait_ms=10000] [seconds=60] [ttl_s=30] [etcd|consul|both]
 # BENCH_NO_PUBLISH=1 or BENCH_NO_WATCH=1 leave that part of the cycle out, to attribute the store's load.
+# The Consul test double, as Consul, refuses session TTLs under 10 s: keep ttl_s at 20 or more for it.
 # Needs etcd (scripts/install-deps). Raises the open-file limit to the hard limit: each member holds its own connection.
 set -euo pipefail
 cd "$(dirname "$0")/.."
