@@ -6,6 +6,7 @@ pub mod control;
 pub mod dynamic;
 pub mod execute;
 pub mod fence;
+mod guard;
 pub mod hooks;
 pub mod peers;
 pub mod publisher;
@@ -39,6 +40,11 @@ pub enum AgentError {
          (or stop the other agent)"
     )]
     DuplicateName { name: String, api_url: String },
+    #[error(
+        "the decision core's assertion failed: {0}. This is a bug: the agent stops without acting; PostgreSQL \
+         is left running and the fencing process stops it if the lease runs out. Please report it with the log"
+    )]
+    CoreAssertion(String),
 }
 
 /// Run the agent until it is told to stop (SIGTERM/SIGINT) and has stopped in order. `env` is the

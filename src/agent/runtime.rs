@@ -12,7 +12,7 @@ use crate::clock;
 use crate::config::Config;
 use crate::dcs::{keys, Dcs};
 use crate::ha::{
-    decide, ActionOutcome, Decision, Memory, Millis, Observation, Outcome, PgState, StoreView,
+    ActionOutcome, Decision, Memory, Millis, Observation, Outcome, PgState, StoreView,
 };
 use crate::logging::{CycleLine, CycleLog};
 
@@ -153,7 +153,7 @@ pub async fn run_loop(
             failsafe_grant: lock(&failsafe).grant.clone(),
             pg_reloaded,
         };
-        let d = decide(&core, &mem, &obs);
+        let d = super::guard::decide_or_stop(&core, &mem, &obs)?;
         log_cycle(&mut cycle_log, &d, &obs);
         if d.status.role != tx.borrow().status.role {
             counters.role_changes += 1;
