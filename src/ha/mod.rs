@@ -1,4 +1,7 @@
 //! The pure decision core: `decide(config, memory, observation) -> Decision`. No I/O, clock, randomness or env.
+// Enforced by the compiler for clock, env, fs, net and process calls (clippy.toml), by tests/core_purity.rs for
+// the rest (tokio, logging, randomness).
+#![deny(clippy::disallowed_methods, clippy::disallowed_types)]
 mod absorb;
 pub mod action;
 mod backoff;
