@@ -80,7 +80,7 @@ fuzz_target!(|data: &[u8]| {
 });
 
 fn use_snapshot(mut snap: ClusterSnapshot) {
-    tenure::dcs::keys::fill_derived(&mut snap);
+    tenure::dcs::snapshot::fill_derived(&mut snap);
     for (name, record) in &snap.members {
         let text = serde_json::to_string(record).expect("a member record serializes");
         let back: MemberRecord = serde_json::from_str(&text).expect("its own JSON reads back");

@@ -24,7 +24,7 @@ pub use http::KvEntry;
 pub use snapshot::snapshot_from_entries;
 
 use self::http::{go_seconds, Http};
-use super::keys::{ClusterSnapshot, KeyLayout, MemberRecord, SwitchoverRecord};
+use super::{ClusterSnapshot, KeyLayout, MemberRecord, SwitchoverRecord};
 use super::{Dcs, DcsError};
 use crate::ha::types::SessionId;
 
@@ -485,7 +485,7 @@ impl Dcs for ConsulDcs {
         members: &BTreeMap<String, String>,
         deadline: Instant,
     ) -> Result<(), DcsError> {
-        let json = crate::dcs::keys::failsafe_json(members);
+        let json = crate::dcs::records::failsafe_json(members);
         self.put_plain(&self.layout.failsafe(), json.into_bytes(), deadline)
             .await
     }

@@ -5,11 +5,12 @@
 use tracing::warn;
 
 use super::http::KvEntry;
-use crate::dcs::keys::{
+use crate::dcs::records::{
     dynamic_config_from_json, member_from_record, optime_from_status, switchover_from_record,
-    ClusterSnapshot, KeyLayout, MemberRecord, SwitchoverRecord,
+    MemberRecord, SwitchoverRecord,
 };
 use crate::dcs::DcsError;
+use crate::dcs::{ClusterSnapshot, KeyLayout};
 use crate::ha::observation::LeaderKey;
 use crate::ha::types::{NodeName, SessionId};
 
@@ -49,7 +50,7 @@ pub fn snapshot_from_entries(
             }
             "config" => {
                 let text = entry.text()?;
-                let value = crate::dcs::keys::config_from_text(&text).map_err(bad)?;
+                let value = crate::dcs::records::config_from_text(&text).map_err(bad)?;
                 snap.cluster.config = dynamic_config_from_json(&value);
                 snap.config = Some((value, entry.modify_index));
             }
@@ -77,7 +78,7 @@ pub fn snapshot_from_entries(
                 snap.cluster.failsafe = entry
                     .text()
                     .ok()
-                    .and_then(|t| crate::dcs::keys::failsafe_from_json(&t));
+                    .and_then(|t| crate::dcs::records::failsafe_from_json(&t));
                 if snap.cluster.failsafe.is_none() {
                     warn!(key = %entry.key, "ignoring a failsafe key that is not an object of strings");
                 }
@@ -89,7 +90,7 @@ pub fn snapshot_from_entries(
             {
                 Some(history) => {
                     snap.history = Some(history);
-                    crate::dcs::keys::fill_timeline(&mut snap);
+                    crate::dcs::snapshot::fill_timeline(&mut snap);
                     if snap.cluster.timeline.is_none() {
                         warn!(key = %entry.key, "ignoring a history of the wrong shape: no timeline read");
                     }

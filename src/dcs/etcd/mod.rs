@@ -515,7 +515,7 @@ impl Dcs for EtcdDcs {
         members: &BTreeMap<String, String>,
         deadline: Instant,
     ) -> Result<(), DcsError> {
-        let json = crate::dcs::keys::failsafe_json(members);
+        let json = crate::dcs::records::failsafe_json(members);
         self.put(&self.keys.failsafe, json, deadline).await
     }
 

@@ -3,10 +3,11 @@
 //! Tolerance follows what a bad value could make the core do: an unreadable `config` is `BadData` (guessing
 //! `pause` wrong would make the core act), while an unreadable member, `failover`, `status` or `history` is
 //! skipped with a warning, since its absence only makes the core more cautious.
-use crate::dcs::keys::{
-    dynamic_config_from_json, failsafe_from_json, fill_timeline, member_from_record,
-    optime_from_status, switchover_from_record,
+use crate::dcs::records::{
+    dynamic_config_from_json, failsafe_from_json, member_from_record, optime_from_status,
+    switchover_from_record,
 };
+use crate::dcs::snapshot::fill_timeline;
 use crate::dcs::{ClusterSnapshot, DcsError, MemberRecord, SwitchoverRecord};
 use crate::ha::observation::LeaderKey;
 use crate::ha::types::{NodeName, SessionId};
@@ -44,11 +45,12 @@ pub fn build<'a>(
         match rel {
             "initialize" => snap.cluster.initialize = Some(value.to_string()),
             "config" => {
-                let json =
-                    crate::dcs::keys::config_from_text(value).map_err(|why| DcsError::BadData {
+                let json = crate::dcs::records::config_from_text(value).map_err(|why| {
+                    DcsError::BadData {
                         key: key.to_string(),
                         why,
-                    })?;
+                    }
+                })?;
                 snap.cluster.config = dynamic_config_from_json(&json);
                 snap.config = Some((json, index));
             }
