@@ -17,7 +17,8 @@ use tokio::time::{Duration, Instant};
 
 pub use http::{SetupError, TlsFiles};
 pub use settings::{Consistency, ConsulSettings};
-// For the fuzz targets in `fuzz/`: the real snapshot builder over a hostile `?recurse` answer.
+// For the fuzz targets in `fuzz/` and the snapshot tests in `tests/dcs_contract/`: this adapter's
+// translation of a hostile `?recurse` answer into the shared snapshot builder.
 #[doc(hidden)]
 pub use http::KvEntry;
 #[doc(hidden)]
