@@ -199,7 +199,7 @@ async fn a_pending_scheduled_restart_is_in_patroni_and_cluster_as_patroni_shows_
     let v: serde_json::Value = serde_json::from_str(&body).unwrap();
     assert!(v.get("scheduled_restart").is_none(), "{v}");
     assert!(v.get("pending_restart").is_none(), "{v}");
-    let record = tenure::dcs::keys::ScheduledRestartRecord {
+    let record = tenure::dcs::records::ScheduledRestartRecord {
         schedule: "2030-01-01T00:00:00+00:00".into(),
         role: Some("replica".into()),
         restart_pending: Some(true),
@@ -222,7 +222,7 @@ async fn a_pending_scheduled_restart_is_in_patroni_and_cluster_as_patroni_shows_
     assert_eq!(v["pending_restart"], true, "{v}");
     assert!(v.get("pending_restart_reason").is_none(), "{v}");
     api.set(|p| {
-        let diff = tenure::dcs::keys::ParamDiff {
+        let diff = tenure::dcs::records::ParamDiff {
             old_value: "100".into(),
             new_value: "200".into(),
         };

@@ -106,14 +106,14 @@ impl Fixture {
             ..MemberRecord::default()
         };
         follower.tags.insert("zone".into(), json!("a"));
-        follower.scheduled_restart = Some(tenure::dcs::keys::ScheduledRestartRecord {
+        follower.scheduled_restart = Some(tenure::dcs::records::ScheduledRestartRecord {
             schedule: "2030-01-01T12:00:00+00:00".into(),
             role: None,
             restart_pending: None,
             postgres_version: None,
         });
         follower.pending_restart = Some(true);
-        let diff = tenure::dcs::keys::ParamDiff {
+        let diff = tenure::dcs::records::ParamDiff {
             old_value: "100".into(),
             new_value: "200".into(),
         };

@@ -61,18 +61,16 @@ fuzz_target!(|data: &[u8]| {
     }
     let prefix = format!("/{}", layout.prefix());
     let keys: Vec<String> = raw.iter().map(|r| format!("{prefix}{}", r.key)).collect();
-    // The etcd adapter drops keys and values that are not UTF-8 before the snapshot, as here.
+    // The etcd adapter drops keys that are not UTF-8 (`entries` already has); values go in as bytes.
     let etcd = raw
         .iter()
         .zip(&keys)
         .enumerate()
-        .filter_map(|(i, (r, key))| {
-            Some(SnapshotEntry {
-                key,
-                value: std::str::from_utf8(r.value).ok()?,
-                mod_revision: i as i64 + 1,
-                lease: r.session.and_then(|s| s.parse().ok()).unwrap_or(0),
-            })
+        .map(|(i, (r, key))| SnapshotEntry {
+            key,
+            value: r.value,
+            mod_revision: i as i64 + 1,
+            lease: r.session.and_then(|s| s.parse().ok()).unwrap_or(0),
         });
     if let Ok(snap) = etcd_snapshot(&prefix, etcd, 100) {
         use_snapshot(snap);
@@ -80,7 +78,7 @@ fuzz_target!(|data: &[u8]| {
 });
 
 fn use_snapshot(mut snap: ClusterSnapshot) {
-    tenure::dcs::keys::fill_derived(&mut snap);
+    tenure::dcs::snapshot::fill_derived(&mut snap);
     for (name, record) in &snap.members {
         let text = serde_json::to_string(record).expect("a member record serializes");
         let back: MemberRecord = serde_json::from_str(&text).expect("its own JSON reads back");

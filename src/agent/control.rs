@@ -60,7 +60,7 @@ impl StoreControl {
     async fn current(&self) -> Option<ClusterSnapshot> {
         match self.dcs.get_cluster(true, self.deadline()).await {
             Ok(mut snap) => {
-                crate::dcs::keys::fill_derived(&mut snap);
+                crate::dcs::snapshot::fill_derived(&mut snap);
                 Some(snap)
             }
             Err(_) => self.published.borrow().cluster.clone(),

@@ -5,7 +5,8 @@ use std::sync::Arc;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use crate::dcs::keys::{format_rfc3339_ms, ScheduledRestartRecord};
+use crate::dcs::records::ScheduledRestartRecord;
+use crate::dcs::rfc3339::format_rfc3339_ms;
 use crate::dcs::{ClusterSnapshot, Dcs, DcsError, MemberRecord, SwitchoverRecord};
 use crate::ha::{
     Action, Divergence, Job, JobResult, JobStatus, Lsn, NodeName, Outcome, PeerProbe, Timeline,
@@ -406,7 +407,7 @@ pub fn member_record(
     MemberRecord {
         conn_url: pg.conn_url(),
         api_url: api_url.to_string(),
-        state: crate::dcs::keys::wire_state(m.state).to_string(),
+        state: crate::dcs::records::wire_state(m.state).to_string(),
         role: m.role.as_str().to_string(),
         version: crate::api::VERSION.to_string(),
         // patronictl computes lag from xlog_location even for replicas.
@@ -416,7 +417,7 @@ pub fn member_record(
         // and `/cluster`'s `replay_lag` the replayed one.
         replay_lsn: m.replay_lsn.or(m.lsn).map(|Lsn(l)| l).filter(|_| replica),
         receive_lsn: m.receive_lsn.or(m.lsn).map(|Lsn(l)| l).filter(|_| replica),
-        replication_state: crate::dcs::keys::replication_state(replica, m.state, streaming)
+        replication_state: crate::dcs::records::replication_state(replica, m.state, streaming)
             .map(str::to_string),
         tags: tags.clone(),
         scheduled_restart: m.scheduled_restart.map(|s| ScheduledRestartRecord {
@@ -432,7 +433,7 @@ pub fn member_record(
             postgres_version: s
                 .filter
                 .below_version
-                .map(crate::dcs::keys::format_version_num),
+                .map(crate::dcs::records::format_version_num),
         }),
         pending_restart: m.pending_restart.then_some(true),
         ..MemberRecord::default()
@@ -443,13 +444,13 @@ pub fn member_record(
 pub fn pending_reason(
     running: Option<&crate::pg::probe::RunningStatus>,
     record: &MemberRecord,
-) -> Option<BTreeMap<String, crate::dcs::keys::ParamDiff>> {
+) -> Option<BTreeMap<String, crate::dcs::records::ParamDiff>> {
     let r = running.filter(|_| record.pending_restart == Some(true))?;
     let diffs: BTreeMap<_, _> = r
         .pending_restart_reason
         .iter()
         .map(|(name, old, new)| {
-            let diff = crate::dcs::keys::ParamDiff {
+            let diff = crate::dcs::records::ParamDiff {
                 old_value: old.clone(),
                 new_value: new.clone(),
             };

@@ -10,7 +10,7 @@ use tracing::{debug, error, info, warn};
 use crate::api::{ApiState, Published};
 use crate::clock;
 use crate::config::Config;
-use crate::dcs::{keys, Dcs};
+use crate::dcs::{snapshot, Dcs};
 use crate::ha::{
     ActionOutcome, Decision, Memory, Millis, Observation, Outcome, PgState, StoreView,
 };
@@ -114,7 +114,7 @@ pub async fn run_loop(
         let mut config_key = None;
         let store = match dcs.get_cluster(consistent, after_ms(retry_ms)).await {
             Ok(mut snap) => {
-                keys::fill_derived(&mut snap);
+                snapshot::fill_derived(&mut snap);
                 config_key = snap.config.as_ref().map(|(v, _)| v.clone());
                 exec.remember(&snap);
                 dcs_last_seen = Some(clock::wall_s());

@@ -5,7 +5,7 @@ use super::control::{
     ControlError, FailoverRequest, ReinitializeRequest, RestartRequest, RestartRole,
     SwitchoverRequest,
 };
-use crate::dcs::keys::parse_rfc3339_ms;
+use crate::dcs::rfc3339::parse_rfc3339_ms;
 use crate::ha::NodeName;
 
 /// A body the API refuses with 400 and this message.

@@ -11,7 +11,7 @@ use super::prompt::confirm;
 use super::rest::{targets, Target};
 use super::show::yaml;
 use super::{CliError, Ctx};
-use crate::dcs::keys::parse_rfc3339_ms;
+use crate::dcs::rfc3339::parse_rfc3339_ms;
 
 /// `PATCH /config` answers once the store is written.
 const CONFIG_TIMEOUT: Duration = Duration::from_secs(15);

@@ -5,7 +5,7 @@ use serde_json::{json, Value};
 
 use super::table::{Align, Table};
 use super::{CliError, Ctx, Format};
-use crate::dcs::keys::member_from_record;
+use crate::dcs::records::member_from_record;
 use crate::dcs::{ClusterSnapshot, MemberRecord};
 
 const MB: f64 = 1024.0 * 1024.0;

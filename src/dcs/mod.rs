@@ -6,12 +6,17 @@ pub mod consul;
 pub mod etcd;
 pub mod keys;
 mod own_member;
+pub mod records;
+pub mod rfc3339;
+pub mod snapshot;
 pub mod values;
 
 use async_trait::async_trait;
 use tokio::time::Instant;
 
-pub use keys::{ClusterSnapshot, KeyLayout, MemberRecord, SwitchoverRecord};
+pub use keys::KeyLayout;
+pub use records::{MemberRecord, SwitchoverRecord};
+pub use snapshot::ClusterSnapshot;
 
 use crate::ha::types::SessionId;
 

@@ -3,6 +3,7 @@
 //! Backends: the in-process Consul test double and a real Consul when `CONSUL_HTTP_ADDR` is set (`consul.rs`).
 //! Two etcd backends plug in the same way, each a module calling `contract_tests!` with its factory: a real
 //! etcd (`etcd.rs`) and a real etcd serving https only with client certificates required (`etcd_tls.rs`).
+//! `snapshot.rs` needs no store: the snapshot builder both adapters share, through each one's translation.
 #[path = "../support/mod.rs"]
 #[allow(dead_code)]
 mod support;
@@ -13,3 +14,4 @@ mod contract;
 mod consul;
 mod etcd;
 mod etcd_tls;
+mod snapshot;

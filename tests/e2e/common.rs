@@ -132,5 +132,5 @@ pub fn api(c: &Cluster, i: usize, method: &str, path: &str, body: &str) -> (u16,
 /// fraction dropped, as the scheduled-restart test expects).
 pub fn rfc3339(t: SystemTime) -> String {
     let secs = t.duration_since(UNIX_EPOCH).expect("after 1970").as_secs();
-    tenure::dcs::keys::format_rfc3339_ms(secs * 1000)
+    tenure::dcs::rfc3339::format_rfc3339_ms(secs * 1000)
 }

@@ -23,8 +23,9 @@
 //! - `sync`: tenure does not read it (no synchronous mode yet), so garbage there changes nothing.
 //! - `leader`: the one key where garbage cannot leave the primary alone. A put replaces the value (etcd:
 //!   and drops the lease), so the primary no longer holds the key and steps down, as Patroni's does; the
-//!   key still exists, so no replica races (Patroni: a leader key with any name is present). Deleting it
-//!   is the repair: one member takes the key again and the cluster converges.
+//!   key still exists, so no replica races (Patroni: a leader key with any name but an empty one is
+//!   present; tenure counts an empty one too, see docs/differences.md). Deleting it is the repair: one
+//!   member takes the key again and the cluster converges.
 #[path = "common.rs"]
 #[allow(dead_code)]
 mod common;
@@ -284,7 +285,7 @@ fn hold_garbage(c: &mut Cluster, kv: &Kv, p: usize, rel: &str, what: &str, value
         "initialize" => Some("WriteInitialize"),
         _ => None,
     };
-    // An empty `failover` is Patroni's "nothing requested" ({}); the Consul reader takes it so, silently.
+    // An empty `failover` is Patroni's "nothing requested" ({}); the snapshot builder takes it so, silently.
     let silent_ok = rel == "failover" && value.is_empty();
     let logged = |c: &Cluster, i: usize| {
         silent_ok

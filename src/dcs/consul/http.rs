@@ -53,19 +53,26 @@ pub struct KvEntry {
 }
 
 impl KvEntry {
+    /// The value's bytes; empty for `null`. Consul always sends base64, so an answer that is not names the
+    /// key and fails.
+    pub fn bytes(&self) -> Result<Vec<u8>, DcsError> {
+        let Some(b64) = self.value.as_deref() else {
+            return Ok(Vec::new());
+        };
+        base64::engine::general_purpose::STANDARD
+            .decode(b64)
+            .map_err(|e| DcsError::BadData {
+                key: self.key.clone(),
+                why: format!("not base64: {e}"),
+            })
+    }
+
     /// The value decoded as UTF-8 text.
     pub fn text(&self) -> Result<String, DcsError> {
-        let bad = |why: String| DcsError::BadData {
+        String::from_utf8(self.bytes()?).map_err(|e| DcsError::BadData {
             key: self.key.clone(),
-            why,
-        };
-        let Some(b64) = self.value.as_deref() else {
-            return Ok(String::new());
-        };
-        let bytes = base64::engine::general_purpose::STANDARD
-            .decode(b64)
-            .map_err(|e| bad(e.to_string()))?;
-        String::from_utf8(bytes).map_err(|e| bad(e.to_string()))
+            why: e.to_string(),
+        })
     }
 }
 

@@ -17,14 +17,15 @@ use tokio::time::{Duration, Instant};
 
 pub use http::{SetupError, TlsFiles};
 pub use settings::{Consistency, ConsulSettings};
-// For the fuzz targets in `fuzz/`: the real snapshot builder over a hostile `?recurse` answer.
+// For the fuzz targets in `fuzz/` and the snapshot tests in `tests/dcs_contract/`: this adapter's
+// translation of a hostile `?recurse` answer into the shared snapshot builder.
 #[doc(hidden)]
 pub use http::KvEntry;
 #[doc(hidden)]
 pub use snapshot::snapshot_from_entries;
 
 use self::http::{go_seconds, Http};
-use super::keys::{ClusterSnapshot, KeyLayout, MemberRecord, SwitchoverRecord};
+use super::{ClusterSnapshot, KeyLayout, MemberRecord, SwitchoverRecord};
 use super::{Dcs, DcsError};
 use crate::ha::types::SessionId;
 
@@ -485,7 +486,7 @@ impl Dcs for ConsulDcs {
         members: &BTreeMap<String, String>,
         deadline: Instant,
     ) -> Result<(), DcsError> {
-        let json = crate::dcs::keys::failsafe_json(members);
+        let json = crate::dcs::records::failsafe_json(members);
         self.put_plain(&self.layout.failsafe(), json.into_bytes(), deadline)
             .await
     }

@@ -27,7 +27,8 @@ use crate::ha::types::SessionId;
 use call::{bounded, is_auth_rejected, map_err};
 use settings::Keys;
 pub use settings::{lease_ttl_s, EtcdSettings, EtcdSettingsError, EtcdTls};
-// For the fuzz targets in `fuzz/`: the real snapshot builder over a hostile range answer.
+// For the fuzz targets in `fuzz/` and the snapshot tests in `tests/dcs_contract/`: this adapter's
+// translation of a hostile range answer into the shared snapshot builder.
 #[doc(hidden)]
 pub use snapshot::{build as snapshot_from_entries, Entry as SnapshotEntry};
 
@@ -304,33 +305,22 @@ impl Dcs for EtcdDcs {
             .await?;
         let revision = resp.header().map_or(0, |h| h.revision());
         // Keys Patroni writes are UTF-8; a key that is not is not ours. A value that is not is garbage in one
-        // of our keys: dropping it would make a garbage `leader` look free, so it is read with replacement
-        // characters (no JSON reader accepts those outside strings) and named in a warning.
-        let values: Vec<_> = resp
+        // of our keys, which the snapshot builder reads as garbage and names in a warning.
+        let kvs: Vec<_> = resp
             .kvs()
             .iter()
             .filter_map(|kv| Some((kv, kv.key_str().ok()?)))
-            .map(|(kv, key)| {
-                let value = String::from_utf8_lossy(kv.value());
-                if let std::borrow::Cow::Owned(_) = value {
-                    tracing::warn!(
-                        key,
-                        "the value is not UTF-8; reading it with replacement characters"
-                    );
-                }
-                (kv, key, value)
-            })
             .collect();
-        let own = values.iter().find(|(_, key, _)| *key == self.member_key);
-        let own_lease = own.map(|(kv, _, _)| kv.lease().to_string());
+        let own = kvs.iter().find(|(_, key)| *key == self.member_key);
+        let own_lease = own.map(|(kv, _)| kv.lease().to_string());
         self.own_member.observed(
             mark,
-            own.zip(own_lease.as_deref())
-                .map(|((_, _, v), l)| (v.as_ref(), l)),
+            own.and_then(|(kv, _)| std::str::from_utf8(kv.value()).ok())
+                .zip(own_lease.as_deref()),
         );
-        let entries = values.iter().map(|(kv, key, value)| snapshot::Entry {
+        let entries = kvs.iter().map(|(kv, key)| snapshot::Entry {
             key,
-            value,
+            value: kv.value(),
             mod_revision: kv.mod_revision(),
             lease: kv.lease(),
         });
@@ -515,7 +505,7 @@ impl Dcs for EtcdDcs {
         members: &BTreeMap<String, String>,
         deadline: Instant,
     ) -> Result<(), DcsError> {
-        let json = crate::dcs::keys::failsafe_json(members);
+        let json = crate::dcs::records::failsafe_json(members);
         self.put(&self.keys.failsafe, json, deadline).await
     }
 

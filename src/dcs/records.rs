@@ -1,0 +1,396 @@
+//! The JSON values of Patroni's keys, field for field, and their conversion to the core's types.
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::rfc3339::parse_rfc3339_ms;
+use crate::ha::observation::{DynamicConfig, Member, MemberRole, MemberState, Switchover};
+use crate::ha::types::{Lsn, NodeName, Timeline};
+
+/// The `members/<name>` JSON, field for field as Patroni writes it (patroni-compat §2.2).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct MemberRecord {
+    pub conn_url: String,
+    pub api_url: String,
+    pub state: String,
+    pub role: String,
+    pub version: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub xlog_location: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeline: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replay_lsn: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub receive_lsn: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replication_state: Option<String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub tags: BTreeMap<String, serde_json::Value>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub pause: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint_after_promote: Option<bool>,
+    /// `{"schedule": "<ISO 8601>", "role"?: "primary"|"replica"}` while a restart is scheduled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scheduled_restart: Option<ScheduledRestartRecord>,
+    /// `true` while PostgreSQL waits for a restart to apply a setting; absent otherwise, as Patroni writes it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending_restart: Option<bool>,
+    /// Patroni 4.x: each setting waiting for the restart, with its running and its configured value.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending_restart_reason: Option<BTreeMap<String, ParamDiff>>,
+}
+
+/// One setting of `pending_restart_reason`: `{"old_value": running, "new_value": after a restart}`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ParamDiff {
+    pub old_value: String,
+    pub new_value: String,
+}
+
+/// Patroni's `scheduled_restart` member field (patronictl reads `schedule`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScheduledRestartRecord {
+    pub schedule: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<String>,
+    /// The request's `restart_pending` filter, when set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restart_pending: Option<bool>,
+    /// The request's `postgres_version` filter (`15.4`), when set; patronictl shows "if version < ...".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub postgres_version: Option<String>,
+}
+
+/// `server_version_num` as a version string: `15.4` from 10 on, `9.6.3` before.
+pub fn format_version_num(v: u32) -> String {
+    if v >= 100_000 {
+        format!("{}.{}", v / 10_000, v % 10_000)
+    } else {
+        format!("{}.{}.{}", v / 10_000, v / 100 % 100, v % 100)
+    }
+}
+
+/// The `failover` key: `{"leader": .., "member": .., "scheduled_at": ..}` (ISO 8601 time).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SwitchoverRecord {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub leader: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub member: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scheduled_at: Option<String>,
+}
+
+/// The core's view of one `members/<name>` record. Shared by both backends.
+///
+/// Unknown `role`/`state` strings (from newer or older Patroni versions) map to the value the core treats
+/// most cautiously: `Uninitialized` and `Stopped`, so an unrecognised member is never counted as healthy.
+pub fn member_from_record(name: &str, record: &MemberRecord) -> Member {
+    let lsn = [record.xlog_location, record.receive_lsn, record.replay_lsn]
+        .into_iter()
+        .flatten()
+        .max();
+    Member {
+        name: NodeName::new(name),
+        role: member_role(&record.role),
+        state: match (record.state.as_str(), record.replication_state.as_deref()) {
+            // Patroni's (and tenure's) streaming replica: `running` + `replication_state: streaming`.
+            ("running", Some("streaming")) => MemberState::Streaming,
+            (state, _) => member_state(state),
+        },
+        api_url: non_empty(&record.api_url),
+        conn_url: non_empty(&record.conn_url),
+        timeline: record.timeline.map(Timeline),
+        lsn: lsn.map(Lsn),
+        tags: super::values::tags_from_map(&record.tags),
+    }
+}
+
+/// The `state` a member key carries: PostgreSQL's state, as Patroni's `PostgresqlState`. A streaming
+/// replica is `running`; that it streams goes in `replication_state`.
+pub fn wire_state(state: MemberState) -> &'static str {
+    match state {
+        MemberState::Streaming => MemberState::Running.as_str(),
+        other => other.as_str(),
+    }
+}
+
+/// A running replica's `replication_state`, as Patroni 3.x/4.x publish it: `streaming` while its WAL
+/// receiver streams, `in archive recovery` otherwise; nothing for a primary or a replica not running.
+pub fn replication_state(
+    replica: bool,
+    state: MemberState,
+    streaming: bool,
+) -> Option<&'static str> {
+    match (replica, state) {
+        (true, MemberState::Streaming) => Some("streaming"),
+        (true, MemberState::Running) if streaming => Some("streaming"),
+        (true, MemberState::Running) => Some("in archive recovery"),
+        _ => None,
+    }
+}
+
+fn non_empty(s: &str) -> Option<String> {
+    (!s.is_empty()).then(|| s.to_string())
+}
+
+fn member_role(role: &str) -> MemberRole {
+    match role {
+        // `master` is what Patroni before 3.0 wrote for a primary.
+        "primary" | "master" => MemberRole::Primary,
+        // A standby leader is a replica of another cluster: never writable here.
+        "replica" | "standby_leader" => MemberRole::Replica,
+        "demoted" => MemberRole::Demoted,
+        _ => MemberRole::Uninitialized,
+    }
+}
+
+fn member_state(state: &str) -> MemberState {
+    match state {
+        "running" => MemberState::Running,
+        "streaming" => MemberState::Streaming,
+        "starting" | "restarting" => MemberState::Starting,
+        "stopping" => MemberState::Stopping,
+        "initializing new cluster" => MemberState::Initializing,
+        "creating replica" => MemberState::CreatingReplica,
+        "running pg_rewind" => MemberState::Rewinding,
+        "start failed" | "restart failed" | "bootstrap failed" => MemberState::StartFailed,
+        "crashed" => MemberState::Crashed,
+        _ => MemberState::Stopped,
+    }
+}
+
+fn flag(config: &serde_json::Value, key: &str) -> bool {
+    config
+        .get(key)
+        .and_then(super::values::parse_bool)
+        .unwrap_or(false)
+}
+
+/// The `config` key's text as both stores read it: JSON, and an object. Patroni reads one that is not an
+/// object as `{}`, i.e. unpaused; that is not a guess to make, so the read fails and names why.
+pub fn config_from_text(text: &str) -> Result<serde_json::Value, String> {
+    let value: serde_json::Value = serde_json::from_str(text).map_err(|e| e.to_string())?;
+    if !value.is_object() {
+        return Err("not a JSON object".into());
+    }
+    Ok(value)
+}
+
+/// The parts of the `config` JSON the core acts on.
+pub fn dynamic_config_from_json(config: &serde_json::Value) -> DynamicConfig {
+    DynamicConfig {
+        pause: flag(config, "pause"),
+        missing: false,
+        failsafe_mode: flag(config, "failsafe_mode"),
+    }
+}
+
+/// The `failsafe` key's JSON (`{"pg1": "http://10.0.0.1:8008/patroni", ...}`), as Patroni writes it.
+pub fn failsafe_json(members: &BTreeMap<String, String>) -> String {
+    serde_json::to_string(members).unwrap_or_else(|_| "{}".into())
+}
+
+/// The `failsafe` key as the core reads it; `None` when it is not a JSON object of strings (Patroni
+/// discards a garbage key too).
+pub fn failsafe_from_json(text: &str) -> Option<BTreeMap<NodeName, String>> {
+    let v: BTreeMap<String, serde_json::Value> = serde_json::from_str(text).ok()?;
+    v.into_iter()
+        .map(|(k, u)| Some((NodeName::new(k), u.as_str()?.to_string())))
+        .collect()
+}
+
+/// The `status` key's `optime`, if present and numeric.
+pub fn optime_from_status(status: &serde_json::Value) -> Option<Lsn> {
+    status
+        .get("optime")
+        .and_then(serde_json::Value::as_u64)
+        .map(Lsn)
+}
+
+/// The newest timeline the `history` key implies, as Patroni's `Cluster.timeline`: the last line's timeline
+/// plus one; `1` for an empty list; `None` when unreadable (Patroni's 0, "unknown").
+pub fn timeline_from_history(history: &serde_json::Value) -> Option<Timeline> {
+    let lines = history.as_array()?;
+    let Some(last) = lines.last() else {
+        return Some(Timeline(1));
+    };
+    let tl = last.get(0)?;
+    let tl = tl
+        .as_u64()
+        .or_else(|| tl.as_str().and_then(|s| s.trim().parse().ok()))?;
+    u32::try_from(tl).ok()?.checked_add(1).map(Timeline)
+}
+
+/// Who announced the newest timeline: the `new_leader` (fifth field) of the last `history` line.
+pub fn timeline_owner_from_history(history: &serde_json::Value) -> Option<NodeName> {
+    let last = history.as_array()?.last()?;
+    last.get(4)?
+        .as_str()
+        .filter(|s| !s.is_empty())
+        .map(NodeName::new)
+}
+/// The core's switchover request. `Ok(None)` for the cleared form `{}` that Patroni writes;
+/// `Err` when `scheduled_at` is not an RFC 3339 time.
+pub fn switchover_from_record(record: &SwitchoverRecord) -> Result<Option<Switchover>, String> {
+    let leader = record
+        .leader
+        .as_deref()
+        .filter(|s| !s.is_empty())
+        .map(NodeName::new);
+    let candidate = record
+        .member
+        .as_deref()
+        .filter(|s| !s.is_empty())
+        .map(NodeName::new);
+    if leader.is_none() && candidate.is_none() {
+        return Ok(None);
+    }
+    let scheduled_at_ms = match record.scheduled_at.as_deref().filter(|s| !s.is_empty()) {
+        Some(s) => Some(parse_rfc3339_ms(s)?),
+        None => None,
+    };
+    Ok(Some(Switchover {
+        leader,
+        candidate,
+        scheduled_at_ms,
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dcs::keys::KeyLayout;
+
+    #[test]
+    fn member_json_round_trips_with_patroni_field_names() {
+        let json = r#"{"conn_url":"postgres://10.0.0.1:5432/postgres","api_url":"http://10.0.0.1:8008/patroni",
+            "state":"running","role":"replica","version":"3.0.2","xlog_location":123,"timeline":2,
+            "tags":{"nofailover":true}}"#;
+        let m: MemberRecord = serde_json::from_str(json).unwrap();
+        assert_eq!(m.role, "replica");
+        assert_eq!(m.timeline, Some(2));
+        let back = serde_json::to_value(&m).unwrap();
+        assert_eq!(back["api_url"], "http://10.0.0.1:8008/patroni");
+        assert_eq!(back["tags"]["nofailover"], true);
+    }
+
+    #[test]
+    fn member_record_converts_to_core_member() {
+        let json = r#"{"conn_url":"postgres://h:5432/postgres","api_url":"","state":"streaming","role":"replica",
+            "version":"3.0.2","xlog_location":10,"receive_lsn":30,"replay_lsn":20,"timeline":2,
+            "tags":{"nofailover":"true","failover_priority":"3","zone":"a","weight":5}}"#;
+        let r: MemberRecord = serde_json::from_str(json).unwrap();
+        let m = member_from_record("pg2", &r);
+        assert_eq!(m.name, NodeName::new("pg2"));
+        assert_eq!(m.role, MemberRole::Replica);
+        assert_eq!(m.state, MemberState::Streaming);
+        assert_eq!(m.api_url, None);
+        assert_eq!(m.conn_url.as_deref(), Some("postgres://h:5432/postgres"));
+        assert_eq!(m.lsn, Some(Lsn(30)));
+        assert_eq!(m.timeline, Some(Timeline(2)));
+        assert!(m.tags.nofailover);
+        assert_eq!(m.tags.failover_priority, 3);
+        assert_eq!(m.tags.other.get("zone").map(String::as_str), Some("a"));
+        assert_eq!(m.tags.other.get("weight").map(String::as_str), Some("5"));
+        // Patroni's streaming replica: state running, replication_state streaming.
+        let patroni = MemberRecord {
+            state: "running".into(),
+            replication_state: Some("streaming".into()),
+            ..r.clone()
+        };
+        assert_eq!(
+            member_from_record("pg2", &patroni).state,
+            MemberState::Streaming
+        );
+        assert_eq!(wire_state(MemberState::Streaming), "running");
+        assert_eq!(
+            replication_state(true, MemberState::Running, false),
+            Some("in archive recovery")
+        );
+        let legacy = MemberRecord {
+            role: "master".into(),
+            state: "who knows".into(),
+            ..Default::default()
+        };
+        let m = member_from_record("pg1", &legacy);
+        assert_eq!(
+            (m.role, m.state, m.lsn),
+            (MemberRole::Primary, MemberState::Stopped, None)
+        );
+    }
+
+    #[test]
+    fn failsafe_key_and_mode_read_as_patroni_writes_them() {
+        let k = failsafe_from_json(
+            r#"{"pg1": "http://h1:8008/patroni", "pg2": "http://h2:8008/patroni"}"#,
+        )
+        .expect("a valid key");
+        assert_eq!(
+            k.get(&NodeName::new("pg2")).map(String::as_str),
+            Some("http://h2:8008/patroni")
+        );
+        assert_eq!(failsafe_from_json("[1, 2]"), None, "garbage is no key");
+        assert_eq!(failsafe_from_json(r#"{"pg1": 5}"#), None);
+        let members = [("pg1".to_string(), "u".to_string())].into_iter().collect();
+        assert_eq!(failsafe_json(&members), r#"{"pg1":"u"}"#);
+        assert!(
+            dynamic_config_from_json(&serde_json::json!({"failsafe_mode": true})).failsafe_mode
+        );
+        assert!(!dynamic_config_from_json(&serde_json::json!({})).failsafe_mode);
+        assert_eq!(
+            KeyLayout::new("service", "batman").failsafe(),
+            "service/batman/failsafe"
+        );
+    }
+
+    #[test]
+    fn config_status_and_switchover_convert() {
+        assert!(dynamic_config_from_json(&serde_json::json!({"pause": true})).pause);
+        assert!(!dynamic_config_from_json(&serde_json::json!({"ttl": 30})).pause);
+        assert_eq!(
+            optime_from_status(&serde_json::json!({"optime": 77})),
+            Some(Lsn(77))
+        );
+        assert_eq!(optime_from_status(&serde_json::json!({})), None);
+        assert_eq!(
+            switchover_from_record(&SwitchoverRecord::default()),
+            Ok(None)
+        );
+        let r = SwitchoverRecord {
+            leader: Some("pg1".into()),
+            member: Some("pg2".into()),
+            scheduled_at: Some("2016-10-31T14:00:00+01:00".into()),
+        };
+        let s = switchover_from_record(&r).unwrap().unwrap();
+        assert_eq!(s.leader, Some(NodeName::new("pg1")));
+        assert_eq!(s.candidate, Some(NodeName::new("pg2")));
+        assert_eq!(s.scheduled_at_ms, Some(1_477_918_800_000));
+    }
+
+    #[test]
+    fn timeline_follows_patronis_history_rule() {
+        let h = serde_json::json!([
+            [
+                1,
+                25165984,
+                "no recovery target specified",
+                "2024-01-01T00:00:00+00:00"
+            ],
+            [2, 50331744, "no recovery target specified"]
+        ]);
+        assert_eq!(timeline_from_history(&h), Some(Timeline(3)));
+        assert_eq!(
+            timeline_from_history(&serde_json::json!([])),
+            Some(Timeline(1))
+        );
+        assert_eq!(
+            timeline_from_history(&serde_json::json!([["4", 1, "x"]])),
+            Some(Timeline(5))
+        );
+        assert_eq!(timeline_from_history(&serde_json::json!({"x": 1})), None);
+        assert_eq!(timeline_from_history(&serde_json::json!([["x"]])), None);
+    }
+}
