@@ -151,7 +151,7 @@ fn read_entry(snap: &mut ClusterSnapshot, rel: &str, e: &StoreEntry) -> Result<(
                 .strip_prefix("members/")
                 .filter(|n| !n.is_empty() && !n.contains('/'))
             {
-                match text(e).and_then(json::<MemberRecord>) {
+                match text(e).and_then(record::<MemberRecord>) {
                     Ok(record) => {
                         snap.cluster.members.push(member_from_record(name, &record));
                         snap.members.insert(name.to_string(), record);
@@ -187,12 +187,22 @@ fn json<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, String> {
     serde_json::from_str(text).map_err(|e| e.to_string())
 }
 
+/// A record (member, switchover): a JSON object. serde would read a struct from an array field by field, so
+/// `["pg1","pg2"]` in `failover` was a switchover nobody asked for; Patroni reads a non-object as `{}`.
+fn record<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, String> {
+    let value: serde_json::Value = json(text)?;
+    if !value.is_object() {
+        return Err("not a JSON object".into());
+    }
+    serde_json::from_value(value).map_err(|e| e.to_string())
+}
+
 /// The `failover` key: an empty value is Patroni's "nothing requested", as `{}` is.
 fn switchover_from_text(text: &str) -> Result<(SwitchoverRecord, Option<Switchover>), String> {
     if text.trim().is_empty() {
         return Ok((SwitchoverRecord::default(), None));
     }
-    let record: SwitchoverRecord = json(text)?;
-    let request = switchover_from_record(&record)?;
-    Ok((record, request))
+    let wanted: SwitchoverRecord = record(text)?;
+    let request = switchover_from_record(&wanted)?;
+    Ok((wanted, request))
 }

@@ -204,3 +204,20 @@ fn a_failover_with_an_unreadable_time_is_left_out_whole() {
         assert_eq!((s.cluster.switchover, s.switchover), (None, None));
     }
 }
+
+/// serde reads a struct from a JSON array field by field, so `["pg1","pg2"]` in `failover` read as a switchover
+/// from pg1 to pg2 that nobody asked for, and an array of strings in a member key as a member. Patroni reads
+/// JSON that is not an object as `{}`: a record is an object or garbage.
+#[test]
+fn a_json_array_is_no_record() {
+    let member: &[u8] =
+        br#"["postgres://h:5432/postgres","http://h:8008/patroni","running","primary","3.0.2"]"#;
+    let kvs: &[Kv] = &[
+        ("failover", br#"["pg1","pg2"]"#, None),
+        ("members/pg2", member, Some("1")),
+    ];
+    for s in read(kvs) {
+        assert_eq!((s.cluster.switchover, s.switchover), (None, None));
+        assert!(s.cluster.members.is_empty(), "{:?}", s.cluster.members);
+    }
+}
