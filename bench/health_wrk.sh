@@ -19,19 +19,22 @@ for _ in $(seq 1 60); do
 done
 echo "date $(date -u +%FT%TZ), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg), wrk -t$THREADS -d${SECS}s --latency"
 printf '%-8s %-18s %5s %10s %9s %9s %8s\n' node path conns req/s p50 p99 non-2xx
-for node in primary replica; do
-  [ "$node" = primary ] && i=$P || i=$R
+# One row per path and connection count: wrk against http://127.0.0.1:PORT, labelled NODE.
+wrk_rows() { # wrk_rows NODE PORT
+  local path c out rps p50 p99 bad
   for path in /primary '/replica?lag=1MB'; do
     for c in 10 64; do
-      out=$(wrk -t"$THREADS" -c"$c" -d"${SECS}s" --latency "http://127.0.0.1:${API[$i]}$path")
+      out=$(wrk -t"$THREADS" -c"$c" -d"${SECS}s" --latency "http://127.0.0.1:$2$path")
       rps=$(awk '/^Requests\/sec/ {print $2}' <<<"$out")
       p50=$(awk '$1 == "50%" {print $2}' <<<"$out")
       p99=$(awk '$1 == "99%" {print $2}' <<<"$out")
       bad=$(awk '/Non-2xx/ {print $NF}' <<<"$out")
-      printf '%-8s %-18s %5s %10s %9s %9s %8s\n' "$node" "$path" "$c" "$rps" "$p50" "$p99" "${bad:-0}"
+      printf '%-8s %-18s %5s %10s %9s %9s %8s\n' "$1" "$path" "$c" "$rps" "$p50" "$p99" "${bad:-0}"
     done
   done
-done
+}
+wrk_rows primary "${API[$P]}"
+wrk_rows replica "${API[$R]}"
 
 # The same wrk runs against Patroni 3.0.2 (Debian's /usr/bin/patroni, as tests/e2e/patroni_harness.rs runs it)
 # in the same run: one Patroni node, a cluster of its own on the same etcd, so its answers are a primary's
@@ -69,13 +72,4 @@ done
 [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$PAPI/primary")" = 200 ] ||
   { echo "Patroni did not become primary"; tail -5 "$W/patroni.log"; exit 1; }
 echo "Patroni 3.0.2, one node (primary), the same etcd, load $(cut -d' ' -f1-3 /proc/loadavg)"
-for path in /primary '/replica?lag=1MB'; do
-  for c in 10 64; do
-    out=$(wrk -t"$THREADS" -c"$c" -d"${SECS}s" --latency "http://127.0.0.1:$PAPI$path")
-    rps=$(awk '/^Requests\/sec/ {print $2}' <<<"$out")
-    p50=$(awk '$1 == "50%" {print $2}' <<<"$out")
-    p99=$(awk '$1 == "99%" {print $2}' <<<"$out")
-    bad=$(awk '/Non-2xx/ {print $NF}' <<<"$out")
-    printf '%-8s %-18s %5s %10s %9s %9s %8s\n' patroni "$path" "$c" "$rps" "$p50" "$p99" "${bad:-0}"
-  done
-done
+wrk_rows patroni "$PAPI"

@@ -12,51 +12,16 @@
 # Usage: bench/short_ttl.sh [duration_s=600]. NO_BUILD=1 uses the release binary already built.
 set -euo pipefail
 DURATION=${1:-600}
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
-[ -n "${NO_BUILD:-}" ] && [ -x "$ROOT/target/release/tenure" ] ||
-  cargo build --release --quiet --manifest-path "$ROOT/Cargo.toml" --bin tenure
-BIN=$ROOT/target/release/tenure
-W=$(mktemp -d /tmp/tenure-stress.XXXXXX)
-chown postgres:postgres "$W"
+source "$(dirname "$0")/etcd.sh"
 declare -a HOGS=()
-cleanup() {
-  for p in "${HOGS[@]}"; do kill "$p" 2>/dev/null || true; done
-  [ -f "$W/etcd.pid" ] && kill -CONT "$(cat "$W/etcd.pid")" 2>/dev/null || true
-  pkill -TERM -f "$BIN agent --config $W/" 2>/dev/null || true
-  sleep 3
-  pkill -KILL -f "$BIN agent --config $W/" 2>/dev/null || true
-  for d in "$W"/data*; do [ -f "$d/postmaster.pid" ] && kill -9 "$(head -1 "$d/postmaster.pid")" 2>/dev/null || true; done
-  pkill -f "$BIN fencer --file $W/" 2>/dev/null || true
-  [ -f "$W/etcd.pid" ] && kill "$(cat "$W/etcd.pid")" 2>/dev/null || true
-  sleep 1; if [ -n "${KEEP:-}" ]; then echo "kept $W"; else rm -rf "$W"; fi
-}
-trap cleanup EXIT
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-EP=$(free_port); EPP=$(free_port)
-runuser -u postgres -- /usr/bin/etcd --data-dir "$W/etcd" --listen-client-urls "http://127.0.0.1:$EP" \
-  --advertise-client-urls "http://127.0.0.1:$EP" --listen-peer-urls "http://127.0.0.1:$EPP" >"$W/etcd.log" 2>&1 &
-echo $! >"$W/etcd.pid"
+stop_stress() { for p in "${HOGS[@]}"; do kill "$p" 2>/dev/null || true; done; }
+trap 'stop_stress; cleanup' EXIT
 # Nodes 1-3 are the short-ttl cluster, 4-6 the Patroni-like one.
-declare -a PGP API SCOPE
+declare -a SCOPE
 for i in 1 2 3 4 5 6; do
-  PGP[$i]=$(free_port); API[$i]=$(free_port)
   if [ "$i" -le 3 ]; then SCOPE[$i]=short; timing="ttl: 5, loop_wait: 1, retry_timeout: 1"
   else SCOPE[$i]=patroni; timing="ttl: 30, loop_wait: 10, retry_timeout: 10"; fi
-  cat >"$W/pg$i.yml" <<EOY
-scope: ${SCOPE[$i]}
-name: pg$i
-restapi: {listen: "127.0.0.1:${API[$i]}", connect_address: "127.0.0.1:${API[$i]}", allow_unauthenticated: true}
-etcd3: {host: "127.0.0.1:$EP"}
-bootstrap: {dcs: {$timing}}
-postgresql:
-  data_dir: $W/data$i
-  bin_dir: /usr/lib/postgresql/15/bin
-  listen: 127.0.0.1:${PGP[$i]}
-  connect_address: 127.0.0.1:${PGP[$i]}
-  pgpass: $W/pgpass$i
-  authentication: {superuser: {username: postgres, password: secret}, replication: {username: replicator, password: rsecret}}
-watchdog: {mode: "off"}
-EOY
+  node_config "$i" "${SCOPE[$i]}" "$timing"
 done
 chown -R postgres:postgres "$W"
 for i in 1 2 3 4 5 6; do runuser -u postgres -- "$BIN" agent --config "$W/pg$i.yml" >>"$W/agent$i.log" 2>&1 & done
