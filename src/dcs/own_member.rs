@@ -36,18 +36,18 @@ impl OwnMember {
     }
 
     /// Whether the store already holds `value` under `owner`, as a read that no write of ours overlapped
-    /// showed. If not, the caller writes and calls [`OwnMember::writing`] and [`OwnMember::written`].
+    /// showed. If not, the caller writes through [`OwnMember::write`].
     pub fn unchanged(&self, value: &str, owner: &str) -> bool {
         let seen = self.lock();
         matches!(&seen.read, Some((mark, v, o)) if *mark == seen.writes && v == value && o == owner)
     }
 
-    pub fn writing(&self) {
+    /// Run `write`, a write of our key: no read that started before it ended is trusted afterwards.
+    pub async fn write<T>(&self, write: impl std::future::Future<Output = T>) -> T {
         self.lock().writes += 1;
-    }
-
-    pub fn written(&self) {
+        let out = write.await;
         self.lock().writes += 1;
+        out
     }
 }
 
@@ -71,13 +71,11 @@ mod tests {
         assert!(!own.unchanged("v", "7"), "the key is gone");
     }
 
-    #[test]
-    fn a_read_overlapping_our_write_is_not_trusted() {
+    #[tokio::test]
+    async fn a_read_overlapping_our_write_is_not_trusted() {
         let own = OwnMember::default();
         let before_write = own.read_started();
-        own.writing();
-        let during_write = own.read_started();
-        own.written();
+        let during_write = own.write(async { own.read_started() }).await;
         // Both reads may show the old value (the write had not landed when they ran).
         own.observed(before_write, Some(("old", "7")));
         assert!(!own.unchanged("old", "7"));

@@ -390,18 +390,10 @@ impl Dcs for ConsulDcs {
         // Only this agent ever writes members/<name>: a copy bound to another session is ours from a
         // previous run, and is replaced.
         let ours = |_: &KvEntry| true;
-        self.own_member.writing();
-        let written = self
-            .acquire_own(
-                &self.layout.member(&self.settings.name),
-                &id,
-                bytes,
-                ours,
-                deadline,
-            )
-            .await;
-        self.own_member.written();
-        written
+        let key = self.layout.member(&self.settings.name);
+        self.own_member
+            .write(self.acquire_own(&key, &id, bytes, ours, deadline))
+            .await
     }
 
     async fn race_initialize(&self, value: &str, deadline: Instant) -> Result<(), DcsError> {

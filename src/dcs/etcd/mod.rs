@@ -424,14 +424,10 @@ impl Dcs for EtcdDcs {
         }
         let key = self.member_key.as_str();
         let opts = PutOptions::new().with_lease(lease);
-        self.own_member.writing();
-        let put = self
-            .call(deadline, "publish member", |mut c| async move {
-                c.put(key, json, Some(opts)).await
-            })
-            .await;
-        self.own_member.written();
-        put.map(|_| ())
+        let put = self.call(deadline, "publish member", |mut c| async move {
+            c.put(key, json, Some(opts)).await
+        });
+        self.own_member.write(put).await.map(|_| ())
     }
 
     async fn race_initialize(&self, value: &str, deadline: Instant) -> Result<(), DcsError> {
