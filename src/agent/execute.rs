@@ -109,6 +109,9 @@ impl Executor {
                     .await,
             ),
             Action::WriteInitialize(s) => store(self.dcs.write_initialize(s, deadline).await),
+            Action::WriteSync { .. } | Action::DeleteSync { .. } | Action::SetSyncNames(_) => {
+                Outcome::Failed("synchronous replication is not wired into the shell yet".into())
+            }
             Action::AcquireLeader => store(self.dcs.acquire_leader(deadline).await),
             Action::RenewLeader => store(self.dcs.renew_leader(deadline).await),
             Action::ReleaseLeader => store(self.dcs.release_leader(deadline).await),

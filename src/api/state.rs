@@ -71,6 +71,7 @@ impl Published {
                 streaming: false,
                 lease_deadline: None,
                 lag_bytes: None,
+                sync_standby: false,
                 paused: false,
                 noloadbalance: false,
                 diverged: false,

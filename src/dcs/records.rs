@@ -185,6 +185,7 @@ pub fn dynamic_config_from_json(config: &serde_json::Value) -> DynamicConfig {
         pause: flag(config, "pause"),
         missing: false,
         failsafe_mode: flag(config, "failsafe_mode"),
+        sync: Default::default(),
     }
 }
 

@@ -1,6 +1,6 @@
 //! What the core asks the shell to do, and what it reports: actions, the decision, node status.
 pub use super::reason::Reason;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 use super::memory::Memory;
@@ -32,6 +32,15 @@ pub enum Action {
     WriteHistory(Timeline),
     /// The leader writes the `failsafe` key: `{name: api_url}` of every member (failsafe mode only).
     WriteFailsafe(BTreeMap<NodeName, String>),
+    /// Compare-and-set the `sync` key to `{leader, sync_standby: standbys}`; `expected` is the index read
+    /// (`None`: create only). A lost race is `Rejected`.
+    WriteSync {
+        leader: NodeName,
+        standbys: BTreeSet<NodeName>,
+        expected: Option<u64>,
+    },
+    /// Delete the `sync` key if its index is still `expected` (synchronous_mode turned off).
+    DeleteSync { expected: u64 },
     // --- PostgreSQL ---
     /// Start as a replica streaming from `upstream` (none: read-only, no upstream).
     StartReplica { upstream: Option<NodeName> },
@@ -39,6 +48,9 @@ pub enum Action {
     StartPrimary,
     /// Point a running replica at another upstream.
     Follow { upstream: Option<NodeName> },
+    /// Set `synchronous_standby_names` (PostgreSQL's configuration, then a reload when it runs); `Done` once
+    /// the running server reports the new value.
+    SetSyncNames(super::observation::SyncNames),
     /// `pg_ctl promote`, then wait for "in production" and CHECKPOINT.
     Promote,
     /// Stop PostgreSQL; fast escalates to immediate after the stop timeout.
@@ -92,6 +104,8 @@ impl Action {
                 | Action::WriteHistory(_)
                 | Action::WriteFailsafe(_)
                 | Action::WriteConfig
+                | Action::WriteSync { .. }
+                | Action::DeleteSync { .. }
         )
     }
 }
@@ -235,6 +249,9 @@ pub struct NodeStatus {
     /// Replica only: bytes its *replayed* position is behind the leader's last known one (the newer of
     /// `status.optime` and what the upstream last reported), when known: what `/replica?lag=` compares.
     pub lag_bytes: Option<u64>,
+    /// A replica listed as a synchronous standby in the `sync` key of the current leader while
+    /// `synchronous_mode` is on (Patroni's `sync_standby`: what `/sync` and `/async` answer from).
+    pub sync_standby: bool,
     pub paused: bool,
     pub noloadbalance: bool,
     /// A replica whose history is known to have diverged, or that is not streaming and cannot compare its

@@ -104,6 +104,9 @@ pub fn decide(cfg: &CoreConfig, mem: &Memory, obs: &Observation) -> Decision {
         // Whatever we knew about our history against the leader is void once we ran as a primary (even one
         // promoted behind our back): check again before following anyone.
         mem.divergence = None;
+    } else {
+        // A floor belongs to one primary term.
+        mem.sync_floor = None;
     }
     if matches!(obs.pg, PgState::Running(_)) && obs.job == JobStatus::Idle {
         // What an operator's restart or reinitialize stopped runs again.
@@ -171,6 +174,7 @@ pub fn decide(cfg: &CoreConfig, mem: &Memory, obs: &Observation) -> Decision {
     }
     check_rules(&ctx, &mem, &actions);
     super::callbacks::check(&ctx, &mem, &actions);
+    super::sync::check(&ctx, &mem, &actions);
     failsafe::check(&ctx, &actions);
     let wake_at = plan
         .wake_at
@@ -222,6 +226,7 @@ fn with_store(
         mem.resumed_at = Some(ctx.now);
     }
     mem.paused = c.config.pause;
+    mem.sync_listed = super::sync::listed(ctx, c);
     if let Some(l) = c.leader_name() {
         mem.last_leader = Some(l.clone());
     }

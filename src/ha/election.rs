@@ -13,11 +13,15 @@ pub(crate) fn healthiest(
     cfg: &CoreConfig,
     (my_tl, my_lsn): (super::types::Timeline, Lsn),
     peers: &[PeerProbe],
+    competes: impl Fn(&NodeName) -> bool,
 ) -> Result<(), Reason> {
     if let Some(peer) = running_primary(cfg, peers) {
         return Err(Reason::PrimaryStillRunning { peer });
     }
-    for p in peers.iter().filter(|p| p.name != cfg.name) {
+    for p in peers
+        .iter()
+        .filter(|p| p.name != cfg.name && competes(&p.name))
+    {
         let Some(a) = &p.answer else { continue };
         if !a.tags.can_promote() || a.role != Some(PgRole::Replica) {
             continue;
@@ -220,6 +224,9 @@ fn candidate_problem_with(
     let Some(m) = c.member(cand) else {
         return Some(format!("{cand} is not a member of the cluster"));
     };
+    if let Some(why) = super::sync::candidate_problem(c, cand) {
+        return Some(why);
+    }
     if !m.tags.can_promote() {
         return Some(format!("{cand} has nofailover set"));
     }

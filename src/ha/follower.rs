@@ -242,6 +242,12 @@ pub(crate) fn no_leader(ctx: &Ctx, mem: &mut Memory, c: &Cluster) -> Plan {
             );
         }
         if cand == ctx.cfg.name {
+            if let Some(why) = super::sync::candidate_problem(c, &cand) {
+                return Plan::act(
+                    Reason::SwitchoverRefused { why },
+                    vec![Action::ClearSwitchover],
+                );
+            }
             if let Local::Replica(r) = ctx.local {
                 // Nor may it start a second writer: a reachable peer still running as primary blocks.
                 let Some(peers) = ctx.peers else {
@@ -296,6 +302,9 @@ fn wait_for_candidate(cand: NodeName) -> Plan {
 fn race(ctx: &Ctx, mem: &Memory, c: &Cluster) -> Plan {
     if !ctx.cfg.can_promote() {
         return Plan::idle(Reason::NoFailover);
+    }
+    if let Err(reason) = super::sync::may_race(ctx, c) {
+        return Plan::idle(reason);
     }
     if ctx.cfg.mutant(MutantName::NeverRace) {
         return Plan::idle(Reason::NoLeaderWaiting);
@@ -352,7 +361,9 @@ fn race(ctx: &Ctx, mem: &Memory, c: &Cluster) -> Plan {
             return Plan::idle(reason);
         }
     }
-    match election::healthiest(ctx.cfg, (timeline, lsn), peers) {
+    // In synchronous mode only the members that may lead compete (Patroni's race among sync standbys).
+    let competes = |n: &NodeName| super::sync::may_lead(ctx, c, n);
+    match election::healthiest(ctx.cfg, (timeline, lsn), peers, competes) {
         Ok(()) if ctx.cfg.mutant(MutantName::PromoteBeforeAck) => Plan::act_now(
             Reason::Acquiring,
             vec![Action::Promote, Action::AcquireLeader],
@@ -383,6 +394,15 @@ fn paused_no_leader(ctx: &Ctx, mem: &mut Memory, c: &Cluster) -> Plan {
     let asked = c.switchover.as_ref().and_then(|s| s.candidate.as_ref()) == Some(&ctx.cfg.name);
     if asked && !ctx.cfg.can_promote() {
         let why = "the requested candidate has nofailover set".to_string();
+        return Plan::act(
+            Reason::SwitchoverRefused { why },
+            vec![Action::ClearSwitchover],
+        );
+    }
+    if let Some(why) = asked
+        .then(|| super::sync::candidate_problem(c, &ctx.cfg.name))
+        .flatten()
+    {
         return Plan::act(
             Reason::SwitchoverRefused { why },
             vec![Action::ClearSwitchover],

@@ -77,7 +77,7 @@ pub(crate) fn cycle(ctx: &Ctx, mem: &mut Memory, c: &Cluster) -> Plan {
                 ctx.now,
             )
         }
-        Local::Primary(r) => primary(ctx, mem, c, r.lsn, renew_due),
+        Local::Primary(r) => primary(ctx, mem, c, r, renew_due),
         Local::Replica(_) if mem.paused && !asked_to_take_over(ctx, c) => Plan::act_now(
             Reason::Paused {
                 what: "PostgreSQL is not running as primary: releasing the leader key".into(),
@@ -118,9 +118,10 @@ fn primary(
     ctx: &Ctx,
     mem: &mut Memory,
     c: &Cluster,
-    lsn: super::types::Lsn,
+    r: &super::observation::RunningPg,
     renew_due: bool,
 ) -> Plan {
+    let lsn = r.lsn;
     mem.primary_down_since = None;
     mem.bootstrapping = false;
     if let Some(init) = &c.initialize {
@@ -180,6 +181,18 @@ fn primary(
     } else {
         Reason::Leading
     };
+    // After the renewal, so that a slow store never delays it.
+    let sync = super::sync::leader_actions(ctx, mem, c, r);
+    // A list just changed, or a standby not yet confirmed: look again soon rather than a loop later.
+    let retry_ms = (ctx.cfg.timing.loop_wait_ms / 5).clamp(50, 1000);
+    let soon = |plan: Plan, again: bool| {
+        if again {
+            plan.wake(ctx.now.plus_ms(retry_ms))
+        } else {
+            plan
+        }
+    };
+    let again = !sync.is_empty();
     if renew_due {
         let optime = if c.optime != Some(lsn) {
             vec![Action::WriteOptime(lsn)]
@@ -188,7 +201,11 @@ fn primary(
         };
         let mut actions = vec![Action::RenewLeader];
         actions.extend(optime);
-        return Plan::act_now(reason, actions, ctx.now);
+        actions.extend(sync);
+        return soon(Plan::act_now(reason, actions, ctx.now), again);
+    }
+    if !sync.is_empty() {
+        return soon(Plan::act(reason, sync), true);
     }
     Plan::idle(reason)
 }
@@ -216,6 +233,7 @@ fn promote(ctx: &Ctx, mem: &Memory, c: &Cluster, timeline: super::types::Timelin
     if ctx.cfg.hooks.pre_promote && !mem.pre_promote_veto {
         actions.push(Action::PrePromote);
     }
+    actions.extend(super::sync::before_promote(ctx, c));
     actions.extend([Action::WriteHistory(next), Action::Promote]);
     if c.switchover.is_some() {
         actions.push(Action::ClearSwitchover);

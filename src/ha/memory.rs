@@ -69,6 +69,11 @@ pub struct Memory {
     pub pre_promote_veto: bool,
     /// When `pre_promote` last vetoed: we do not race for a ttl after it (Patroni's back-off).
     pub pre_promote_vetoed_at: Option<Millis>,
+    /// Primary: `synchronous_standby_names` as first seen running, and our WAL position then: a standby
+    /// counts as synchronous only once it flushed that far (earlier commits may have gone asynchronous).
+    pub sync_floor: Option<(super::observation::SyncNames, super::types::Lsn)>,
+    /// The last snapshot listed us as a synchronous standby (kept while the store is unreachable).
+    pub sync_listed: bool,
 }
 
 /// Starts of PostgreSQL that failed in a row: the last one's send time and what it said.

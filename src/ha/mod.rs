@@ -20,6 +20,7 @@ pub mod observation;
 mod operator;
 mod reason;
 mod status;
+mod sync;
 pub mod types;
 
 pub use action::{

@@ -31,6 +31,14 @@ pub enum Mutant {
     IgnorePrePromoteVeto,
     /// Arm the fence for a renewal as if it were sent at the end of the call budget, not at the decision.
     ArmRenewalFromBudgetEnd,
+    /// Synchronous mode: a member the `sync` key does not list races like any other.
+    SyncAsyncMayRace,
+    /// Synchronous mode: publish the standbys picked for `synchronous_standby_names` in the `sync` key at once,
+    /// before PostgreSQL runs with them and before they caught up.
+    SyncPublishUnconfirmed,
+    /// Synchronous mode: change `synchronous_standby_names` first and unpublish the dropped standbys a cycle
+    /// later.
+    SyncNamesBeforeKey,
     /// Simulator-only: the watchdog never fires.
     WatchdogNeverFires,
 }

@@ -1,5 +1,5 @@
 //! What the shell observed this cycle: the store snapshot, local PostgreSQL, peers, and last actions' outcomes.
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::action::Action;
 use super::types::{Lsn, Millis, NodeName, SessionId, SystemId, Timeline};
@@ -111,6 +111,67 @@ pub struct Cluster {
     /// The `failsafe` key (`{name: api_url}`), written by the leader while `failsafe_mode` is on.
     /// `None` when absent or unreadable.
     pub failsafe: Option<BTreeMap<NodeName, String>>,
+    /// The `sync` key (synchronous replication's state). `None` when absent; an unreadable value is read as
+    /// a key with no leader (nobody listed, so nobody but a racer in a cluster without sync state matches).
+    pub sync: Option<SyncKey>,
+}
+
+/// The `sync` key, Patroni's `SyncState`: the leader that wrote it and the standbys that were synchronous
+/// when it did (`{"leader": .., "sync_standby": "a,b", "quorum": 0}`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SyncKey {
+    pub leader: Option<NodeName>,
+    pub standbys: BTreeSet<NodeName>,
+    /// The key's modify index (etcd mod_revision, Consul ModifyIndex): what a compare-and-set names.
+    pub index: u64,
+}
+
+impl SyncKey {
+    /// Patroni's `SyncState.matches`: `name` is a listed standby (or, with `with_leader`, the key's leader).
+    /// A key without a leader matches nobody.
+    pub fn matches(&self, name: &NodeName, with_leader: bool) -> bool {
+        self.leader.is_some()
+            && (self.standbys.contains(name) || (with_leader && self.leader.as_ref() == Some(name)))
+    }
+}
+
+/// `synchronous_standby_names` as tenure sets it and reads it back.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum SyncNames {
+    /// Empty: commits are acknowledged without waiting for any standby.
+    #[default]
+    Off,
+    /// Patroni's strict placeholder (`__patroni_strict_sync_replica_placeholder__`): no standby can confirm,
+    /// so every commit waits.
+    Block,
+    /// `FIRST n (a,b,..)` with n = all of them (or just `a`): a commit waits for every listed standby.
+    All(BTreeSet<NodeName>),
+    /// Something tenure did not write (an operator's value): guarantees nothing the core can rely on.
+    Other(String),
+}
+
+impl SyncNames {
+    /// Whether every commit acknowledged under this setting is on standby `name` (flushed).
+    pub fn guarantees(&self, name: &NodeName) -> bool {
+        match self {
+            SyncNames::Block => true,
+            SyncNames::All(names) => names.contains(name),
+            SyncNames::Off | SyncNames::Other(_) => false,
+        }
+    }
+}
+
+/// One walsender of a primary (`pg_stat_replication`), as far as synchronous replication needs it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReplicationStat {
+    /// `application_name`: the standby's member name.
+    pub name: NodeName,
+    /// `state = 'streaming'`.
+    pub streaming: bool,
+    /// `sync_state = 'sync'`: PostgreSQL waits for this standby's flush before acknowledging a commit.
+    pub sync: bool,
+    /// `flush_lsn`: what the standby flushed.
+    pub flush_lsn: Lsn,
 }
 
 impl Cluster {
@@ -130,6 +191,32 @@ pub struct DynamicConfig {
     pub missing: bool,
     /// Patroni's `failsafe_mode`: a primary that every member confirms keeps running while the store is down.
     pub failsafe_mode: bool,
+    /// `synchronous_mode`, `synchronous_mode_strict`, `synchronous_node_count`, `maximum_lag_on_syncnode`.
+    pub sync: SyncSettings,
+}
+
+/// The dynamic settings of synchronous replication (Patroni's names and defaults).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SyncSettings {
+    /// `synchronous_mode: on`.
+    pub enabled: bool,
+    /// `synchronous_mode_strict`: with no synchronous standby, commits wait instead of going asynchronous.
+    pub strict: bool,
+    /// `synchronous_node_count` (at least 1).
+    pub node_count: u32,
+    /// `maximum_lag_on_syncnode` in bytes (`-1`, the default, is `None`: no limit).
+    pub max_lag_bytes: Option<u64>,
+}
+
+impl Default for SyncSettings {
+    fn default() -> Self {
+        SyncSettings {
+            enabled: false,
+            strict: false,
+            node_count: 1,
+            max_lag_bytes: None,
+        }
+    }
 }
 
 /// The `leader` key: whose it is, the session that holds it, and its modify index (for watches and CAS).
@@ -214,6 +301,8 @@ pub struct Tags {
     pub failover_priority: i64,
     pub noloadbalance: bool,
     pub clonefrom: bool,
+    /// Never chosen as a synchronous standby.
+    pub nosync: bool,
     pub other: BTreeMap<String, String>,
 }
 
@@ -224,6 +313,7 @@ impl Default for Tags {
             failover_priority: 1,
             noloadbalance: false,
             clonefrom: false,
+            nosync: false,
             other: BTreeMap::new(),
         }
     }
@@ -292,6 +382,10 @@ pub struct RunningPg {
     pub pending_restart: bool,
     /// `server_version_num` of the running server (a restart's `postgres_version` filter compares it).
     pub server_version: u32,
+    /// `synchronous_standby_names` as the server runs it.
+    pub sync_names: SyncNames,
+    /// Primary: its walsenders (`pg_stat_replication`); empty on a replica.
+    pub standbys: Vec<ReplicationStat>,
 }
 
 impl RunningPg {

@@ -84,6 +84,10 @@ pub enum Reason {
         lag_bytes: u64,
     },
     NoFailover,
+    /// Synchronous mode is active and the `sync` key does not list us.
+    NotSynchronous {
+        listed: Vec<NodeName>,
+    },
     BehindClusterTimeline {
         ours: Timeline,
         cluster: Timeline,
@@ -255,6 +259,14 @@ impl fmt::Display for Reason {
                 write!(f, "not racing: {lag_bytes} bytes behind is more than maximum_lag_on_failover")
             }
             NoFailover => write!(f, "not racing: nofailover is set"),
+            NotSynchronous { listed } => {
+                let listed: Vec<&str> = listed.iter().map(|n| n.as_str()).collect();
+                write!(
+                    f,
+                    "not racing: synchronous mode is on and I am not a synchronous standby (sync_standby: [{}])",
+                    listed.join(", ")
+                )
+            }
             BehindClusterTimeline { ours, cluster } => write!(
                 f,
                 "not racing: our timeline {ours} is older than the cluster's {cluster} (promoting would fork history)"

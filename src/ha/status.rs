@@ -125,6 +125,7 @@ pub(crate) fn node(ctx: &Ctx, mem: &Memory) -> NodeStatus {
             super::decide::fence_deadline(ctx, mem).filter(|_| role == NodeRole::Primary)
         },
         lag_bytes,
+        sync_standby: mem.sync_listed && role == NodeRole::Replica,
         paused: mem.paused,
         noloadbalance: ctx.cfg.noloadbalance,
         diverged: diverged(ctx, mem, cluster),

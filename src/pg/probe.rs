@@ -122,6 +122,8 @@ impl RunningStatus {
             streaming: self.streaming(),
             pending_restart: self.pending_restart,
             server_version: self.server_version,
+            sync_names: crate::ha::SyncNames::Off,
+            standbys: Vec::new(),
         }
     }
 }

@@ -230,6 +230,8 @@ fn running(role: PgRole, tl: u32, lsn: u64, upstream: Option<&str>) -> PgState {
         streaming: upstream.is_some(),
         pending_restart: false,
         server_version: 150_004,
+        sync_names: SyncNames::Off,
+        standbys: Vec::new(),
     })
 }
 

@@ -11,6 +11,7 @@ fn status(role: NodeRole) -> NodeStatus {
         streaming: role == NodeRole::Replica,
         lease_deadline: None,
         lag_bytes: Some(0),
+        sync_standby: false,
         paused: false,
         noloadbalance: false,
         diverged: false,

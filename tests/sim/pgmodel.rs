@@ -1,6 +1,7 @@
 //! A PostgreSQL model: stopped / primary / replica, timelines with switch points, WAL growth (received vs replayed), divergence.
 use tenure::ha::{
-    Controldata, Divergence, Lsn, NodeName, PgRole, PgState, RunningPg, SystemId, Timeline,
+    Controldata, Divergence, Lsn, NodeName, PgRole, PgState, RunningPg, SyncNames, SystemId,
+    Timeline,
 };
 
 /// One node's data directory: its timeline lineage and position.
@@ -70,6 +71,10 @@ pub struct Pg {
     pub pre_promote_vetoes: bool,
     /// The leader key index (the term) in which this host's `pre_promote` last vetoed, for NoPromoteAfterVeto.
     pub vetoed_term: Option<u64>,
+    /// `synchronous_standby_names` in its configuration (kept across restarts, lost with the data directory).
+    pub sync_names: SyncNames,
+    /// Primary: the highest position a commit was acknowledged at on its current timeline.
+    pub acked_lsn: u64,
 }
 
 impl Pg {
@@ -84,6 +89,8 @@ impl Pg {
             failed_starts: Vec::new(),
             pre_promote_vetoes: false,
             vetoed_term: None,
+            sync_names: SyncNames::Off,
+            acked_lsn: 0,
         }
     }
 
@@ -138,6 +145,8 @@ impl Pg {
             // The model changes no settings; the filter's rule is in tests/core_rules/operator.rs.
             pending_restart: false,
             server_version: 150_004,
+            sync_names: self.sync_names.clone(),
+            standbys: Vec::new(),
         })
     }
 

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use tenure::ha::{
     Cluster, DynamicConfig, LeaderKey, Lsn, Member, MemberRole, MemberState, MemberStatus,
-    NodeName, SessionId, Switchover, Tags, Timeline,
+    NodeName, SessionId, Switchover, SyncKey, SyncSettings, Tags, Timeline,
 };
 
 use crate::rng::Rng;
@@ -52,6 +52,9 @@ pub struct Store {
     pub etcd: bool,
     /// The store process is frozen (SIGSTOP): nothing expires until it runs again.
     pub frozen: bool,
+    /// The synchronous-replication settings of the `config` key, and the `sync` key.
+    pub sync_settings: SyncSettings,
+    pub sync: Option<SyncKey>,
 }
 
 impl Store {
@@ -76,6 +79,8 @@ impl Store {
             leader_changed: false,
             etcd: false,
             frozen: false,
+            sync_settings: SyncSettings::default(),
+            sync: None,
         }
     }
 
@@ -214,6 +219,7 @@ impl Store {
                 pause: self.pause,
                 missing: false,
                 failsafe_mode: self.failsafe_mode,
+                sync: self.sync_settings,
             },
             leader: self.leader.as_ref().map(|h| LeaderKey {
                 name: names[h.node].clone(),
@@ -230,7 +236,18 @@ impl Store {
             timeline: self.timeline.map(|(tl, _)| Timeline(tl)),
             timeline_owner: self.timeline.map(|(_, owner)| names[owner].clone()),
             failsafe: self.failsafe.clone(),
+            sync: self.sync.clone(),
         }
+    }
+
+    /// Compare-and-set of the `sync` key (`expected`: the index read, `None`: create only).
+    pub fn cas_sync(&mut self, value: Option<SyncKey>, expected: Option<u64>) -> bool {
+        if self.sync.as_ref().map(|k| k.index) != expected {
+            return false;
+        }
+        let index = self.bump();
+        self.sync = value.map(|k| SyncKey { index, ..k });
+        true
     }
 
     /// Remember the current state for later stale reads.

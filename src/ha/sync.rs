@@ -1,0 +1,300 @@
+//! Synchronous replication (Patroni's `synchronous_mode`): the leader keeps `synchronous_standby_names` and
+//! the `sync` key in the safe order, only a listed member may race, and the rule is asserted on every decision.
+//!
+//! The invariant (Patroni's): every standby the `sync` key lists under the running leader has flushed every
+//! commit that leader acknowledged. So a standby is added to PostgreSQL's list before it is published, and
+//! only once it flushed past the position at which that list took effect; it is unpublished before it
+//! leaves the list; and only a listed member (or the key's own leader) may take the leader key.
+use std::collections::BTreeSet;
+
+use super::action::Action;
+use super::config::MutantName;
+use super::decide::{Ctx, Local};
+use super::memory::Memory;
+use super::observation::{Cluster, RunningPg, SyncKey, SyncNames};
+use super::types::NodeName;
+use super::Reason;
+
+/// The `sync` key that restricts the race: synchronous mode is on and a leader wrote the key (Patroni's
+/// `sync_mode_is_active`). Before the first leader wrote it, anyone races, as in Patroni.
+pub(crate) fn active(c: &Cluster) -> Option<&SyncKey> {
+    c.sync
+        .as_ref()
+        .filter(|k| c.config.sync.enabled && k.leader.is_some())
+}
+
+/// Whether `name` may take the leader key: always without an active key; otherwise only a listed standby or
+/// the key's own leader (whose data holds everything it acknowledged).
+pub(crate) fn may_lead(ctx: &Ctx, c: &Cluster, name: &NodeName) -> bool {
+    if ctx.cfg.mutant(MutantName::SyncAsyncMayRace) {
+        return true;
+    }
+    active(c).is_none_or(|k| k.matches(name, true))
+}
+
+/// This node may race for a free key (in synchronous mode: only as a listed member).
+pub(crate) fn may_race(ctx: &Ctx, c: &Cluster) -> Result<(), Reason> {
+    if may_lead(ctx, c, &ctx.cfg.name) {
+        return Ok(());
+    }
+    let listed = active(c)
+        .map(|k| k.standbys.iter().cloned().collect())
+        .unwrap_or_default();
+    Err(Reason::NotSynchronous { listed })
+}
+
+/// Why `cand` cannot be a switchover or failover candidate in synchronous mode, if it cannot.
+pub(crate) fn candidate_problem(c: &Cluster, cand: &NodeName) -> Option<String> {
+    let key = active(c)?;
+    (!key.matches(cand, false))
+        .then(|| format!("candidate name {cand} does not match with sync_standby"))
+}
+
+/// Whether this replica is a synchronous standby of the current leader (Patroni's `sync_standby` field).
+pub(crate) fn listed(ctx: &Ctx, c: &Cluster) -> bool {
+    let me = &ctx.cfg.name;
+    matches!(ctx.local, Local::Replica(_))
+        && active(c).is_some_and(|k| k.leader.as_ref() == c.leader_name() && k.matches(me, false))
+}
+
+/// Before a promotion: take the `sync` key over and set PostgreSQL's list to what the key will say. Strict
+/// mode keeps the other listed standbys (they hold every write the old leader acknowledged, and every
+/// commit of ours waits for them); otherwise nobody is listed and commits go asynchronous until a standby
+/// catches up, while nobody else may take over.
+pub(crate) fn before_promote(ctx: &Ctx, c: &Cluster) -> Vec<Action> {
+    let settings = c.config.sync;
+    if !settings.enabled {
+        return Vec::new();
+    }
+    let me = &ctx.cfg.name;
+    let standbys: BTreeSet<NodeName> = match (&c.sync, settings.strict) {
+        (Some(k), true) if k.leader.is_some() => {
+            k.standbys.iter().filter(|n| *n != me).cloned().collect()
+        }
+        _ => BTreeSet::new(),
+    };
+    let names = match (settings.strict, standbys.is_empty()) {
+        (false, _) => SyncNames::Off,
+        (true, true) => SyncNames::Block,
+        (true, false) => SyncNames::All(standbys.clone()),
+    };
+    vec![
+        Action::WriteSync {
+            leader: me.clone(),
+            standbys,
+            expected: c.sync.as_ref().map(|k| k.index),
+        },
+        Action::SetSyncNames(names),
+    ]
+}
+
+/// The leader's synchronous-replication step for this cycle (appended after its renewal).
+pub(crate) fn leader_actions(
+    ctx: &Ctx,
+    mem: &mut Memory,
+    c: &Cluster,
+    r: &RunningPg,
+) -> Vec<Action> {
+    let me = &ctx.cfg.name;
+    let settings = c.config.sync;
+    if !settings.enabled {
+        return disable(c, r);
+    }
+    let floor = floor(mem, r);
+    let key = match &c.sync {
+        Some(k) if k.leader.as_ref() == Some(me) => k,
+        // No key yet, or one another leader wrote: ours first, listing nobody (Patroni's
+        // `_maybe_enable_synchronous_mode`).
+        other => {
+            return vec![Action::WriteSync {
+                leader: me.clone(),
+                standbys: BTreeSet::new(),
+                expected: other.as_ref().map(|k| k.index),
+            }]
+        }
+    };
+    let confirmed = confirmed(r, floor);
+    let desired = desired(ctx, c, r, &confirmed, &key.standbys);
+    let keep: BTreeSet<NodeName> = key
+        .standbys
+        .iter()
+        .filter(|n| desired.guarantees(n) && r.sync_names.guarantees(n))
+        .filter(|n| settings.strict || confirmed.contains(*n))
+        .cloned()
+        .collect();
+    let mut target = keep;
+    if desired == r.sync_names || ctx.cfg.mutant(MutantName::SyncPublishUnconfirmed) {
+        let add = if ctx.cfg.mutant(MutantName::SyncPublishUnconfirmed) {
+            names_of(&desired)
+        } else {
+            confirmed
+        };
+        target.extend(add);
+    }
+    if ctx.cfg.mutant(MutantName::SyncNamesBeforeKey) && desired != r.sync_names {
+        return vec![Action::SetSyncNames(desired)];
+    }
+    let mut actions = Vec::new();
+    if target != key.standbys {
+        actions.push(Action::WriteSync {
+            leader: me.clone(),
+            standbys: target,
+            expected: Some(key.index),
+        });
+    }
+    if desired != r.sync_names {
+        actions.push(Action::SetSyncNames(desired));
+    }
+    actions
+}
+
+/// The position a standby must have flushed before it counts as synchronous: the leader's own position when
+/// it first saw the list now in effect (a commit acknowledged before that may not be on the standby).
+fn floor(mem: &mut Memory, r: &RunningPg) -> super::types::Lsn {
+    match &mem.sync_floor {
+        Some((names, lsn)) if *names == r.sync_names => *lsn,
+        _ => {
+            mem.sync_floor = Some((r.sync_names.clone(), r.lsn));
+            r.lsn
+        }
+    }
+}
+
+/// Standbys PostgreSQL treats as synchronous that flushed past the floor.
+fn confirmed(r: &RunningPg, floor: super::types::Lsn) -> BTreeSet<NodeName> {
+    r.standbys
+        .iter()
+        .filter(|s| {
+            s.sync && s.streaming && s.flush_lsn >= floor && r.sync_names.guarantees(&s.name)
+        })
+        .map(|s| s.name.clone())
+        .collect()
+}
+
+/// The list PostgreSQL should run with: up to `synchronous_node_count` streaming members without `nosync`,
+/// within `maximum_lag_on_syncnode`, confirmed ones first (so a working list is not shuffled). With none:
+/// strict keeps the published standbys (or blocks every commit); otherwise asynchronous.
+fn desired(
+    ctx: &Ctx,
+    c: &Cluster,
+    r: &RunningPg,
+    confirmed: &BTreeSet<NodeName>,
+    published: &BTreeSet<NodeName>,
+) -> SyncNames {
+    let settings = c.config.sync;
+    let me = &ctx.cfg.name;
+    let mut candidates: Vec<_> = r
+        .standbys
+        .iter()
+        .filter(|s| s.streaming && &s.name != me)
+        .filter(|s| c.member(&s.name).is_some_and(|m| !m.tags.nosync))
+        .filter(|s| {
+            settings
+                .max_lag_bytes
+                .is_none_or(|max| r.lsn.bytes_ahead_of(s.flush_lsn) <= max)
+        })
+        .collect();
+    candidates.sort_by(|a, b| {
+        let rank = |s: &&super::observation::ReplicationStat| {
+            (!confirmed.contains(&s.name), std::cmp::Reverse(s.flush_lsn))
+        };
+        rank(a).cmp(&rank(b)).then_with(|| a.name.cmp(&b.name))
+    });
+    let picked: BTreeSet<NodeName> = candidates
+        .into_iter()
+        .take(settings.node_count.max(1) as usize)
+        .map(|s| s.name.clone())
+        .collect();
+    match (picked.is_empty(), settings.strict, published.is_empty()) {
+        (false, _, _) => SyncNames::All(picked),
+        (true, true, false) => SyncNames::All(published.clone()),
+        (true, true, true) => SyncNames::Block,
+        (true, false, _) => SyncNames::Off,
+    }
+}
+
+/// Synchronous mode is off: the key goes first, then PostgreSQL's list (an operator's own value stays).
+fn disable(c: &Cluster, r: &RunningPg) -> Vec<Action> {
+    let mut actions = Vec::new();
+    if let Some(k) = &c.sync {
+        actions.push(Action::DeleteSync { expected: k.index });
+    }
+    if matches!(r.sync_names, SyncNames::All(_) | SyncNames::Block) {
+        actions.push(Action::SetSyncNames(SyncNames::Off));
+    }
+    actions
+}
+
+fn names_of(n: &SyncNames) -> BTreeSet<NodeName> {
+    match n {
+        SyncNames::All(names) => names.clone(),
+        _ => BTreeSet::new(),
+    }
+}
+
+/// The rule, asserted on every decision: walking the actions in order, every standby the `sync` key will
+/// list under us is guaranteed by PostgreSQL's list in effect at that point, and one added to the key was
+/// confirmed under the list that guarantees it; a promotion happens only with the key's standbys guaranteed.
+pub(crate) fn check(ctx: &Ctx, mem: &Memory, actions: &[Action]) {
+    if ctx.cfg.mutant(MutantName::SyncNamesBeforeKey)
+        || ctx.cfg.mutant(MutantName::SyncPublishUnconfirmed)
+    {
+        return;
+    }
+    let (super::observation::StoreView::Available(c), Some(r)) = (&ctx.obs.store, running(ctx))
+    else {
+        return;
+    };
+    let me = &ctx.cfg.name;
+    let mut published: BTreeSet<NodeName> = match &c.sync {
+        Some(k) if k.leader.as_ref() == Some(me) => k.standbys.clone(),
+        _ => BTreeSet::new(),
+    };
+    let mut names = r.sync_names.clone();
+    let floor = mem
+        .sync_floor
+        .as_ref()
+        .filter(|(n, _)| *n == names)
+        .map(|(_, l)| *l);
+    let mut confirmed = floor.map(|f| confirmed(r, f)).unwrap_or_default();
+    let primary = ctx.local.is_primary();
+    for a in actions {
+        match a {
+            Action::WriteSync { standbys, .. } if primary => {
+                assert!(
+                    standbys.iter().all(|n| names.guarantees(n)),
+                    "sync rule violated: {standbys:?} published while synchronous_standby_names is {names:?}"
+                );
+                assert!(
+                    standbys
+                        .difference(&published)
+                        .all(|n| confirmed.contains(n)),
+                    "sync rule violated: {standbys:?} published, but only {confirmed:?} confirmed"
+                );
+                published = standbys.clone();
+            }
+            Action::WriteSync { standbys, .. } => published = standbys.clone(),
+            Action::DeleteSync { .. } => published.clear(),
+            Action::SetSyncNames(n) => {
+                assert!(
+                    !primary || published.iter().all(|p| n.guarantees(p)),
+                    "sync rule violated: synchronous_standby_names {n:?} drops published {published:?}"
+                );
+                names = n.clone();
+                confirmed.clear();
+            }
+            Action::Promote => assert!(
+                published.iter().all(|p| names.guarantees(p)),
+                "sync rule violated: promoting with {published:?} published under {names:?}"
+            ),
+            _ => {}
+        }
+    }
+}
+
+fn running<'a>(ctx: &Ctx<'a>) -> Option<&'a RunningPg> {
+    match ctx.local {
+        Local::Primary(r) | Local::Replica(r) => Some(r),
+        _ => None,
+    }
+}
