@@ -1,5 +1,5 @@
 //! The JSON values of Patroni's keys, field for field, and their conversion to the core's types.
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
@@ -203,6 +203,43 @@ pub fn failsafe_from_json(text: &str) -> Option<BTreeMap<NodeName, String>> {
         .collect()
 }
 
+/// The `sync` key's JSON as Patroni writes it: `{"leader": .., "quorum": 0, "sync_standby": "a,b"}`, names
+/// sorted, `sync_standby` null when nobody is listed (`quorum` is Patroni 4's; 0 in priority mode).
+pub fn sync_json(leader: &NodeName, standbys: &BTreeSet<NodeName>) -> String {
+    let listed = (!standbys.is_empty()).then(|| {
+        let names: Vec<&str> = standbys.iter().map(NodeName::as_str).collect();
+        names.join(",")
+    });
+    serde_json::json!({"leader": leader.as_str(), "quorum": 0, "sync_standby": listed}).to_string()
+}
+
+/// The `sync` key as Patroni's `SyncState.from_node` reads it: `(leader, standbys)`, no leader for `{}` or
+/// an empty name (and then nobody listed). `Err` for a value Patroni reads as empty too, or could not read
+/// at all (a `sync_standby` that is not a string).
+pub fn sync_from_text(text: &str) -> Result<(Option<NodeName>, BTreeSet<NodeName>), String> {
+    let value: serde_json::Value = serde_json::from_str(text).map_err(|e| e.to_string())?;
+    let obj = value.as_object().ok_or("not a JSON object")?;
+    let leader = match obj.get("leader") {
+        None | Some(serde_json::Value::Null) => None,
+        Some(serde_json::Value::String(s)) => non_empty(s).map(NodeName::new),
+        Some(other) => return Err(format!("leader is not a name: {other}")),
+    };
+    let standbys = match obj.get("sync_standby") {
+        None | Some(serde_json::Value::Null) => BTreeSet::new(),
+        Some(serde_json::Value::String(s)) => s
+            .split(',')
+            .map(str::trim)
+            .filter(|n| !n.is_empty())
+            .map(NodeName::new)
+            .collect(),
+        Some(other) => return Err(format!("sync_standby is not a list of names: {other}")),
+    };
+    match leader {
+        Some(l) => Ok((Some(l), standbys)),
+        None => Ok((None, BTreeSet::new())),
+    }
+}
+
 /// The `status` key's `optime`, if present and numeric.
 pub fn optime_from_status(status: &serde_json::Value) -> Option<Lsn> {
     status
@@ -345,6 +382,22 @@ mod tests {
             KeyLayout::new("service", "batman").failsafe(),
             "service/batman/failsafe"
         );
+    }
+
+    #[test]
+    fn sync_key_json_is_patronis() {
+        let names = |l: &[&str]| l.iter().map(|n| NodeName::new(*n)).collect();
+        let pg1 = NodeName::new("pg1");
+        assert_eq!(
+            sync_json(&pg1, &names(&["pg3", "pg2"])),
+            r#"{"leader":"pg1","quorum":0,"sync_standby":"pg2,pg3"}"#
+        );
+        assert_eq!(
+            sync_json(&pg1, &names(&[])),
+            r#"{"leader":"pg1","quorum":0,"sync_standby":null}"#
+        );
+        let back = sync_from_text(&sync_json(&pg1, &names(&["pg2", "pg3"])));
+        assert_eq!(back, Ok((Some(pg1), names(&["pg2", "pg3"]))));
     }
 
     #[test]
