@@ -4,7 +4,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::{Deserialize, Serialize};
 
 use super::rfc3339::parse_rfc3339_ms;
-use crate::ha::observation::{DynamicConfig, Member, MemberRole, MemberState, Switchover};
+use crate::ha::observation::{
+    DynamicConfig, Member, MemberRole, MemberState, Switchover, SyncSettings,
+};
 use crate::ha::types::{Lsn, NodeName, Timeline};
 
 /// The `members/<name>` JSON, field for field as Patroni writes it (patroni-compat §2.2).
@@ -185,7 +187,33 @@ pub fn dynamic_config_from_json(config: &serde_json::Value) -> DynamicConfig {
         pause: flag(config, "pause"),
         missing: false,
         failsafe_mode: flag(config, "failsafe_mode"),
-        sync: Default::default(),
+        sync: sync_settings(config),
+    }
+}
+
+/// Synchronous replication's settings as Patroni's `global_config` reads them: `quorum` counts as on (tenure
+/// does priority sync only), and a value it cannot read is the default (off, one node, no lag limit).
+fn sync_settings(config: &serde_json::Value) -> SyncSettings {
+    let quorum = config
+        .get("synchronous_mode")
+        .and_then(serde_json::Value::as_str)
+        .is_some_and(|s| s.eq_ignore_ascii_case("quorum"));
+    let int = |key: &str| {
+        let v = config.get(key)?;
+        v.as_i64()
+            .or_else(|| v.as_str().and_then(|s| s.trim().parse().ok()))
+    };
+    SyncSettings {
+        enabled: quorum || flag(config, "synchronous_mode"),
+        strict: flag(config, "synchronous_mode_strict"),
+        node_count: int("synchronous_node_count")
+            .and_then(|n| u32::try_from(n).ok())
+            .filter(|n| *n >= 1)
+            .unwrap_or(1),
+        // Patroni's rule: zero or less is no limit.
+        max_lag_bytes: int("maximum_lag_on_syncnode")
+            .filter(|n| *n > 0)
+            .and_then(|n| u64::try_from(n).ok()),
     }
 }
 
@@ -382,6 +410,28 @@ mod tests {
             KeyLayout::new("service", "batman").failsafe(),
             "service/batman/failsafe"
         );
+    }
+
+    #[test]
+    fn sync_settings_are_read_from_config_as_patroni_reads_them() {
+        use crate::ha::observation::SyncSettings;
+        let read = |v: serde_json::Value| dynamic_config_from_json(&v).sync;
+        let s = read(
+            serde_json::json!({"synchronous_mode": "on", "synchronous_mode_strict": "true",
+            "synchronous_node_count": 3, "maximum_lag_on_syncnode": "4096"}),
+        );
+        let want = SyncSettings {
+            enabled: true,
+            strict: true,
+            node_count: 3,
+            max_lag_bytes: Some(4096),
+        };
+        assert_eq!(s, want);
+        assert!(read(serde_json::json!({"synchronous_mode": "quorum"})).enabled);
+        // Garbage reads as Patroni's defaults: off, one node, no lag limit.
+        let garbage = read(serde_json::json!({"synchronous_mode": "maybe",
+            "synchronous_node_count": 0, "maximum_lag_on_syncnode": -1}));
+        assert_eq!(garbage, SyncSettings::default());
     }
 
     #[test]
