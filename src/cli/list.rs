@@ -279,7 +279,9 @@ mod tests {
         assert_eq!(roles(&snap), ["Leader", "Replica", "Replica"], "mode off");
         snap.cluster.config.sync.enabled = true;
         assert_eq!(roles(&snap), ["Leader", "Sync Standby", "Replica"]);
-        snap.cluster.sync.as_mut().map(|k| k.leader = None);
+        if let Some(k) = snap.cluster.sync.as_mut() {
+            k.leader = None;
+        }
         assert_eq!(
             roles(&snap),
             ["Leader", "Replica", "Replica"],
