@@ -109,7 +109,19 @@ impl Executor {
                     .await,
             ),
             Action::WriteInitialize(s) => store(self.dcs.write_initialize(s, deadline).await),
-            Action::WriteSync { .. } | Action::DeleteSync { .. } | Action::SetSyncNames(_) => {
+            Action::WriteSync {
+                leader,
+                standbys,
+                expected,
+            } => store(
+                self.dcs
+                    .write_sync(leader, standbys, *expected, deadline)
+                    .await,
+            ),
+            Action::DeleteSync { expected } => {
+                store(self.dcs.delete_sync(*expected, deadline).await)
+            }
+            Action::SetSyncNames(_) => {
                 Outcome::Failed("synchronous replication is not wired into the shell yet".into())
             }
             Action::AcquireLeader => store(self.dcs.acquire_leader(deadline).await),

@@ -533,6 +533,9 @@ fn bootstrap_config(core: &crate::ha::CoreConfig, config: &Config) -> serde_json
     if config.bootstrap_failsafe_mode {
         v["failsafe_mode"] = serde_json::json!(true);
     }
+    if let Some(top) = v.as_object_mut() {
+        top.extend(config.bootstrap_sync.json());
+    }
     let local = &config.local_pg;
     if !local.bootstrap_parameters.is_empty() {
         v["postgresql"]["parameters"] = serde_json::json!(local.bootstrap_parameters);
