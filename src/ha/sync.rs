@@ -23,6 +23,12 @@ pub(crate) fn active(c: &Cluster) -> Option<&SyncKey> {
         .filter(|k| c.config.sync.enabled && k.leader.is_some())
 }
 
+/// Whether `name` is a standby the active `sync` key lists (`/cluster`'s `sync_standby` role, as Patroni 4.x's
+/// `cluster_as_json`: synchronous mode on and the key's `matches`).
+pub fn sync_standby_listed(c: &Cluster, name: &NodeName) -> bool {
+    active(c).is_some_and(|k| k.matches(name, false))
+}
+
 /// Whether `name` may take the leader key: always without an active key; otherwise only a listed standby or
 /// the key's own leader (whose data holds everything it acknowledged).
 pub(crate) fn may_lead(ctx: &Ctx, c: &Cluster, name: &NodeName) -> bool {
