@@ -75,4 +75,5 @@ done
 if [ -f "$W/streaming" ]; then
   sort -n "$W/streaming" | awk '{a[NR]=$1} END {printf "switchover: old primary streaming again, after the first write on the new primary: median %s ms, max %s ms over %d runs\n", a[int((NR+1)/2)], a[NR], NR}'
 fi
+echo "synchronous_mode: ${SYNC:-off}"
 echo "timing: ttl ${TTL:-10} s, loop_wait ${LOOP_WAIT:-1} s, retry_timeout ${RETRY:-2} s, etcd lease TTL ${TTL:-10} s"

@@ -381,7 +381,7 @@ fn corrupt_keys_the_primary_survives(c: &mut Cluster, kv: &Kv, p: usize) {
         });
         log(c, &format!("{rel} repaired"));
     }
-    // `sync`: not read by tenure (no synchronous mode); garbage there must change nothing.
+    // `sync`: read, but acted on only in synchronous mode (off here); garbage there must change nothing.
     for (what, value) in garbage(kv, false) {
         kv.put("sync", &value);
         std::thread::sleep(Duration::from_millis(500));
