@@ -22,6 +22,8 @@ mod harness;
 #[path = "support/mod.rs"]
 #[allow(dead_code)]
 mod support;
+#[path = "api/sync.rs"]
+mod sync;
 #[path = "api/tls.rs"]
 mod tls;
 

@@ -791,3 +791,58 @@ fn a_bad_hook_names_its_key() {
         "{e}"
     );
 }
+
+/// `bootstrap.dcs`'s synchronous-replication keys are read (no longer ignored), checked, and carried into
+/// the `config` key a new cluster's leader uploads; `quorum` reads as on (tenure does priority sync only).
+#[test]
+fn synchronous_mode_keys_are_carried_into_the_bootstrap_config() {
+    let text = base_with(
+        "bootstrap.dcs",
+        "{synchronous_mode: on, synchronous_mode_strict: true, \
+         synchronous_node_count: 2, maximum_lag_on_syncnode: -1}",
+    );
+    let c = ok(&text);
+    assert!(
+        c.warnings
+            .iter()
+            .all(|w| !w.to_string().contains("synchronous") && !w.to_string().contains("syncnode")),
+        "{:?}",
+        c.warnings
+    );
+    let uploaded = serde_json::Value::Object(c.config.bootstrap_sync.json());
+    assert_eq!(
+        uploaded,
+        serde_json::json!({"synchronous_mode": true, "synchronous_mode_strict": true,
+                           "synchronous_node_count": 2, "maximum_lag_on_syncnode": -1})
+    );
+    let d = tenure::config::dynamic::DynamicSettings::parse(&uploaded).unwrap();
+    assert!(d.sync.enabled && d.sync.strict && d.sync.node_count == 2);
+    let quorum = ok(&base_with("bootstrap.dcs.synchronous_mode", "quorum"));
+    assert_eq!(
+        quorum.config.bootstrap_sync.json().get("synchronous_mode"),
+        Some(&serde_json::json!(true))
+    );
+    let none = ok(BASE);
+    assert!(
+        none.config.bootstrap_sync.json().is_empty(),
+        "nothing set, nothing uploaded"
+    );
+    for (key, value) in [
+        ("bootstrap.dcs.synchronous_mode", "maybe"),
+        ("bootstrap.dcs.synchronous_node_count", "0"),
+        ("bootstrap.dcs.maximum_lag_on_syncnode", "-2"),
+    ] {
+        let e = err(&base_with(key, value));
+        assert!(e.contains(key), "{key}: {e}");
+    }
+}
+
+/// The `nosync` tag is a flag like `nofailover`: it reaches the member key, and a value that is not
+/// true or false is refused.
+#[test]
+fn the_nosync_tag_is_a_flag() {
+    let c = ok(&base_with("tags", "{nosync: true}")).config;
+    assert_eq!(c.tags.get("nosync"), Some(&serde_json::json!(true)));
+    let e = err(&base_with("tags", "{nosync: perhaps}"));
+    assert!(e.contains("tags.nosync"), "{e}");
+}

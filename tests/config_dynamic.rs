@@ -6,6 +6,7 @@ use std::path::Path;
 use serde_json::json;
 use tenure::config::dynamic::{DynamicError, DynamicSettings};
 use tenure::config::{self, Config};
+use tenure::ha::observation::SyncSettings;
 use tenure::ha::TimingError;
 
 const FILE: &str = "\
@@ -63,7 +64,7 @@ fn every_dynamic_key_is_read() {
     assert_eq!(d.maximum_lag_on_failover_bytes, Some(2048));
     assert_eq!(d.primary_start_timeout_ms, Some(0));
     assert_eq!(d.primary_stop_timeout_ms, Some(30_000));
-    assert_eq!(d.maximum_lag_on_syncnode_bytes, Some(-1));
+    assert_eq!(d.sync, SyncSettings::default(), "-1: no limit");
     assert!(d.pause && d.failsafe_mode);
     assert_eq!(d.use_pg_rewind, Some(false));
     let p = d.parameters.unwrap();
@@ -254,4 +255,59 @@ fn a_replica_starts_with_at_least_the_primarys_max_connections() {
         !raised.parameters.contains_key("max_worker_processes"),
         "unset and equal to the default"
     );
+}
+
+/// `synchronous_mode` (`true`/`on`/`off`, and Patroni 4's `quorum`, read as on: tenure does priority sync
+/// only), `synchronous_mode_strict`, `synchronous_node_count` (at least 1) and `maximum_lag_on_syncnode`
+/// (bytes, `-1` no limit) are read, and a value the agents could not use is refused naming the key.
+#[test]
+fn synchronous_mode_keys_are_read_and_checked() {
+    let d = DynamicSettings::parse(
+        &json!({"synchronous_mode": "on", "synchronous_mode_strict": true,
+        "synchronous_node_count": "2", "maximum_lag_on_syncnode": 1048576}),
+    )
+    .unwrap();
+    let want = SyncSettings {
+        enabled: true,
+        strict: true,
+        node_count: 2,
+        max_lag_bytes: Some(1_048_576),
+    };
+    assert_eq!(d.sync, want);
+    for on in [json!(true), json!("quorum"), json!("QUORUM"), json!("on")] {
+        let d = DynamicSettings::parse(&json!({ "synchronous_mode": on })).unwrap();
+        assert!(d.sync.enabled, "{on}");
+    }
+    assert!(
+        !DynamicSettings::parse(&json!({"synchronous_mode": "off"}))
+            .unwrap()
+            .sync
+            .enabled
+    );
+    assert_eq!(
+        DynamicSettings::parse(&json!({})).unwrap().sync,
+        SyncSettings::default()
+    );
+    for (v, key) in [
+        (json!({"synchronous_mode": "maybe"}), "synchronous_mode"),
+        (
+            json!({"synchronous_mode_strict": "x"}),
+            "synchronous_mode_strict",
+        ),
+        (
+            json!({"synchronous_node_count": 0}),
+            "synchronous_node_count",
+        ),
+        (
+            json!({"synchronous_node_count": "two"}),
+            "synchronous_node_count",
+        ),
+        (
+            json!({"maximum_lag_on_syncnode": -2}),
+            "maximum_lag_on_syncnode",
+        ),
+    ] {
+        let e = refused(v.clone()).to_string();
+        assert!(e.contains(key), "{v}: {e}");
+    }
 }

@@ -256,3 +256,61 @@ async fn tenure_reads_what_patronictl_writes() {
         None
     );
 }
+
+/// The `sync` key tenure writes, read by patronictl 3.0.2: with `synchronous_mode` on, the listed member is a
+/// `Sync Standby` in both formats (the rule `tenure list` follows, tested in `cli::list`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn patronictl_shows_the_sync_standby_tenure_wrote() {
+    let etcd = EtcdServer::start();
+    let (pg1, pg2, pg3) = (
+        agent(&etcd, "pg1"),
+        agent(&etcd, "pg2"),
+        agent(&etcd, "pg3"),
+    );
+    let config = serde_json::json!({"ttl": 30, "loop_wait": 10, "retry_timeout": 10,
+        "synchronous_mode": true, "postgresql": {}});
+    pg1.cas_config(&config, None, deadline()).await.unwrap();
+    pg1.ensure_session(deadline()).await.unwrap();
+    pg1.acquire_leader(deadline()).await.unwrap();
+    pg1.publish_member(&record("127.0.0.11", "primary", "running"), deadline())
+        .await
+        .unwrap();
+    for (a, host) in [(&pg2, "127.0.0.12"), (&pg3, "127.0.0.13")] {
+        a.ensure_session(deadline()).await.unwrap();
+        a.publish_member(&record(host, "replica", "running"), deadline())
+            .await
+            .unwrap();
+    }
+    let standbys = [tenure::ha::types::NodeName::new("pg2")].into();
+    pg1.write_sync(&"pg1".into(), &standbys, None, deadline())
+        .await
+        .unwrap();
+
+    let dir = tempfile::tempdir().unwrap();
+    let yaml = dir.path().join("patronictl.yml");
+    let text = format!(
+        "scope: {SCOPE}\nnamespace: /service/\netcd3:\n  hosts: {}\n",
+        etcd.host_port()
+    );
+    std::fs::write(&yaml, text).unwrap();
+    let table = patronictl_list(&yaml, "pretty");
+    println!("{table}");
+    let row = |name: &str| {
+        table
+            .lines()
+            .find(|l| l.contains(&format!(" {name} ")))
+            .unwrap_or_else(|| panic!("no row for {name}:\n{table}"))
+            .to_string()
+    };
+    assert!(row("pg2").contains("Sync Standby"), "{table}");
+    assert!(row("pg3").contains("Replica"), "{table}");
+    let json: serde_json::Value =
+        serde_json::from_str(&patronictl_list(&yaml, "json")).expect("patronictl json");
+    let role = |name: &str| {
+        json.as_array()
+            .and_then(|m| m.iter().find(|m| m["Member"] == name))
+            .map(|m| m["Role"].clone())
+    };
+    assert_eq!(role("pg2"), Some(serde_json::json!("Sync Standby")));
+    assert_eq!(role("pg1"), Some(serde_json::json!("Leader")));
+}

@@ -41,6 +41,8 @@ pub struct Executor {
     pub peer_client: reqwest::Client,
     /// Callbacks, `pre_promote`, `before_stop` (the runtime installs the configured commands).
     pub hooks: super::hooks::HookRunner,
+    /// tenure's `synchronous_standby_names` in synchronous mode, kept over the operator's in `pg`.
+    pub(crate) sync_names: super::sync_names::OwnedSyncNames,
     job: Option<(Job, JoinHandle<Result<(), String>>)>,
     finished: Option<(Job, JobResult)>,
 }
@@ -48,6 +50,8 @@ pub struct Executor {
 impl Executor {
     pub fn new(dcs: Arc<dyn Dcs>, pg: PgSettings, initdb: pg::ctl::InitdbOptions) -> Executor {
         let fence = Fence::new(&pg.data_dir);
+        let mut sync_names = super::sync_names::OwnedSyncNames::default();
+        let pg = sync_names.over(pg);
         Executor {
             dcs,
             pg,
@@ -71,6 +75,7 @@ impl Executor {
                 .build()
                 .unwrap_or_default(),
             hooks: Default::default(),
+            sync_names,
             job: None,
             finished: None,
         }
@@ -109,9 +114,19 @@ impl Executor {
                     .await,
             ),
             Action::WriteInitialize(s) => store(self.dcs.write_initialize(s, deadline).await),
-            Action::WriteSync { .. } | Action::DeleteSync { .. } | Action::SetSyncNames(_) => {
-                Outcome::Failed("synchronous replication is not wired into the shell yet".into())
+            Action::WriteSync {
+                leader,
+                standbys,
+                expected,
+            } => store(
+                self.dcs
+                    .write_sync(leader, standbys, *expected, deadline)
+                    .await,
+            ),
+            Action::DeleteSync { expected } => {
+                store(self.dcs.delete_sync(*expected, deadline).await)
             }
+            Action::SetSyncNames(names) => self.set_sync_names(names, deadline).await,
             Action::AcquireLeader => store(self.dcs.acquire_leader(deadline).await),
             Action::RenewLeader => store(self.dcs.renew_leader(deadline).await),
             Action::ReleaseLeader => store(self.dcs.release_leader(deadline).await),

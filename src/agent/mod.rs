@@ -12,6 +12,7 @@ pub mod peers;
 pub mod publisher;
 pub mod reload;
 mod runtime;
+mod sync_names;
 pub mod unique;
 pub mod watchdog;
 

@@ -130,6 +130,7 @@ pub async fn run_loop(
             }
         };
         let (pg_state, running) = observe_pg(&pg, &mut probe_conn).await;
+        exec.adopt_sync_names(&pg_state);
         let mut pg_reloaded = false;
         if dynamic.observe(&config, &local_core, config_key.as_ref()) {
             let next = dynamic.effective(&config, &local_core);
@@ -273,9 +274,11 @@ async fn run_with(
     let pg_changed = next.pg.parameters != pg.parameters || next.pg.pg_hba != pg.pg_hba;
     *core = next.core;
     *pg = next.pg.clone();
-    exec.pg = next.pg;
+    // The executor's copy keeps synchronous mode's own synchronous_standby_names over the new parameters,
+    // and is the one written: the loop's copy lacks it.
+    exec.set_pg(next.pg);
     let running = matches!(pg_state, PgState::Running(_));
-    pg_changed && super::dynamic::apply_pg(pg, running, exec.job_running()).await
+    pg_changed && super::dynamic::apply_pg(&exec.pg, running, exec.job_running()).await
 }
 
 /// SIGHUP: re-read the file the agent started from and say what changes; `None` when the file is not
@@ -532,6 +535,9 @@ fn bootstrap_config(core: &crate::ha::CoreConfig, config: &Config) -> serde_json
     });
     if config.bootstrap_failsafe_mode {
         v["failsafe_mode"] = serde_json::json!(true);
+    }
+    if let Some(top) = v.as_object_mut() {
+        top.extend(config.bootstrap_sync.json());
     }
     let local = &config.local_pg;
     if !local.bootstrap_parameters.is_empty() {

@@ -15,6 +15,16 @@ pub enum Check {
     ReadOnly,
     /// `/health`: PostgreSQL is running, whatever its role.
     Running,
+    /// `/sync`, `/synchronous`: a synchronous standby that `/replica` accepts.
+    Sync,
+    /// `/async`, `/asynchronous`: a replica `/replica` accepts that is not a synchronous standby.
+    Async,
+    /// `/read-only-sync`, `/read-only-synchronous`: a healthy primary, or what `/sync` accepts.
+    ReadOnlySync,
+    /// `/quorum`: never (tenure has no quorum commit).
+    Quorum,
+    /// `/read-only-quorum`: a healthy primary (no replica is a quorum standby).
+    ReadOnlyQuorum,
     /// `/liveness`: the HA loop ran within `ttl` (no body).
     Liveness,
     /// `/readiness`: the leader with its lease, or a running replica (no body).
@@ -29,6 +39,11 @@ impl Check {
             "/replica" => Check::Replica,
             "/read-only" => Check::ReadOnly,
             "/health" => Check::Running,
+            "/sync" | "/synchronous" => Check::Sync,
+            "/async" | "/asynchronous" => Check::Async,
+            "/read-only-sync" | "/read-only-synchronous" => Check::ReadOnlySync,
+            "/quorum" => Check::Quorum,
+            "/read-only-quorum" => Check::ReadOnlyQuorum,
             "/liveness" => Check::Liveness,
             "/readiness" => Check::Readiness,
             _ => return None,
@@ -65,15 +80,27 @@ impl HealthQuery {
 }
 
 /// Whether `p` passes `check` at `now`. Tag filters apply to replica answers only (Patroni ignores them
-/// for the primary paths).
+/// for the primary paths). The synchronous-replication paths answer 503 before the first read of the store,
+/// as Patroni's do without a cluster from its store.
 pub fn healthy(check: Check, q: &HealthQuery, p: &Published, now: Millis, ttl_ms: u64) -> bool {
     let s = &p.status;
-    let replica = || health::replica_ok(s, q.max_lag_bytes) && tags_match(&q.tags, &p.tags);
+    let lag = q.max_lag_bytes;
+    let tags = || tags_match(&q.tags, &p.tags);
+    let store_known = p.cluster.is_some();
     match check {
         Check::Primary => health::primary_ok(s, now),
-        Check::Replica => replica(),
-        Check::ReadOnly => health::primary_ok(s, now) || replica(),
+        Check::Replica => health::replica_ok(s, lag) && tags(),
+        Check::ReadOnly => health::primary_ok(s, now) || (health::replica_ok(s, lag) && tags()),
         Check::Running => s.running,
+        Check::Sync => store_known && health::sync_ok(s, lag) && tags(),
+        Check::Async => store_known && health::async_ok(s, lag) && tags(),
+        Check::ReadOnlySync => {
+            store_known
+                && health::read_only_sync_ok(s, now, lag)
+                && (health::primary_ok(s, now) || tags())
+        }
+        Check::Quorum => false,
+        Check::ReadOnlyQuorum => store_known && health::read_only_quorum_ok(s, now),
         Check::Liveness => health::liveness_ok(s, now, ttl_ms),
         Check::Readiness => health::readiness_ok(s, now),
     }

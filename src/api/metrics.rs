@@ -66,12 +66,12 @@ pub fn render(p: &Published, now: Millis) -> String {
     );
     w.gauge(
         "patroni_sync_standby",
-        "Value is 1 if this node is a synchronous standby (not supported).",
-        0.0,
+        "Value is 1 if this node is a sync standby replica, 0 otherwise.",
+        flag(s.sync_standby),
     );
     w.gauge(
         "patroni_quorum_standby",
-        "Value is 1 if this node is a quorum standby (not supported).",
+        "Value is 1 if this node is a quorum standby (never: tenure has no quorum commit).",
         0.0,
     );
     w.counter(

@@ -31,6 +31,9 @@ pub fn patroni_json(p: &Published) -> Value {
     if let Some(x) = xlog(m, p.wal_replay_paused) {
         out.insert("xlog".into(), x);
     }
+    if p.status.sync_standby {
+        out.insert("sync_standby".into(), json!(true));
+    }
     if let Some(tl) = m.timeline.or(p.status.timeline.map(|t| t.0)) {
         out.insert("timeline".into(), json!(tl));
     }
@@ -95,15 +98,14 @@ pub fn unlocked(c: &ClusterSnapshot) -> bool {
     c.cluster.leader.is_none()
 }
 
-/// `GET /cluster` from the last snapshot: members sorted by name, the leader marked `leader`, the others
-/// `replica`, with lag against the leader's published position.
+/// `GET /cluster` from the last snapshot: members sorted by name, the leader marked `leader`, a listed
+/// synchronous standby `sync_standby`, the others `replica`, with lag against the leader's published position.
 pub fn cluster_json(p: &Published, c: &ClusterSnapshot) -> Value {
-    let leader = c.cluster.leader_name().map(|n| n.as_str());
     let optime = c.cluster.optime.map(|l| l.0);
     let members: Vec<Value> = c
         .members
         .iter()
-        .map(|(name, m)| member_json(name, m, leader == Some(name.as_str()), optime))
+        .map(|(name, m)| member_json(name, m, role(c, name), optime))
         .collect();
     let mut out = Map::new();
     out.insert("members".into(), Value::Array(members));
@@ -120,14 +122,25 @@ pub fn cluster_json(p: &Published, c: &ClusterSnapshot) -> Value {
     Value::Object(out)
 }
 
-fn member_json(name: &str, m: &MemberRecord, is_leader: bool, optime: Option<u64>) -> Value {
+/// A member's role in `/cluster`: the leader; in synchronous mode a standby the `sync` key lists
+/// (Patroni 4.x's `cluster_as_json`); else a replica.
+fn role(c: &ClusterSnapshot, name: &str) -> &'static str {
+    let name = crate::ha::NodeName::new(name);
+    if c.cluster.leader_name() == Some(&name) {
+        "leader"
+    } else if crate::ha::sync_standby_listed(&c.cluster, &name) {
+        "sync_standby"
+    } else {
+        "replica"
+    }
+}
+
+fn member_json(name: &str, m: &MemberRecord, role: &str, optime: Option<u64>) -> Value {
+    let is_leader = role == "leader";
     let (host, port) = host_port(&m.conn_url);
     let mut out = Map::new();
     out.insert("name".into(), json!(name));
-    out.insert(
-        "role".into(),
-        json!(if is_leader { "leader" } else { "replica" }),
-    );
+    out.insert("role".into(), json!(role));
     let state = m.replication_state.as_deref().unwrap_or(&m.state);
     out.insert("state".into(), json!(state));
     out.insert("api_url".into(), json!(m.api_url));

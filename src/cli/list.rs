@@ -74,7 +74,7 @@ pub fn rows(snapshot: &ClusterSnapshot) -> Vec<Row> {
             Row {
                 member: name.clone(),
                 host: host(&rec.conn_url),
-                role: role(rec, is_leader),
+                role: role(rec, is_leader, sync_standby(snapshot, name)),
                 state: state(rec, is_leader),
                 timeline: rec.timeline,
                 lag_mb,
@@ -92,12 +92,22 @@ pub fn rows(snapshot: &ClusterSnapshot) -> Vec<Row> {
         .collect()
 }
 
-fn role(rec: &MemberRecord, is_leader: bool) -> &'static str {
+fn role(rec: &MemberRecord, is_leader: bool, sync_standby: bool) -> &'static str {
     match (is_leader, rec.role.as_str()) {
         (true, "standby_leader") => "Standby Leader",
         (true, _) => "Leader",
+        _ if sync_standby => "Sync Standby",
         _ => "Replica",
     }
+}
+
+/// patronictl's rule: synchronous mode is on and the `sync` key lists the member (whichever leader wrote it).
+fn sync_standby(snapshot: &ClusterSnapshot, name: &str) -> bool {
+    let c = &snapshot.cluster;
+    c.config.sync.enabled
+        && c.sync
+            .as_ref()
+            .is_some_and(|k| k.matches(&crate::ha::types::NodeName::new(name), false))
 }
 
 /// A streaming replica shows `streaming`, as in Patroni; otherwise the member's state.
@@ -244,6 +254,40 @@ fn render(scope: &str, snapshot: &ClusterSnapshot, rows: &[Row]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// patronictl's rule (`cluster_as_json`): synchronous mode on and the `sync` key (with a leader) lists
+    /// the member; the key's leader itself is not a standby.
+    #[test]
+    fn a_listed_member_is_a_sync_standby_while_the_mode_is_on() {
+        use crate::ha::observation::{LeaderKey, SyncKey};
+        use crate::ha::types::NodeName;
+        let mut snap = ClusterSnapshot::default();
+        for n in ["pg1", "pg2", "pg3"] {
+            snap.members.insert(n.into(), MemberRecord::default());
+        }
+        snap.cluster.leader = Some(LeaderKey {
+            name: NodeName::new("pg1"),
+            session: None,
+            index: 1,
+        });
+        snap.cluster.sync = Some(SyncKey {
+            leader: Some(NodeName::new("pg1")),
+            standbys: [NodeName::new("pg2"), NodeName::new("pg1")].into(),
+            index: 2,
+        });
+        let roles = |s: &ClusterSnapshot| rows(s).iter().map(|r| r.role).collect::<Vec<_>>();
+        assert_eq!(roles(&snap), ["Leader", "Replica", "Replica"], "mode off");
+        snap.cluster.config.sync.enabled = true;
+        assert_eq!(roles(&snap), ["Leader", "Sync Standby", "Replica"]);
+        if let Some(k) = snap.cluster.sync.as_mut() {
+            k.leader = None;
+        }
+        assert_eq!(
+            roles(&snap),
+            ["Leader", "Replica", "Replica"],
+            "a key with no leader lists nobody"
+        );
+    }
 
     #[test]
     fn host_comes_from_the_conn_url() {

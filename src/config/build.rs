@@ -137,6 +137,7 @@ pub(crate) fn build(
     );
     let drift_max_ppm = tenure.drift_max_ppm.unwrap_or(defaults::DRIFT_MAX_PPM);
     let bootstrap_failsafe_mode = dcs.failsafe_mode.unwrap_or(false);
+    let bootstrap_sync = super::sync::bootstrap_sync(&dcs, ctx);
     let failsafe_set = tenure.failsafe_timeout.is_some();
     let failsafe_timeout_ms = ctx.ms(
         tenure.failsafe_timeout,
@@ -289,6 +290,7 @@ pub(crate) fn build(
         watchdog,
         fencer,
         bootstrap_failsafe_mode,
+        bootstrap_sync,
         local_pg,
         log,
     })

@@ -13,6 +13,7 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
+use crate::ha::observation::SyncSettings;
 use crate::ha::{CoreConfig, Timing, TimingError};
 use crate::pg::PgSettings;
 
@@ -47,12 +48,12 @@ pub struct DynamicSettings {
     pub primary_start_timeout_ms: Option<u64>,
     /// Parsed and checked; only used with synchronous replication, which tenure does not have yet.
     pub primary_stop_timeout_ms: Option<u64>,
-    /// Parsed and checked (`-1` = off); only used with synchronous replication.
-    pub maximum_lag_on_syncnode_bytes: Option<i64>,
     /// Parsed and checked; tenure always checks timelines.
     pub check_timeline: Option<bool>,
     pub pause: bool,
     pub failsafe_mode: bool,
+    /// `synchronous_mode` and friends, as the core reads them from the key (defaults when absent).
+    pub sync: SyncSettings,
     pub use_pg_rewind: Option<bool>,
     /// Parsed and checked; tenure always uses one slot per member.
     pub use_slots: Option<bool>,
@@ -230,6 +231,40 @@ fn pg_hba(v: &Value) -> Result<Option<Vec<String>>, DynamicError> {
     }
 }
 
+/// `synchronous_mode` as Patroni's validator takes it: a boolean word, or `quorum` (read as on: tenure does
+/// priority sync only).
+fn sync_mode(v: Option<&Value>) -> Result<bool, DynamicError> {
+    match v {
+        Some(Value::String(s)) if s.trim().eq_ignore_ascii_case("quorum") => Ok(true),
+        other => Ok(flag("synchronous_mode", other)?.unwrap_or(false)),
+    }
+}
+
+fn sync_settings(top: &serde_json::Map<String, Value>) -> Result<SyncSettings, DynamicError> {
+    let int = |key: &str, min: i64| -> Result<Option<i64>, DynamicError> {
+        match top.get(key).map(|v| whole(key, v)).transpose()?.flatten() {
+            Some(n) if n < min => Err(invalid(key, format!("must be at least {min} (got {n})"))),
+            n => Ok(n),
+        }
+    };
+    let node_count = int("synchronous_node_count", 1)?
+        .map(|n| u32::try_from(n).map_err(|_| invalid("synchronous_node_count", "too large")))
+        .transpose()?;
+    Ok(SyncSettings {
+        enabled: sync_mode(top.get("synchronous_mode"))?,
+        strict: flag(
+            "synchronous_mode_strict",
+            top.get("synchronous_mode_strict"),
+        )?
+        .unwrap_or(false),
+        node_count: node_count.unwrap_or(1),
+        // -1 (and 0, as in Patroni): no limit.
+        max_lag_bytes: int("maximum_lag_on_syncnode", -1)?
+            .filter(|n| *n > 0)
+            .map(|n| n as u64),
+    })
+}
+
 impl DynamicSettings {
     /// Read the `config` JSON. Keys tenure does not know are kept in the store and ignored here (Patroni
     /// and patronictl write others); a known key with a value the agents could not use is an error.
@@ -266,9 +301,7 @@ impl DynamicSettings {
                 n => n.map(|n| n as u64),
             };
         }
-        if let Some(v) = get("maximum_lag_on_syncnode") {
-            d.maximum_lag_on_syncnode_bytes = whole("maximum_lag_on_syncnode", v)?;
-        }
+        d.sync = sync_settings(top)?;
         match get("postgresql") {
             None | Some(Value::Null) => {}
             Some(Value::Object(pg)) => {

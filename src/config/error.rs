@@ -130,6 +130,8 @@ const HOMES: &[(&str, &str)] = &[
     ("nofailover", "tags.nofailover"),
     ("failover_priority", "tags.failover_priority"),
     ("noloadbalance", "tags.noloadbalance"),
+    ("nosync", "tags.nosync"),
+    ("synchronous_mode", "bootstrap.dcs.synchronous_mode"),
 ];
 
 /// Turn a yaml_serde error into a config error with the key's full path and a fix.

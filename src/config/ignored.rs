@@ -67,22 +67,6 @@ pub const IGNORED: &[(&str, &str)] = &[
         "no post-bootstrap script runs; tenure creates its own roles",
     ),
     (
-        "bootstrap.dcs.synchronous_mode",
-        "tenure replicates asynchronously only",
-    ),
-    (
-        "bootstrap.dcs.synchronous_mode_strict",
-        "tenure replicates asynchronously only",
-    ),
-    (
-        "bootstrap.dcs.synchronous_node_count",
-        "tenure replicates asynchronously only",
-    ),
-    (
-        "bootstrap.dcs.maximum_lag_on_syncnode",
-        "tenure replicates asynchronously only",
-    ),
-    (
         "bootstrap.dcs.slots",
         "permanent replication slots are not managed",
     ),

@@ -23,12 +23,14 @@ mod log;
 mod pg;
 mod raw;
 mod restapi;
+mod sync;
 mod timing;
 
 pub use env::ENV;
 pub use error::{ConfigError, ConfigErrors, Origin, Warning};
 pub use log::{LogFormat, LogSettings};
 pub use restapi::{BasicAuth, RestApiConfig, RestAuth, RestTls, VerifyClient};
+pub use sync::BootstrapSync;
 
 /// tenure's defaults where Patroni's would not do, and Patroni's where they would.
 ///
@@ -115,6 +117,8 @@ pub struct Config {
     pub fencer: FencerSettings,
     /// `bootstrap.dcs.failsafe_mode`: written to the `config` key when this node creates the cluster.
     pub bootstrap_failsafe_mode: bool,
+    /// `bootstrap.dcs`'s synchronous-replication keys, uploaded the same way.
+    pub bootstrap_sync: BootstrapSync,
     /// The PostgreSQL settings by source, for merging with the store's `config` key (`dynamic`).
     pub local_pg: LocalPg,
     /// `log:` (Patroni 4's `type` and `level`).

@@ -339,6 +339,8 @@ pub(crate) fn tags(raw: BTreeMap<String, yaml_serde::Value>, ctx: &mut Ctx) -> O
     let nofailover = flag("nofailover", ctx);
     let noloadbalance = flag("noloadbalance", ctx);
     let clonefrom = flag("clonefrom", ctx);
+    // Read by the leader from the member key (`all`); checked here so a typo is not silently "set".
+    flag("nosync", ctx);
     let failover_priority = match raw.get("failover_priority") {
         None => 1,
         Some(v) => match v.as_i64() {

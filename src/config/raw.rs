@@ -306,10 +306,11 @@ pub struct RawDcs {
     #[serde(alias = "master_start_timeout")]
     pub primary_start_timeout: Option<Seconds>,
     pub postgresql: Option<RawDcsPostgresql>,
-    pub synchronous_mode: Option<Ignored>,
-    pub synchronous_mode_strict: Option<Ignored>,
-    pub synchronous_node_count: Option<Ignored>,
-    pub maximum_lag_on_syncnode: Option<Ignored>,
+    /// `on`/`off` (a YAML boolean or the word) or `quorum`; checked in `sync.rs`.
+    pub synchronous_mode: Option<Scalar>,
+    pub synchronous_mode_strict: Option<bool>,
+    pub synchronous_node_count: Option<i64>,
+    pub maximum_lag_on_syncnode: Option<i64>,
     /// Patroni's `failsafe_mode`, uploaded with the rest of `bootstrap.dcs`.
     pub failsafe_mode: Option<bool>,
     pub slots: Option<Ignored>,

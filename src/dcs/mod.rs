@@ -11,6 +11,8 @@ pub mod rfc3339;
 pub mod snapshot;
 pub mod values;
 
+use std::collections::BTreeSet;
+
 use async_trait::async_trait;
 use tokio::time::Instant;
 
@@ -18,7 +20,7 @@ pub use keys::KeyLayout;
 pub use records::{MemberRecord, SwitchoverRecord};
 pub use snapshot::ClusterSnapshot;
 
-use crate::ha::types::SessionId;
+use crate::ha::types::{NodeName, SessionId};
 
 /// Errors the caller can branch on.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -97,6 +99,17 @@ pub trait Dcs: Send + Sync {
         members: &std::collections::BTreeMap<String, String>,
         deadline: Instant,
     ) -> Result<(), DcsError>;
+    /// Compare-and-set the `sync` key to `{leader, sync_standby: standbys}` (Patroni's JSON): `expected` is
+    /// the index read, `None` creates only. `Conflict` when the key changed since, or exists on a create.
+    async fn write_sync(
+        &self,
+        leader: &NodeName,
+        standbys: &BTreeSet<NodeName>,
+        expected: Option<u64>,
+        deadline: Instant,
+    ) -> Result<(), DcsError>;
+    /// Delete the `sync` key if its index is still `expected` (`Conflict` if it changed). Ok if it is gone.
+    async fn delete_sync(&self, expected: u64, deadline: Instant) -> Result<(), DcsError>;
     /// Block until the leader key changes from `index` or `wait_ms` passes; returns the new index.
     async fn watch_leader(&self, index: u64, wait_ms: u64) -> Result<u64, DcsError>;
     /// The same for the `config` key (`index`: its modify index), so a pause reaches every member at once.

@@ -1,10 +1,12 @@
 //! The JSON values of Patroni's keys, field for field, and their conversion to the core's types.
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
 use super::rfc3339::parse_rfc3339_ms;
-use crate::ha::observation::{DynamicConfig, Member, MemberRole, MemberState, Switchover};
+use crate::ha::observation::{
+    DynamicConfig, Member, MemberRole, MemberState, Switchover, SyncSettings,
+};
 use crate::ha::types::{Lsn, NodeName, Timeline};
 
 /// The `members/<name>` JSON, field for field as Patroni writes it (patroni-compat §2.2).
@@ -185,7 +187,33 @@ pub fn dynamic_config_from_json(config: &serde_json::Value) -> DynamicConfig {
         pause: flag(config, "pause"),
         missing: false,
         failsafe_mode: flag(config, "failsafe_mode"),
-        sync: Default::default(),
+        sync: sync_settings(config),
+    }
+}
+
+/// Synchronous replication's settings as Patroni's `global_config` reads them: `quorum` counts as on (tenure
+/// does priority sync only), and a value it cannot read is the default (off, one node, no lag limit).
+fn sync_settings(config: &serde_json::Value) -> SyncSettings {
+    let quorum = config
+        .get("synchronous_mode")
+        .and_then(serde_json::Value::as_str)
+        .is_some_and(|s| s.eq_ignore_ascii_case("quorum"));
+    let int = |key: &str| {
+        let v = config.get(key)?;
+        v.as_i64()
+            .or_else(|| v.as_str().and_then(|s| s.trim().parse().ok()))
+    };
+    SyncSettings {
+        enabled: quorum || flag(config, "synchronous_mode"),
+        strict: flag(config, "synchronous_mode_strict"),
+        node_count: int("synchronous_node_count")
+            .and_then(|n| u32::try_from(n).ok())
+            .filter(|n| *n >= 1)
+            .unwrap_or(1),
+        // Patroni's rule: zero or less is no limit.
+        max_lag_bytes: int("maximum_lag_on_syncnode")
+            .filter(|n| *n > 0)
+            .and_then(|n| u64::try_from(n).ok()),
     }
 }
 
@@ -201,6 +229,43 @@ pub fn failsafe_from_json(text: &str) -> Option<BTreeMap<NodeName, String>> {
     v.into_iter()
         .map(|(k, u)| Some((NodeName::new(k), u.as_str()?.to_string())))
         .collect()
+}
+
+/// The `sync` key's JSON as Patroni writes it: `{"leader": .., "quorum": 0, "sync_standby": "a,b"}`, names
+/// sorted, `sync_standby` null when nobody is listed (`quorum` is Patroni 4's; 0 in priority mode).
+pub fn sync_json(leader: &NodeName, standbys: &BTreeSet<NodeName>) -> String {
+    let listed = (!standbys.is_empty()).then(|| {
+        let names: Vec<&str> = standbys.iter().map(NodeName::as_str).collect();
+        names.join(",")
+    });
+    serde_json::json!({"leader": leader.as_str(), "quorum": 0, "sync_standby": listed}).to_string()
+}
+
+/// The `sync` key as Patroni's `SyncState.from_node` reads it: `(leader, standbys)`, no leader for `{}` or
+/// an empty name (and then nobody listed). `Err` for a value Patroni reads as empty too, or could not read
+/// at all (a `sync_standby` that is not a string).
+pub fn sync_from_text(text: &str) -> Result<(Option<NodeName>, BTreeSet<NodeName>), String> {
+    let value: serde_json::Value = serde_json::from_str(text).map_err(|e| e.to_string())?;
+    let obj = value.as_object().ok_or("not a JSON object")?;
+    let leader = match obj.get("leader") {
+        None | Some(serde_json::Value::Null) => None,
+        Some(serde_json::Value::String(s)) => non_empty(s).map(NodeName::new),
+        Some(other) => return Err(format!("leader is not a name: {other}")),
+    };
+    let standbys = match obj.get("sync_standby") {
+        None | Some(serde_json::Value::Null) => BTreeSet::new(),
+        Some(serde_json::Value::String(s)) => s
+            .split(',')
+            .map(str::trim)
+            .filter(|n| !n.is_empty())
+            .map(NodeName::new)
+            .collect(),
+        Some(other) => return Err(format!("sync_standby is not a list of names: {other}")),
+    };
+    match leader {
+        Some(l) => Ok((Some(l), standbys)),
+        None => Ok((None, BTreeSet::new())),
+    }
 }
 
 /// The `status` key's `optime`, if present and numeric.
@@ -345,6 +410,44 @@ mod tests {
             KeyLayout::new("service", "batman").failsafe(),
             "service/batman/failsafe"
         );
+    }
+
+    #[test]
+    fn sync_settings_are_read_from_config_as_patroni_reads_them() {
+        use crate::ha::observation::SyncSettings;
+        let read = |v: serde_json::Value| dynamic_config_from_json(&v).sync;
+        let s = read(
+            serde_json::json!({"synchronous_mode": "on", "synchronous_mode_strict": "true",
+            "synchronous_node_count": 3, "maximum_lag_on_syncnode": "4096"}),
+        );
+        let want = SyncSettings {
+            enabled: true,
+            strict: true,
+            node_count: 3,
+            max_lag_bytes: Some(4096),
+        };
+        assert_eq!(s, want);
+        assert!(read(serde_json::json!({"synchronous_mode": "quorum"})).enabled);
+        // Garbage reads as Patroni's defaults: off, one node, no lag limit.
+        let garbage = read(serde_json::json!({"synchronous_mode": "maybe",
+            "synchronous_node_count": 0, "maximum_lag_on_syncnode": -1}));
+        assert_eq!(garbage, SyncSettings::default());
+    }
+
+    #[test]
+    fn sync_key_json_is_patronis() {
+        let names = |l: &[&str]| l.iter().map(|n| NodeName::new(*n)).collect();
+        let pg1 = NodeName::new("pg1");
+        assert_eq!(
+            sync_json(&pg1, &names(&["pg3", "pg2"])),
+            r#"{"leader":"pg1","quorum":0,"sync_standby":"pg2,pg3"}"#
+        );
+        assert_eq!(
+            sync_json(&pg1, &names(&[])),
+            r#"{"leader":"pg1","quorum":0,"sync_standby":null}"#
+        );
+        let back = sync_from_text(&sync_json(&pg1, &names(&["pg2", "pg3"])));
+        assert_eq!(back, Ok((Some(pg1), names(&["pg2", "pg3"]))));
     }
 
     #[test]

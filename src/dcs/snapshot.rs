@@ -6,11 +6,11 @@ use tracing::warn;
 
 use super::records::{
     config_from_text, dynamic_config_from_json, failsafe_from_json, member_from_record,
-    optime_from_status, switchover_from_record, timeline_from_history, timeline_owner_from_history,
-    MemberRecord, SwitchoverRecord,
+    optime_from_status, switchover_from_record, sync_from_text, timeline_from_history,
+    timeline_owner_from_history, MemberRecord, SwitchoverRecord,
 };
 use super::DcsError;
-use crate::ha::observation::{Cluster, LeaderKey, Switchover};
+use crate::ha::observation::{Cluster, LeaderKey, Switchover, SyncKey};
 use crate::ha::types::{NodeName, SessionId};
 
 /// One read of the scope: the core's `Cluster` plus the raw values the REST API and CLI show.
@@ -59,7 +59,7 @@ pub struct StoreEntry<'a> {
 /// Tolerance follows what a bad value could make the core do. `config` that cannot be read fails the read
 /// with `BadData` (a wrong guess at `pause` would make the core act). `leader` and `initialize` matter by
 /// being there: any value counts, an empty one or one that is not UTF-8 included (read with replacement
-/// characters), so a garbage leader key never reads as free. A member, `failover`, `status`, `history` or
+/// characters), so a garbage leader key never reads as free; so does `sync`, read as naming no leader. A member, `failover`, `status`, `history` or
 /// `failsafe` value that cannot be read is skipped: its absence only makes the core more cautious. Every
 /// value read other than as written is named in a warning.
 pub fn snapshot_from_entries<'a>(
@@ -132,6 +132,19 @@ fn read_entry(snap: &mut ClusterSnapshot, rel: &str, e: &StoreEntry) -> Result<(
                 );
             }
         }
+        "sync" => {
+            // Unreadable, the key still counts: with no leader it lets nobody but an unrestricted racer
+            // lead, and a leader replaces it by its index.
+            let (leader, standbys) = text(e).and_then(sync_from_text).unwrap_or_else(|why| {
+                warn!(key, %why, "reading an unreadable sync key as one with no leader");
+                Default::default()
+            });
+            snap.cluster.sync = Some(SyncKey {
+                leader,
+                standbys,
+                index: e.index,
+            });
+        }
         "history" => match text(e).and_then(json) {
             Ok(history) => {
                 snap.history = Some(history);
@@ -159,7 +172,7 @@ fn read_entry(snap: &mut ClusterSnapshot, rel: &str, e: &StoreEntry) -> Result<(
                     Err(why) => warn!(key, %why, "ignoring unreadable member"),
                 }
             }
-            // `sync`, `optime/leader`: not read by tenure yet.
+            // `optime/leader`: not read by tenure yet.
         }
     }
     Ok(())

@@ -27,6 +27,7 @@ fn tags_from_pairs<'a>(pairs: impl Iterator<Item = (&'a String, &'a Value)>) -> 
             "nofailover" => out.nofailover = truthy(v),
             "noloadbalance" => out.noloadbalance = truthy(v),
             "clonefrom" => out.clonefrom = truthy(v),
+            "nosync" => out.nosync = truthy(v),
             "failover_priority" => {
                 let p = v
                     .as_i64()
@@ -128,5 +129,8 @@ mod tests {
         assert_eq!(t.other.get("zone").map(String::as_str), Some("a"));
         assert_eq!(t.other.get("w").map(String::as_str), Some("5"));
         assert!(tags_from_value(&json!("garbage")).can_promote());
+        assert!(tags_from_value(&json!({"nosync": "on"})).nosync);
+        assert!(!tags_from_value(&json!({"nosync": false})).nosync);
+        assert!(!tags_from_value(&json!({})).nosync);
     }
 }

@@ -21,6 +21,28 @@ pub fn replica_ok(s: &NodeStatus, max_lag_bytes: Option<u64>) -> bool {
     s.role == NodeRole::Replica && s.running && !s.noloadbalance && !s.diverged && lag_fine
 }
 
+/// `GET /sync` (`/synchronous`): what `/replica` accepts, and a synchronous standby of the current leader
+/// (`NodeStatus::sync_standby`, Patroni's `sync_standby`).
+pub fn sync_ok(s: &NodeStatus, max_lag_bytes: Option<u64>) -> bool {
+    s.sync_standby && replica_ok(s, max_lag_bytes)
+}
+
+/// `GET /async` (`/asynchronous`): what `/replica` accepts, and not a synchronous standby.
+pub fn async_ok(s: &NodeStatus, max_lag_bytes: Option<u64>) -> bool {
+    !s.sync_standby && replica_ok(s, max_lag_bytes)
+}
+
+/// `GET /read-only-sync` (`/read-only-synchronous`): the primary, or what `/sync` accepts.
+pub fn read_only_sync_ok(s: &NodeStatus, now: Millis, max_lag_bytes: Option<u64>) -> bool {
+    primary_ok(s, now) || sync_ok(s, max_lag_bytes)
+}
+
+/// `GET /read-only-quorum`: the primary only. tenure has no quorum commit (Patroni 4.x's
+/// `synchronous_mode: quorum`), so no replica is a quorum standby, and `/quorum` never answers 200.
+pub fn read_only_quorum_ok(s: &NodeStatus, now: Millis) -> bool {
+    primary_ok(s, now)
+}
+
 /// `GET /liveness`: the HA loop ran within `ttl_ms`.
 pub fn liveness_ok(s: &NodeStatus, now: Millis, ttl_ms: u64) -> bool {
     now.since(s.cycle_at) <= ttl_ms

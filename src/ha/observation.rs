@@ -144,7 +144,8 @@ pub enum SyncNames {
     /// Patroni's strict placeholder (`__patroni_strict_sync_replica_placeholder__`): no standby can confirm,
     /// so every commit waits.
     Block,
-    /// `FIRST n (a,b,..)` with n = all of them (or just `a`): a commit waits for every listed standby.
+    /// `n (a,b,..)` (PostgreSQL reads it as `FIRST n`) with n = all of them, or just `a`: a commit waits for
+    /// every listed standby.
     All(BTreeSet<NodeName>),
     /// Something tenure did not write (an operator's value): guarantees nothing the core can rely on.
     Other(String),

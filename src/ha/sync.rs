@@ -23,6 +23,12 @@ pub(crate) fn active(c: &Cluster) -> Option<&SyncKey> {
         .filter(|k| c.config.sync.enabled && k.leader.is_some())
 }
 
+/// Whether `name` is a standby the active `sync` key lists (`/cluster`'s `sync_standby` role, as Patroni 4.x's
+/// `cluster_as_json`: synchronous mode on and the key's `matches`).
+pub fn sync_standby_listed(c: &Cluster, name: &NodeName) -> bool {
+    active(c).is_some_and(|k| k.matches(name, false))
+}
+
 /// Whether `name` may take the leader key: always without an active key; otherwise only a listed standby or
 /// the key's own leader (whose data holds everything it acknowledged).
 pub(crate) fn may_lead(ctx: &Ctx, c: &Cluster, name: &NodeName) -> bool {
@@ -172,8 +178,10 @@ fn confirmed(r: &RunningPg, floor: super::types::Lsn) -> BTreeSet<NodeName> {
 }
 
 /// The list PostgreSQL should run with: up to `synchronous_node_count` streaming members without `nosync`,
-/// within `maximum_lag_on_syncnode`, confirmed ones first (so a working list is not shuffled). With none:
-/// strict keeps the published standbys (or blocks every commit); otherwise asynchronous.
+/// within `maximum_lag_on_syncnode` of the most advanced standby (Patroni's measure: under a write burst
+/// every standby may trail the primary), confirmed ones first (a working list is not shuffled), then those
+/// that may be promoted (a `nofailover` standby in the only slot would leave nobody to fail over to). With
+/// none: strict keeps the published standbys (or blocks every commit); otherwise asynchronous.
 fn desired(
     ctx: &Ctx,
     c: &Cluster,
@@ -183,20 +191,24 @@ fn desired(
 ) -> SyncNames {
     let settings = c.config.sync;
     let me = &ctx.cfg.name;
-    let mut candidates: Vec<_> = r
-        .standbys
-        .iter()
-        .filter(|s| s.streaming && &s.name != me)
+    let streaming = || r.standbys.iter().filter(|s| s.streaming && &s.name != me);
+    let newest = streaming().map(|s| s.flush_lsn).max().unwrap_or(r.lsn);
+    let mut candidates: Vec<_> = streaming()
         .filter(|s| c.member(&s.name).is_some_and(|m| !m.tags.nosync))
         .filter(|s| {
             settings
                 .max_lag_bytes
-                .is_none_or(|max| r.lsn.bytes_ahead_of(s.flush_lsn) <= max)
+                .is_none_or(|max| newest.bytes_ahead_of(s.flush_lsn) <= max)
         })
         .collect();
+    let promotable = |n: &NodeName| c.member(n).is_some_and(|m| m.tags.can_promote());
     candidates.sort_by(|a, b| {
         let rank = |s: &&super::observation::ReplicationStat| {
-            (!confirmed.contains(&s.name), std::cmp::Reverse(s.flush_lsn))
+            (
+                !confirmed.contains(&s.name),
+                !promotable(&s.name),
+                std::cmp::Reverse(s.flush_lsn),
+            )
         };
         rank(a).cmp(&rank(b)).then_with(|| a.name.cmp(&b.name))
     });
@@ -296,5 +308,131 @@ fn running<'a>(ctx: &Ctx<'a>) -> Option<&'a RunningPg> {
     match ctx.local {
         Local::Primary(r) | Local::Replica(r) => Some(r),
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ha::config::{CoreConfig, Timing};
+    use crate::ha::observation::{
+        JobStatus, Observation, PgRole, PgState, StoreView, SyncKey, SyncSettings,
+    };
+    use crate::ha::types::{Lsn, Millis, SystemId, Timeline};
+
+    fn cfg() -> CoreConfig {
+        let t = Timing {
+            ttl_ms: 10_000,
+            loop_wait_ms: 1_000,
+            retry_timeout_ms: 2_000,
+            session_ttl_ms: 5_000,
+            drift_max_ppm: 10_000,
+            fence_budget_ms: 500,
+        };
+        CoreConfig::new(NodeName::new("pg1"), t).expect("valid timing")
+    }
+
+    /// pg1 runs as primary under `names`; the key lists `published`.
+    fn obs(names: SyncNames, published: &[&str]) -> Observation {
+        let c = Cluster {
+            sync: Some(SyncKey {
+                leader: Some(NodeName::new("pg1")),
+                standbys: published.iter().map(|s| NodeName::new(*s)).collect(),
+                index: 3,
+            }),
+            config: super::super::observation::DynamicConfig {
+                sync: SyncSettings {
+                    enabled: true,
+                    ..SyncSettings::default()
+                },
+                ..Default::default()
+            },
+            ..Cluster::default()
+        };
+        Observation {
+            now: Millis(1_000),
+            wall_ms: 0,
+            pg: PgState::Running(RunningPg {
+                system_id: SystemId(1),
+                role: PgRole::Primary,
+                timeline: Timeline(1),
+                lsn: Lsn(100),
+                receive_lsn: None,
+                replay_lsn: None,
+                upstream_end_lsn: None,
+                upstream: None,
+                streaming: false,
+                pending_restart: false,
+                server_version: 150_004,
+                sync_names: names,
+                standbys: Vec::new(),
+            }),
+            store: StoreView::Available(c),
+            store_read_at: Millis(1_000),
+            peers: None,
+            outcomes: Vec::new(),
+            job: JobStatus::Idle,
+            divergence: None,
+            shutting_down: false,
+            failsafe_replies: None,
+            failsafe_grant: None,
+            pg_reloaded: false,
+            request: None,
+        }
+    }
+
+    fn run_check(o: &Observation, actions: &[Action]) {
+        let cfg = cfg();
+        let ctx = Ctx {
+            cfg: &cfg,
+            obs: o,
+            now: o.now,
+            local: Local::of(&o.pg),
+            peers: None,
+        };
+        check(&ctx, &Memory::default(), actions);
+    }
+
+    fn names(list: &[&str]) -> BTreeSet<NodeName> {
+        list.iter().map(|s| NodeName::new(*s)).collect()
+    }
+
+    fn write(list: &[&str]) -> Action {
+        Action::WriteSync {
+            leader: NodeName::new("pg1"),
+            standbys: names(list),
+            expected: Some(3),
+        }
+    }
+
+    #[test]
+    fn the_safe_orders_pass() {
+        let o = obs(SyncNames::All(names(&["pg2"])), &["pg2"]);
+        run_check(&o, &[write(&[]), Action::SetSyncNames(SyncNames::Off)]);
+        run_check(
+            &o,
+            &[Action::SetSyncNames(SyncNames::All(names(&["pg2", "pg3"])))],
+        );
+    }
+
+    #[test]
+    #[should_panic(expected = "drops published")]
+    fn dropping_a_published_standby_from_postgres_list_first_panics() {
+        let o = obs(SyncNames::All(names(&["pg2"])), &["pg2"]);
+        run_check(&o, &[Action::SetSyncNames(SyncNames::Off), write(&[])]);
+    }
+
+    #[test]
+    #[should_panic(expected = "published while synchronous_standby_names")]
+    fn publishing_a_standby_postgres_does_not_wait_for_panics() {
+        let o = obs(SyncNames::Off, &[]);
+        run_check(&o, &[write(&["pg2"])]);
+    }
+
+    #[test]
+    #[should_panic(expected = "confirmed")]
+    fn publishing_an_unconfirmed_standby_panics() {
+        let o = obs(SyncNames::All(names(&["pg2"])), &[]);
+        run_check(&o, &[write(&["pg2"])]);
     }
 }

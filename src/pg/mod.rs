@@ -15,6 +15,7 @@ mod process;
 pub mod recovery;
 pub mod rewind;
 pub mod slots;
+pub mod sync;
 pub mod tls;
 
 pub(crate) use process::{

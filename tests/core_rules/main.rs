@@ -18,5 +18,6 @@ mod shutdown;
 mod start_failure;
 mod store_down;
 mod switchover;
+mod sync;
 mod timing;
 mod timing_change;

@@ -34,6 +34,17 @@ impl Backend for TestDouble {
         });
         true
     }
+    async fn put_raw(&self, scope: &str, key: &str, value: &[u8]) -> bool {
+        let url = format!("{}/v1/kv/service/{scope}/{key}", self.server.url());
+        let answer = reqwest::Client::new()
+            .put(url)
+            .body(value.to_vec())
+            .send()
+            .await
+            .expect("a raw put");
+        assert!(answer.status().is_success(), "raw put: {}", answer.status());
+        true
+    }
 }
 
 pub async fn test_double() -> Option<TestDouble> {

@@ -2,6 +2,7 @@
 //! per backend by `contract_tests!`.
 mod faults;
 mod members;
+mod sync;
 mod ttl;
 mod watch;
 
@@ -17,6 +18,7 @@ use tokio::time::{sleep, Instant};
 
 pub use faults::*;
 pub use members::*;
+pub use sync::*;
 pub use ttl::*;
 pub use watch::*;
 
@@ -47,6 +49,12 @@ pub trait Backend: Send + Sync {
         let _ = fault;
         false
     }
+    /// Write `value` as is at `<namespace>/<scope>/<key>` (garbage no client of ours writes); `false` if
+    /// this backend cannot (the case then prints a notice and returns).
+    async fn put_raw(&self, scope: &str, key: &str, value: &[u8]) -> bool {
+        let _ = (scope, key, value);
+        false
+    }
 }
 
 /// Stamp out one `#[tokio::test]` per contract case for a backend factory
@@ -61,7 +69,8 @@ macro_rules! contract_tests {
             watch_times_out_without_change,
             passed_deadline_is_unavailable, no_cluster_leader_is_unavailable, frozen_store_answers_by_deadline,
             dropped_connection_is_unavailable, a_new_ttl_applies_from_the_next_acquire,
-            an_unchanged_member_record_is_not_written_again);
+            an_unchanged_member_record_is_not_written_again, sync_key_is_written_with_cas,
+            sync_key_is_deleted_with_cas, garbage_sync_key_reads_as_no_leader);
     };
     ($factory:path; $($case:ident),* $(,)?) => {
         $(

@@ -54,6 +54,27 @@ impl Backend for Etcd {
         }
         true
     }
+    async fn put_raw(&self, scope: &str, key: &str, value: &[u8]) -> bool {
+        let mut opts = etcd_client::ConnectOptions::new();
+        if let Some((_, tls)) = &self.tls {
+            let pem = |p: &Option<std::path::PathBuf>| {
+                std::fs::read(p.as_ref().expect("a PEM path")).expect("a PEM file")
+            };
+            let identity = etcd_client::Identity::from_pem(pem(&tls.cert_file), pem(&tls.key_file));
+            opts = opts.with_tls(
+                etcd_client::TlsOptions::new()
+                    .ca_certificate(etcd_client::Certificate::from_pem(pem(&tls.ca_file)))
+                    .identity(identity),
+            );
+        }
+        let mut raw = etcd_client::Client::connect([self.server.client_url()], Some(opts))
+            .await
+            .expect("a raw client");
+        raw.put(format!("/service/{scope}/{key}"), value.to_vec(), None)
+            .await
+            .expect("a raw put");
+        true
+    }
 }
 
 /// Always a server: a missing `/usr/bin/etcd` fails the case rather than skipping it.

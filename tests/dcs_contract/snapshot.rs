@@ -221,3 +221,65 @@ fn a_json_array_is_no_record() {
         assert!(s.cluster.members.is_empty(), "{:?}", s.cluster.members);
     }
 }
+
+/// The `sync` key as Patroni's `SyncState.from_node` reads it: `sync_standby` a comma-separated string
+/// (blanks and empty names dropped), null or absent for nobody; `quorum` (Patroni 4) ignored.
+#[test]
+fn the_sync_key_is_read_as_patroni_reads_it() {
+    let cases: &[(&[u8], Option<&str>, &[&str])] = &[
+        (
+            br#"{"leader":"pg1","sync_standby":"pg2,pg3","quorum":0}"#,
+            Some("pg1"),
+            &["pg2", "pg3"],
+        ),
+        (
+            br#"{"leader":"pg1","sync_standby":" pg2 ,,pg3, "}"#,
+            Some("pg1"),
+            &["pg2", "pg3"],
+        ),
+        (br#"{"leader":"pg1","sync_standby":null}"#, Some("pg1"), &[]),
+        (br#"{"leader":"pg1"}"#, Some("pg1"), &[]),
+    ];
+    for (value, leader, standbys) in cases {
+        for s in read(&[("sync", value, None)]) {
+            let key = s.cluster.sync.expect("a key");
+            assert_eq!(
+                key.leader.as_ref().map(|l| l.as_str()),
+                *leader,
+                "{value:?}"
+            );
+            let got: Vec<&str> = key.standbys.iter().map(|n| n.as_str()).collect();
+            assert_eq!(got, *standbys, "{value:?}");
+            assert_eq!(key.index, 1);
+        }
+    }
+}
+
+/// A `sync` value nobody can read is a key with no leader (Patroni's empty `SyncState`): it matches
+/// nobody, and its index still lets a leader replace it.
+#[test]
+fn a_garbage_sync_key_has_no_leader() {
+    let garbage: &[&[u8]] = &[
+        b"{",
+        b"[]",
+        b"",
+        br#"{}"#,
+        br#"{"leader":""}"#,
+        br#"{"leader":5,"sync_standby":"pg2"}"#,
+        br#"{"leader":"pg1","sync_standby":["pg2"]}"#,
+        b"{\"leader\":\"pg\xff\"}",
+    ];
+    for value in garbage {
+        for s in read(&[("sync", value, None)]) {
+            let key = s.cluster.sync.expect("the key is there");
+            assert_eq!(
+                (key.leader, key.standbys.len(), key.index),
+                (None, 0, 1),
+                "{value:?}"
+            );
+        }
+    }
+    for s in read(&[]) {
+        assert_eq!(s.cluster.sync, None, "no key, no sync state");
+    }
+}

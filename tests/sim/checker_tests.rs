@@ -128,3 +128,26 @@ fn pause_hands_off_fails_on_an_unasked_stop_in_pause_and_not_on_an_asked_one() {
         sim.w.violations
     );
 }
+
+#[test]
+fn no_acked_write_lost_fails_when_a_primary_lacks_an_acknowledged_commit() {
+    let (mut sim, p, sync) = crate::sync::cluster(Sim::new(3), false);
+    let acked = sim
+        .w
+        .acked
+        .expect("commits were acknowledged under the sync key");
+    // The synchronous standby becomes primary without the newest acknowledged commit.
+    sim.w.nodes[p].pg.stop(false);
+    let d = sim.w.nodes[sync].pg.data.as_mut().expect("data");
+    d.lsn = acked.lsn - 1;
+    sim.w.nodes[sync].pg.run = Run::Primary;
+    crate::sync::no_acked_write_lost(&mut sim.w);
+    assert!(
+        sim.w
+            .violations
+            .iter()
+            .any(|v| v.starts_with("NoAckedWriteLost")),
+        "{:?}",
+        sim.w.violations
+    );
+}

@@ -1,5 +1,5 @@
 //! Checkers run after every event: SingleWriter, LeaseCovers, HealthSingle, TimelineMonotone (at promotion),
-//! NoSilentDivergence; ReadLagHonest after every decision; PauseHandsOff at every PostgreSQL action;
+//! NoSilentDivergence, NoAckedWriteLost (`sync.rs`); ReadLagHonest after every decision; PauseHandsOff at every PostgreSQL action;
 //! Liveness by `assert_converged` after faults heal.
 use tenure::ha::{health, Action, Job, NodeRole, NodeStatus, Observation, StoreView};
 
@@ -12,6 +12,7 @@ pub fn after_event(w: &mut World) {
     lease_covers(w);
     health_single(w);
     no_silent_divergence(w);
+    crate::sync::no_acked_write_lost(w);
 }
 
 /// Pause means hands off: while the cluster is paused (the store says so and so did this agent's last read),

@@ -55,6 +55,8 @@ pub fn execute(w: &mut World, i: usize, action: &Action) -> (ActionOutcomeKind, 
         },
         Action::Promote => match pg.promote() {
             Some(tl) => {
+                // Nothing is acknowledged on the new timeline yet.
+                pg.acked_lsn = pg.data.as_ref().map_or(0, |d| d.lsn);
                 record_promotion(w, i, tl);
                 (Done, 30)
             }
@@ -101,6 +103,12 @@ pub fn execute(w: &mut World, i: usize, action: &Action) -> (ActionOutcomeKind, 
             (Failed, 20)
         }
         Action::PrePromote => (Done, 20),
+        // Written to the configuration (kept across restarts), in effect at once on a running server.
+        Action::SetSyncNames(names) if pg.data.is_some() => {
+            pg.sync_names = names.clone();
+            (Done, 10)
+        }
+        Action::SetSyncNames(_) => (Failed, 5),
         other => unreachable!("store call executed locally: {other:?}"),
     }
 }

@@ -18,6 +18,7 @@ mod scenarios;
 mod shell;
 mod start_failure;
 mod store;
+mod sync;
 mod timing_change;
 mod world;
 

@@ -207,3 +207,27 @@ fn mutant_ignore_pre_promote_veto_trips_no_promote_after_veto() {
     });
     assert_tripped(&msg, &["NoPromoteAfterVeto"]);
 }
+
+#[test]
+fn mutant_sync_async_may_race_trips_no_acked_write_lost() {
+    let msg = first_failure(1..10, |seed| {
+        crate::sync::async_member_left_alone(mutant_sim(seed, Mutant::SyncAsyncMayRace))
+    });
+    assert_tripped(&msg, &["NoAckedWriteLost"]);
+}
+
+#[test]
+fn mutant_sync_publish_unconfirmed_trips_no_acked_write_lost() {
+    let msg = first_failure(1..10, |seed| {
+        crate::sync::crash_as_standby_is_published(mutant_sim(seed, Mutant::SyncPublishUnconfirmed))
+    });
+    assert_tripped(&msg, &["NoAckedWriteLost"]);
+}
+
+#[test]
+fn mutant_sync_names_before_key_trips_no_acked_write_lost() {
+    let msg = first_failure(1..10, |seed| {
+        crate::sync::crash_as_names_change(mutant_sim(seed, Mutant::SyncNamesBeforeKey))
+    });
+    assert_tripped(&msg, &["NoAckedWriteLost"]);
+}

@@ -75,6 +75,8 @@ pub struct Pg {
     pub sync_names: SyncNames,
     /// Primary: the highest position a commit was acknowledged at on its current timeline.
     pub acked_lsn: u64,
+    /// Primary: the `sync` key named it as leader in this run as primary, so its commits are promised.
+    pub sync_protected: bool,
 }
 
 impl Pg {
@@ -91,6 +93,7 @@ impl Pg {
             vetoed_term: None,
             sync_names: SyncNames::Off,
             acked_lsn: 0,
+            sync_protected: false,
         }
     }
 
@@ -163,6 +166,7 @@ impl Pg {
             }
         }
         self.run = Run::Stopped;
+        self.sync_protected = false;
         self.streaming = false;
         self.replay_paused_at = None;
     }
@@ -176,6 +180,7 @@ impl Pg {
         d.history.push((d.tl, d.lsn));
         d.tl += 1;
         d.was_primary = true;
+        self.sync_protected = false;
         self.run = Run::Primary;
         self.streaming = false;
         self.replay_paused_at = None;

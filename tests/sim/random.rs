@@ -23,7 +23,10 @@ pub fn run_seed(seed: u64, adjust: impl Fn(usize, &mut tenure::ha::CoreConfig)) 
         }
         adjust(i, c)
     });
-    sim.w.nodes[0].pg.pre_promote_vetoes = hooked;
+    // Not in synchronous-mode seeds: with replication lag a crashed old primary restarts ahead of every
+    // replica, so the others defer to it, and one whose pre_promote always vetoes would leave the cluster
+    // leaderless for good (as in Patroni): a liveness failure of the scenario, not of a rule.
+    sim.w.nodes[0].pg.pre_promote_vetoes = hooked && crate::sync::seed_settings(seed).is_none();
     // Failsafe mode in three seeds out of eight (decided without drawing from `pick`, so the fault sequence
     // of every seed stays what it was).
     sim.w.store.failsafe_mode = failsafe_seed(seed);
@@ -33,6 +36,10 @@ pub fn run_seed(seed: u64, adjust: impl Fn(usize, &mut tenure::ha::CoreConfig)) 
         sim = sim.etcd_shaped();
     }
     sim.w.knobs.slow_ms = if pick.chance(30) { 800 } else { 0 };
+    if let Some(settings) = crate::sync::seed_settings(seed) {
+        sim.w.store.sync_settings = settings;
+        sim.w.knobs.replication_lag_ms = crate::sync::REPLICATION_LAG_MS;
+    }
     sim = sim.started();
     let ttl = sim.ttl();
     let fault_phase_end = sim.w.t + 60_000;

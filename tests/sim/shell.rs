@@ -132,7 +132,7 @@ fn observe_and_decide(w: &mut World, i: usize, view: Option<Cluster>) {
     let obs = Observation {
         now,
         wall_ms: w.t,
-        pg: w.nodes[i].pg.state(&names),
+        pg: probe(w, i, &names),
         store: view.map_or(StoreView::Unavailable, StoreView::Available),
         store_read_at,
         peers: w.nodes[i].agent.peers.take(),
@@ -188,6 +188,17 @@ fn observe_and_decide(w: &mut World, i: usize, view: Option<Cluster>) {
     }
     publish(w, i, d.member);
     next_action(w, i);
+}
+
+/// The local probe: PostgreSQL's state, and a primary's walsenders.
+fn probe(w: &World, i: usize, names: &[tenure::ha::NodeName]) -> tenure::ha::PgState {
+    let mut pg = w.nodes[i].pg.state(names);
+    if let tenure::ha::PgState::Running(r) = &mut pg {
+        if r.role == tenure::ha::PgRole::Primary {
+            r.standbys = crate::sync::standbys(w, i);
+        }
+    }
+    pg
 }
 
 /// Touch our member key (renewing the session, creating one if needed), as Patroni's touch_member does.
@@ -372,6 +383,19 @@ fn apply(w: &mut World, i: usize, action: &Action) -> ActionOutcomeKind {
             w.store.failsafe = Some(members.clone());
             Done
         }
+        Action::WriteSync {
+            leader,
+            standbys,
+            expected,
+        } => {
+            let key = tenure::ha::SyncKey {
+                leader: Some(leader.clone()),
+                standbys: standbys.clone(),
+                index: 0,
+            };
+            yes(w.store.cas_sync(Some(key), *expected))
+        }
+        Action::DeleteSync { expected } => yes(w.store.cas_sync(None, Some(*expected))),
         other => unreachable!("not a store call: {other:?}"),
     }
 }

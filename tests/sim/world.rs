@@ -164,6 +164,9 @@ pub struct Knobs {
     pub drop_reply_pct: u64,
     pub slow_ms: u64,
     pub rewind_fail_pct: u64,
+    /// How far behind its upstream a streaming replica runs on the same timeline (synchronous-mode runs: so
+    /// that a standby's flush, not its mere connection, decides what a commit waits for).
+    pub replication_lag_ms: u64,
 }
 
 /// The world.
@@ -187,6 +190,8 @@ pub struct World {
     pub violations: Vec<String>,
     pub last_write_t: u64,
     pub next_sysid: u64,
+    /// The newest commit acknowledged under synchronous mode's promise (NoAckedWriteLost).
+    pub acked: Option<crate::sync::Acked>,
 }
 
 impl World {
@@ -240,6 +245,7 @@ impl World {
                 drop_reply_pct: 2,
                 slow_ms: 0,
                 rewind_fail_pct: 0,
+                replication_lag_ms: 0,
             },
             trace,
             log: Vec::new(),
@@ -247,6 +253,7 @@ impl World {
             violations: Vec::new(),
             last_write_t: 0,
             next_sysid: 7_000_000_000_000_000_000 + seed % 1000,
+            acked: None,
         };
         for i in 0..n {
             let at = w.rng.range(0, 300);
@@ -386,6 +393,7 @@ impl World {
                 self.stream(i);
             }
         }
+        crate::sync::advance_acks(self);
     }
 
     fn stream(&mut self, i: usize) {
@@ -400,12 +408,19 @@ impl World {
             && !self.nodes[i].pg.frozen
             && self.link(i, u);
         let src: Option<Data> = up.data.clone().filter(|_| up_ok);
+        let lag_bytes = self.knobs.replication_lag_ms * WRITE_RATE;
         let me = &mut self.nodes[i].pg;
         match (src, me.data.as_mut()) {
             (Some(s), Some(d)) if d.compatible_with(&s) => {
+                // Behind by the lag on the upstream's timeline; a new timeline is joined at once.
+                let lsn = if d.tl == s.tl {
+                    s.lsn.saturating_sub(lag_bytes).max(d.lsn)
+                } else {
+                    s.lsn
+                };
                 d.history = s.history.clone();
                 d.tl = s.tl;
-                d.lsn = s.lsn;
+                d.lsn = lsn;
                 me.streaming = true;
             }
             _ => me.streaming = false,

@@ -5,8 +5,9 @@
 mod http;
 mod settings;
 mod snapshot;
+mod sync;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
@@ -27,7 +28,7 @@ pub use snapshot::snapshot_from_entries;
 use self::http::{go_seconds, Http};
 use super::{ClusterSnapshot, KeyLayout, MemberRecord, SwitchoverRecord};
 use super::{Dcs, DcsError};
-use crate::ha::types::SessionId;
+use crate::ha::types::{NodeName, SessionId};
 
 /// Margin on top of a blocking query's own bound (wait plus Consul's jitter of up to wait/16).
 const WATCH_MARGIN_MS: u64 = 1_000;
@@ -481,6 +482,20 @@ impl Dcs for ConsulDcs {
         let json = crate::dcs::records::failsafe_json(members);
         self.put_plain(&self.layout.failsafe(), json.into_bytes(), deadline)
             .await
+    }
+
+    async fn write_sync(
+        &self,
+        leader: &NodeName,
+        standbys: &BTreeSet<NodeName>,
+        expected: Option<u64>,
+        deadline: Instant,
+    ) -> Result<(), DcsError> {
+        self.put_sync(leader, standbys, expected, deadline).await
+    }
+
+    async fn delete_sync(&self, expected: u64, deadline: Instant) -> Result<(), DcsError> {
+        self.remove_sync(expected, deadline).await
     }
 
     async fn watch_leader(&self, index: u64, wait_ms: u64) -> Result<u64, DcsError> {

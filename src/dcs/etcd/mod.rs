@@ -7,9 +7,10 @@
 mod call;
 mod settings;
 mod snapshot;
+mod sync;
 mod watch;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
 use std::sync::Mutex as StdMutex;
@@ -23,7 +24,7 @@ use tokio::sync::Mutex;
 use tokio::time::Instant;
 
 use super::{ClusterSnapshot, Dcs, DcsError, KeyLayout, MemberRecord, SwitchoverRecord};
-use crate::ha::types::SessionId;
+use crate::ha::types::{NodeName, SessionId};
 use call::{bounded, is_auth_rejected, map_err};
 use settings::Keys;
 pub use settings::{lease_ttl_s, EtcdSettings, EtcdSettingsError, EtcdTls};
@@ -503,6 +504,20 @@ impl Dcs for EtcdDcs {
     ) -> Result<(), DcsError> {
         let json = crate::dcs::records::failsafe_json(members);
         self.put(&self.keys.failsafe, json, deadline).await
+    }
+
+    async fn write_sync(
+        &self,
+        leader: &NodeName,
+        standbys: &BTreeSet<NodeName>,
+        expected: Option<u64>,
+        deadline: Instant,
+    ) -> Result<(), DcsError> {
+        self.put_sync(leader, standbys, expected, deadline).await
+    }
+
+    async fn delete_sync(&self, expected: u64, deadline: Instant) -> Result<(), DcsError> {
+        self.remove_sync(expected, deadline).await
     }
 
     async fn watch_leader(&self, index: u64, wait_ms: u64) -> Result<u64, DcsError> {

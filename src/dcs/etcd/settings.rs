@@ -121,6 +121,7 @@ pub(super) struct Keys {
     pub(super) status: String,
     pub(super) history: String,
     pub(super) failsafe: String,
+    pub(super) sync: String,
 }
 
 impl Keys {
@@ -136,6 +137,7 @@ impl Keys {
             status: abs(layout.status()),
             history: abs(layout.history()),
             failsafe: abs(layout.failsafe()),
+            sync: abs(layout.sync()),
         }
     }
 }

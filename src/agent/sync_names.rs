@@ -1,0 +1,136 @@
+//! `synchronous_standby_names` as tenure owns it in synchronous mode: its value kept over the operator's.
+//!
+//! Patroni's rule (`ConfigHandler.get_server_parameters`): while synchronous mode is on, the value Patroni
+//! set wins over `postgresql.parameters`; outside it, the operator's value stands. tenure keeps its value in
+//! the executor's `PgSettings::parameters`, so every rendering of `tenure.conf` (a start, crash recovery,
+//! the store's `config` key applied) writes it, and puts the operator's back when it lets go.
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::ha::{Outcome, PgState, SyncNames};
+use crate::pg::sync::{self, GUC};
+use crate::pg::PgSettings;
+
+use super::execute::Executor;
+
+/// The longest a reload is waited for (a reload usually takes a millisecond).
+const APPLY_TIMEOUT_S: u64 = 5;
+
+/// tenure's own value, and the operator's it stands over.
+#[derive(Debug, Default)]
+pub struct OwnedSyncNames {
+    /// `Some` while synchronous mode manages the GUC (an empty string is "off", owned).
+    ours: Option<String>,
+    /// The operator's `postgresql.parameters` value, put back when tenure lets go.
+    operators: Option<String>,
+    /// Whether the running server's value was looked at once after the agent started.
+    adopted: bool,
+}
+
+impl OwnedSyncNames {
+    /// `pg` with tenure's value over the operator's (who is remembered).
+    pub fn over(&mut self, mut pg: PgSettings) -> PgSettings {
+        self.operators = pg.parameters.get(GUC).cloned();
+        self.impose(&mut pg.parameters);
+        pg
+    }
+
+    fn impose(&self, parameters: &mut BTreeMap<String, String>) {
+        match self.ours.as_ref().or(self.operators.as_ref()) {
+            Some(v) => parameters.insert(GUC.to_string(), v.clone()),
+            None => parameters.remove(GUC),
+        };
+    }
+
+    /// Take `names` as ours. "Off" outside synchronous mode (the core turning it off) gives the GUC back to
+    /// the operator; inside it, "off" is ours too, so an operator's value cannot come back meanwhile.
+    fn take(&mut self, names: &SyncNames, sync_mode: bool) {
+        self.ours = match names {
+            SyncNames::Off if !sync_mode => None,
+            other => Some(sync::render(other)),
+        };
+    }
+}
+
+impl Executor {
+    /// `Action::SetSyncNames`: written into `tenure.conf`; a running server (primary or replica) is reloaded
+    /// and `Done` only once it shows the value; a stopped one takes it when it starts.
+    pub(crate) async fn set_sync_names(&mut self, names: &SyncNames, deadline: Instant) -> Outcome {
+        let sync_mode = self
+            .snapshot
+            .as_ref()
+            .is_some_and(|s| s.cluster.config.sync.enabled);
+        self.sync_names.take(names, sync_mode);
+        self.sync_names.impose(&mut self.pg.parameters);
+        if self.job_running() {
+            // Kept for the next start; the job may be replacing the data directory right now.
+            return Outcome::Failed("a background job is running; not written yet".into());
+        }
+        let until = deadline.min(Instant::now() + Duration::from_secs(APPLY_TIMEOUT_S));
+        match sync::apply(&self.pg, until).await {
+            Ok(()) => Outcome::Done,
+            Err(e) => Outcome::Failed(e.to_string()),
+        }
+    }
+
+    /// Run with new settings (the store's `config` key applied), tenure's value kept over them.
+    pub fn set_pg(&mut self, pg: PgSettings) {
+        self.pg = self.sync_names.over(pg);
+    }
+
+    /// Once after the agent starts: a running server on a value of tenure's form other than the operator's
+    /// was set by an earlier run of the agent; keep it, so rewriting `tenure.conf` does not drop it before
+    /// the core decides otherwise.
+    pub fn adopt_sync_names(&mut self, pg: &PgState) {
+        let PgState::Running(r) = pg else { return };
+        if std::mem::replace(&mut self.sync_names.adopted, true) {
+            return;
+        }
+        let running = sync::render(&r.sync_names);
+        let theirs = self.sync_names.operators.clone().unwrap_or_default();
+        if matches!(r.sync_names, SyncNames::All(_) | SyncNames::Block) && running != theirs {
+            tracing::info!(value = %running, "keeping synchronous_standby_names as PostgreSQL runs it");
+            self.sync_names.ours = Some(running);
+            self.sync_names.impose(&mut self.pg.parameters);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ha::NodeName;
+
+    fn operators(owned: &mut OwnedSyncNames, v: Option<&str>) -> BTreeMap<String, String> {
+        let mut p = BTreeMap::new();
+        if let Some(v) = v {
+            p.insert(GUC.to_string(), v.to_string());
+        }
+        owned.operators = v.map(str::to_string);
+        owned.impose(&mut p);
+        p
+    }
+
+    #[test]
+    fn ours_wins_in_synchronous_mode_and_off_outside_it_gives_the_operators_back() {
+        let mut owned = OwnedSyncNames::default();
+        assert_eq!(
+            operators(&mut owned, Some("FIRST 1 (x)"))[GUC],
+            "FIRST 1 (x)"
+        );
+        owned.take(&SyncNames::All([NodeName::new("pg2")].into()), true);
+        assert_eq!(operators(&mut owned, Some("FIRST 1 (x)"))[GUC], "pg2");
+        owned.take(&SyncNames::Off, true);
+        assert_eq!(operators(&mut owned, Some("FIRST 1 (x)"))[GUC], "");
+        owned.take(&SyncNames::Block, true);
+        assert_eq!(operators(&mut owned, None)[GUC], sync::STRICT_PLACEHOLDER);
+        owned.take(&SyncNames::Off, false);
+        assert_eq!(
+            operators(&mut owned, Some("FIRST 1 (x)"))[GUC],
+            "FIRST 1 (x)"
+        );
+        assert!(!operators(&mut owned, None).contains_key(GUC));
+    }
+}
