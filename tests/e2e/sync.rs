@@ -163,8 +163,12 @@ fn crash_takeover(c: &mut Cluster, store: &Store, w: &FollowingWriter, fault: Fa
         Fault::HostCrash | Fault::AgentKill => c.start_agent(old),
         Fault::AgentStop => {
             // Frozen for longer than the ttl in any case, so its lease ran out whatever the takeover's pace.
-            hold(c, (TTL + Duration::from_secs(2)).saturating_sub(t0.elapsed()));
+            hold(
+                c,
+                (TTL + Duration::from_secs(2)).saturating_sub(t0.elapsed()),
+            );
             c.sigcont_agent(old);
+            sigcont_runuser(c, old);
         }
     }
     let promoted_at = c
@@ -226,9 +230,11 @@ fn switchover(c: &mut Cluster, store: &Store, w: &FollowingWriter) {
         status == 200 || status == 202,
         "switchover to the sync standby refused: {status} {resp}"
     );
-    c.wait_until("the sync standby to be primary", Duration::from_secs(30), |c| {
-        (c.primary() == Some(sync)).then_some(())
-    });
+    c.wait_until(
+        "the sync standby to be primary",
+        Duration::from_secs(30),
+        |c| (c.primary() == Some(sync)).then_some(()),
+    );
     log(
         c,
         &format!(
@@ -354,10 +360,7 @@ fn standby_lost_strict(c: &mut Cluster, store: &Store, w: &FollowingWriter) {
     let other_at = c.epoch.elapsed();
     log(
         c,
-        &format!(
-            "strict: crashed the asynchronous {}",
-            c.nodes[other].name
-        ),
+        &format!("strict: crashed the asynchronous {}", c.nodes[other].name),
     );
     hold(c, Duration::from_secs(2));
     assert!(
@@ -534,6 +537,28 @@ fn acks_between(w: &FollowingWriter, from: Duration, to: Duration) -> usize {
         .count()
 }
 
+/// SIGCONT to the `runuser` that started node `i`'s agent, when one did. `runuser` stops itself when its
+/// child stops (it waits with WUNTRACED) and stays stopped after the child is continued; a later crash of
+/// that node would leave the dead agent unreaped behind a stopped `runuser`, and the harness would wait
+/// 2 x 5 s for it.
+fn sigcont_runuser(c: &Cluster, i: usize) {
+    let Some(agent) = c.agent_pid(i) else { return };
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{agent}/stat")) else {
+        return;
+    };
+    let Some(ppid) = stat
+        .rsplit_once(')')
+        .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+        .and_then(|p| p.parse::<i32>().ok())
+    else {
+        return;
+    };
+    let comm = std::fs::read_to_string(format!("/proc/{ppid}/comm")).unwrap_or_default();
+    if comm.trim() == "runuser" {
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(ppid), Signal::SIGCONT);
+    }
+}
+
 fn node(c: &Cluster, name: &str) -> usize {
     c.nodes
         .iter()
@@ -566,9 +591,7 @@ fn wait_sync_ready(c: &mut Cluster, store: &Store) -> (usize, SyncKey) {
                 .filter(|r| r.get(1).is_some_and(|s| s == "sync" || s == "quorum"))
                 .filter_map(|r| r.first().cloned())
                 .collect();
-            let healthy = (0..NODES)
-                .filter(|r| *r != p)
-                .all(|r| c.streams_from(r, p));
+            let healthy = (0..NODES).filter(|r| *r != p).all(|r| c.streams_from(r, p));
             (healthy && key.standbys.is_subset(&sync)).then_some((p, key))
         },
     )
@@ -756,12 +779,7 @@ impl Drop for FollowingWriter {
     }
 }
 
-async fn write_loop(
-    ports: Vec<u16>,
-    epoch: Instant,
-    stop: Arc<AtomicBool>,
-    out: Arc<Mutex<Acks>>,
-) {
+async fn write_loop(ports: Vec<u16>, epoch: Instant, stop: Arc<AtomicBool>, out: Arc<Mutex<Acks>>) {
     let mut current: Option<(usize, Client)> = None;
     let mut id: i64 = 0;
     while !stop.load(Ordering::SeqCst) {
@@ -779,22 +797,23 @@ async fn write_loop(
         let params: [&(dyn tokio_postgres::types::ToSql + Sync); 1] = [&id];
         let insert = client.execute("INSERT INTO e2e_writes (id) VALUES ($1)", &params);
         let outcome = tokio::time::timeout(Duration::from_secs(1), insert).await;
-        let mut acks = out.lock().unwrap_or_else(|e| e.into_inner());
-        match outcome {
-            Ok(Ok(1)) => {
+        let acked = matches!(outcome, Ok(Ok(1)));
+        {
+            let mut acks = out.lock().unwrap_or_else(|e| e.into_inner());
+            if acked {
                 acks.acked.push(Ack {
                     id,
                     at: epoch.elapsed(),
                     node,
                 });
-                drop(acks);
-                current = Some((node, client));
-            }
-            _ => {
+            } else {
                 acks.failed += 1;
-                drop(acks);
-                tokio::time::sleep(Duration::from_millis(20)).await;
             }
+        }
+        if acked {
+            current = Some((node, client));
+        } else {
+            tokio::time::sleep(Duration::from_millis(20)).await;
         }
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
