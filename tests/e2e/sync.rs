@@ -1,0 +1,860 @@
+//! Synchronous replication end to end (Patroni's `synchronous_mode`, issue 12), on real agents, PostgreSQL
+//! 15 and a real etcd or the Consul test double: one cluster per store, `synchronous_mode: true` set
+//! through `PATCH /config` before the writer starts, goes through these faults one after another while a
+//! client writes to whichever node is primary and records every acknowledged commit:
+//!
+//!  1. host crash of the primary (agent, fencing process and postmaster SIGKILLed);
+//!  2. SIGKILL of the primary's agent alone (PostgreSQL keeps running until its fencing process stops it);
+//!  3. SIGSTOP of the primary's agent for longer than the ttl, then SIGCONT;
+//!  4. switchover under load: to the asynchronous member refused (412), to the synchronous standby done;
+//!  5. the synchronous standby crashed: without `synchronous_mode_strict` the primary goes on (the other
+//!     replica becomes synchronous; with that one crashed too, commits go asynchronous) and nobody else
+//!     is promoted; then with `synchronous_mode_strict: true` (the other replica crashed first) commits
+//!     block until the standby is back and synchronous again.
+//!
+//! After each fault: one primary with two streaming replicas, every acknowledged write on that primary (0
+//! lost), never two writable primaries in the checker's samples, and after 1 to 3 the new primary is the
+//! member the `sync` key (read from the store) listed just before the fault. At the end the zero-loss check
+//! is shown to bite: one acknowledged row deleted by hand must be reported missing.
+//!
+//! Run with `cargo test --test e2e_sync -- --nocapture` (as root or as `postgres`).
+#[path = "common.rs"]
+#[allow(dead_code)]
+mod common;
+#[path = "../support/mod.rs"]
+#[allow(dead_code)]
+mod support;
+
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+use nix::sys::signal::Signal;
+use support::cluster::{stored_ids, Cluster, StoreKind, NODES};
+use tenure::demo::local;
+use tokio_postgres::{Client, NoTls};
+
+use common::{api, create_table, hold, log, others, CONVERGE_BUDGET, REJOIN_BUDGET, TTL};
+
+/// From a healthy cluster to a `sync` key listing a standby PostgreSQL reports as synchronous: a new
+/// leader first writes the key listing nobody, then lists a standby once it confirmed it (a few loops).
+const SYNC_BUDGET: Duration = Duration::from_secs(30);
+/// A write acknowledged this long after the last synchronous standby died is one PostgreSQL did not wait
+/// for (the acknowledgement may sit in a loaded machine's queues a little while after the flush).
+const ACK_SLACK: Duration = Duration::from_secs(1);
+/// How long commits are held blocked in strict mode.
+const STRICT_BLOCK: Duration = Duration::from_secs(6);
+
+#[test]
+fn a1_etcd_sync_mode_zero_loss_through_crash_kill_freeze_switchover_and_standby_loss() {
+    zero_loss(StoreKind::Etcd);
+}
+
+#[test]
+fn a2_consul_sync_mode_zero_loss_through_crash_kill_freeze_switchover_and_standby_loss() {
+    zero_loss(StoreKind::Consul);
+}
+
+fn zero_loss(kind: StoreKind) {
+    let mut c = Cluster::start(kind);
+    let store = Store::new(&c);
+    let p = c.primary().expect("one primary");
+    create_table(&c, p);
+    let (code, body) = api(&c, p, "PATCH", "/config", r#"{"synchronous_mode": true}"#);
+    assert_eq!(code, 200, "PATCH /config synchronous_mode: {body}");
+    let (p, key) = wait_sync_ready(&mut c, &store);
+    log(
+        &c,
+        &format!(
+            "synchronous_mode on: leader {}, sync key {key:?}",
+            c.nodes[p].name
+        ),
+    );
+    let w = FollowingWriter::start(&c);
+    hold(&mut c, Duration::from_secs(2));
+    let mut faults = 0;
+
+    faults += 1;
+    crash_takeover(&mut c, &store, &w, Fault::HostCrash);
+    faults += 1;
+    crash_takeover(&mut c, &store, &w, Fault::AgentKill);
+    faults += 1;
+    crash_takeover(&mut c, &store, &w, Fault::AgentStop);
+    faults += 1;
+    switchover(&mut c, &store, &w);
+    faults += 1;
+    standby_lost_not_strict(&mut c, &store, &w);
+    faults += 1;
+    standby_lost_strict(&mut c, &store, &w);
+
+    let (p, _) = wait_sync_ready(&mut c, &store);
+    let acked = w.acked();
+    let failed = w.failed();
+    w.stop();
+    let checked = assert_zero_loss(&c, &acked, p, "the end of the run");
+    the_check_bites(&c, &acked, p);
+    c.assert_never_two_primaries();
+    log(
+        &c,
+        &format!(
+            "sync e2e on {kind:?}: {faults} faults on one cluster, {} writes acknowledged ({failed} failed or \
+             unknown), {checked} checked on the final primary, 0 lost; {:.1} s since the cluster started",
+            acked.len(),
+            c.now_s()
+        ),
+    );
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// The faults
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Fault {
+    /// SIGKILL to the agent, its fencing process, the postmaster and every backend.
+    HostCrash,
+    /// SIGKILL to the agent alone; restarted after the takeover.
+    AgentKill,
+    /// SIGSTOP to the agent alone for longer than the ttl; SIGCONT after the takeover.
+    AgentStop,
+}
+
+/// Faults 1 to 3: the primary goes away; the standby the `sync` key listed takes over, every acknowledged
+/// write is on it, and the old primary rejoins.
+fn crash_takeover(c: &mut Cluster, store: &Store, w: &FollowingWriter, fault: Fault) {
+    let (old, key) = wait_sync_ready(c, store);
+    let fault_at = c.epoch.elapsed();
+    let t0 = Instant::now();
+    match fault {
+        Fault::HostCrash => c.crash_host(old),
+        Fault::AgentKill => c.kill_agent(old, Signal::SIGKILL),
+        Fault::AgentStop => c.sigstop_agent(old),
+    }
+    log(
+        c,
+        &format!(
+            "{fault:?} on the primary {}; sync key {key:?}",
+            c.nodes[old].name
+        ),
+    );
+    let new = c.wait_until(
+        "a new primary",
+        CONVERGE_BUDGET + Duration::from_secs(10),
+        |c| c.primary().filter(|n| *n != old),
+    );
+    let took = t0.elapsed();
+    log(
+        c,
+        &format!(
+            "{} is primary {:.1} s after the {fault:?}",
+            c.nodes[new].name,
+            took.as_secs_f64()
+        ),
+    );
+    assert!(
+        key.standbys.contains(&c.nodes[new].name),
+        "{} took over after {fault:?}, but the sync key listed {:?}",
+        c.nodes[new].name,
+        key.standbys
+    );
+    match fault {
+        Fault::HostCrash | Fault::AgentKill => c.start_agent(old),
+        Fault::AgentStop => {
+            // Frozen for longer than the ttl in any case, so its lease ran out whatever the takeover's pace.
+            hold(
+                c,
+                (TTL + Duration::from_secs(2)).saturating_sub(t0.elapsed()),
+            );
+            c.sigcont_agent(old);
+            sigcont_runuser(c, old);
+        }
+    }
+    let promoted_at = c
+        .first_writable(new, fault_at)
+        .unwrap_or_else(|| c.epoch.elapsed());
+    let after = w
+        .acked()
+        .iter()
+        .filter(|a| a.node == old && a.at > promoted_at)
+        .count();
+    assert_eq!(
+        after,
+        0,
+        "the old primary {} acknowledged writes after {} was seen writable at {:.2} s",
+        c.nodes[old].name,
+        c.nodes[new].name,
+        promoted_at.as_secs_f64()
+    );
+    converged(c, store, w, &format!("{fault:?}"));
+}
+
+/// Fault 4: a switchover under load, refused to the member the `sync` key does not list, done to the one
+/// it lists.
+fn switchover(c: &mut Cluster, store: &Store, w: &FollowingWriter) {
+    let (old, key) = wait_sync_ready(c, store);
+    let sync = node(c, key.standbys.first().expect("a listed standby"));
+    let not_sync = others(old).find(|n| *n != sync).expect("a third member");
+    let body = |to: usize| {
+        format!(
+            r#"{{"leader":"{}","candidate":"{}"}}"#,
+            c.nodes[old].name, c.nodes[to].name
+        )
+    };
+    let (status, resp) = api(c, old, "POST", "/switchover", &body(not_sync));
+    log(
+        c,
+        &format!(
+            "POST /switchover to the asynchronous {}: {status} {}",
+            c.nodes[not_sync].name,
+            resp.trim()
+        ),
+    );
+    assert_eq!(
+        status, 412,
+        "a switchover to a member the sync key does not list ({:?}) must be refused: {resp}",
+        key.standbys
+    );
+    let t0 = Instant::now();
+    let (status, resp) = api(c, old, "POST", "/switchover", &body(sync));
+    log(
+        c,
+        &format!(
+            "POST /switchover to the synchronous {}: {status} {}",
+            c.nodes[sync].name,
+            resp.trim()
+        ),
+    );
+    assert!(
+        status == 200 || status == 202,
+        "switchover to the sync standby refused: {status} {resp}"
+    );
+    c.wait_until(
+        "the sync standby to be primary",
+        Duration::from_secs(30),
+        |c| (c.primary() == Some(sync)).then_some(()),
+    );
+    log(
+        c,
+        &format!(
+            "{} is primary {:.1} s after POST /switchover",
+            c.nodes[sync].name,
+            t0.elapsed().as_secs_f64()
+        ),
+    );
+    converged(c, store, w, "switchover");
+}
+
+/// Fault 5, `synchronous_mode_strict: false`: the synchronous standby crashes; the primary stays, the other
+/// replica becomes synchronous; with that one crashed too, commits go on asynchronously. Nobody else is
+/// promoted.
+fn standby_lost_not_strict(c: &mut Cluster, store: &Store, w: &FollowingWriter) {
+    let (p, key) = wait_sync_ready(c, store);
+    let sync = node(c, key.standbys.first().expect("a listed standby"));
+    let other = others(p).find(|n| *n != sync).expect("a third member");
+    let fault_at = c.epoch.elapsed();
+    c.crash_host(sync);
+    log(
+        c,
+        &format!(
+            "not strict: crashed the sync standby {}",
+            c.nodes[sync].name
+        ),
+    );
+    let want = SyncKey {
+        leader: Some(c.nodes[p].name.clone()),
+        standbys: BTreeSet::from([c.nodes[other].name.clone()]),
+    };
+    c.wait_until(
+        "the sync key to list the other replica",
+        SYNC_BUDGET,
+        |_| (store.sync().as_ref() == Some(&want)).then_some(()),
+    );
+    let moved = c.epoch.elapsed();
+    log(
+        c,
+        &format!(
+            "{} is the sync standby {:.1} s after the crash",
+            c.nodes[other].name,
+            (moved - fault_at).as_secs_f64()
+        ),
+    );
+    hold(c, Duration::from_secs(2));
+    let synchronous = acks_between(w, moved, c.epoch.elapsed());
+    assert!(
+        synchronous > 0,
+        "no write acknowledged with {} synchronous",
+        c.nodes[other].name
+    );
+
+    let both_at = c.epoch.elapsed();
+    c.crash_host(other);
+    log(
+        c,
+        &format!(
+            "not strict: crashed {} too; no standby left",
+            c.nodes[other].name
+        ),
+    );
+    let nobody = SyncKey {
+        leader: Some(c.nodes[p].name.clone()),
+        standbys: BTreeSet::new(),
+    };
+    c.wait_until("the sync key to list nobody", SYNC_BUDGET, |_| {
+        (store.sync().as_ref() == Some(&nobody)).then_some(())
+    });
+    let async_from = c.epoch.elapsed();
+    hold(c, Duration::from_secs(3));
+    let names = c.sql_one(p, "SHOW synchronous_standby_names");
+    let asynchronous = acks_between(w, async_from, c.epoch.elapsed());
+    log(
+        c,
+        &format!(
+            "not strict: sync key lists nobody {:.1} s after the second crash; {asynchronous} writes \
+             acknowledged asynchronously in 3 s (synchronous_standby_names {names:?})",
+            (async_from - both_at).as_secs_f64()
+        ),
+    );
+    assert!(
+        asynchronous > 20,
+        "the primary must go on asynchronously without a standby ({asynchronous} acknowledged in 3 s)"
+    );
+    assert_eq!(c.primary(), Some(p), "the primary stays");
+    assert_only_writable(c, p, fault_at);
+    c.start_agent(sync);
+    c.start_agent(other);
+    converged(c, store, w, "sync standby lost, not strict");
+}
+
+/// Fault 5, `synchronous_mode_strict: true`: with the asynchronous replica crashed first, the synchronous
+/// standby crashes: no commit is acknowledged until it is back and synchronous again.
+fn standby_lost_strict(c: &mut Cluster, store: &Store, w: &FollowingWriter) {
+    let p = c.wait_healthy(REJOIN_BUDGET);
+    let (code, body) = api(
+        c,
+        p,
+        "PATCH",
+        "/config",
+        r#"{"synchronous_mode_strict": true}"#,
+    );
+    assert_eq!(code, 200, "PATCH /config synchronous_mode_strict: {body}");
+    c.wait_until(
+        "synchronous_mode_strict in every agent's /config",
+        Duration::from_secs(20),
+        |c| {
+            (0..NODES)
+                .all(|i| {
+                    let (s, body) = c.rest_get(i, "/config");
+                    s == 200 && body.contains("\"synchronous_mode_strict\":true")
+                })
+                .then_some(())
+        },
+    );
+    // An agent applies the key in the cycle that read it; give the leader a loop past that.
+    hold(c, Duration::from_secs(2));
+    let (p, key) = wait_sync_ready(c, store);
+    let sync = node(c, key.standbys.first().expect("a listed standby"));
+    let other = others(p).find(|n| *n != sync).expect("a third member");
+    c.crash_host(other);
+    let other_at = c.epoch.elapsed();
+    log(
+        c,
+        &format!("strict: crashed the asynchronous {}", c.nodes[other].name),
+    );
+    hold(c, Duration::from_secs(2));
+    assert!(
+        acks_between(w, other_at, c.epoch.elapsed()) > 0,
+        "commits go on while the sync standby runs"
+    );
+    let failed_before = w.failed();
+    let fault_at = c.epoch.elapsed();
+    c.crash_host(sync);
+    log(
+        c,
+        &format!(
+            "strict: crashed the sync standby {}; commits must block",
+            c.nodes[sync].name
+        ),
+    );
+    hold(c, STRICT_BLOCK);
+    let back_at = c.epoch.elapsed();
+    let late: Vec<Ack> = w
+        .acked()
+        .into_iter()
+        .filter(|a| a.at > fault_at + ACK_SLACK && a.at <= back_at)
+        .collect();
+    let blocked = w.failed() - failed_before;
+    let held = store.sync();
+    let names = c.sql_one(p, "SHOW synchronous_standby_names");
+    log(
+        c,
+        &format!(
+            "strict: {} writes acknowledged in the {} s without a standby, {blocked} timed out; sync key \
+             {held:?}, synchronous_standby_names {names:?}",
+            late.len(),
+            STRICT_BLOCK.as_secs()
+        ),
+    );
+    assert!(
+        late.is_empty(),
+        "strict mode acknowledged {} writes with no synchronous standby running, the first at {:.2} s (the \
+         standby crashed at {:.2} s)",
+        late.len(),
+        late[0].at.as_secs_f64(),
+        fault_at.as_secs_f64()
+    );
+    assert!(
+        blocked >= 2,
+        "commits timed out while blocked ({blocked}); the writer was not writing?"
+    );
+    assert_eq!(
+        held.map(|k| k.standbys),
+        Some(key.standbys.clone()),
+        "strict mode keeps the crashed standby in the sync key"
+    );
+    assert_eq!(c.primary(), Some(p), "the primary stays");
+    c.start_agent(sync);
+    let resumed = c.wait_until(
+        "commits to resume once the standby is back",
+        REJOIN_BUDGET,
+        |_| w.acked().iter().find(|a| a.at > back_at).map(|a| a.at),
+    );
+    log(
+        c,
+        &format!(
+            "strict: commits resumed {:.1} s after {} was started again (blocked {:.1} s in all)",
+            (resumed - back_at).as_secs_f64(),
+            c.nodes[sync].name,
+            (resumed - fault_at).as_secs_f64()
+        ),
+    );
+    assert_only_writable(c, p, fault_at);
+    c.start_agent(other);
+    converged(c, store, w, "sync standby lost, strict");
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Checks
+
+/// After a fault: one primary with its replicas streaming and a synchronous standby listed, every
+/// acknowledged write on the primary, never two primaries so far.
+fn converged(c: &mut Cluster, store: &Store, w: &FollowingWriter, what: &str) {
+    let (p, key) = wait_sync_ready(c, store);
+    let acked = w.acked();
+    let n = assert_zero_loss(c, &acked, p, what);
+    if let Some(s) = c.double_primary_samples().first() {
+        panic!(
+            "two writable primaries at {:.2} s: {:?}",
+            s.at.as_secs_f64(),
+            s.writable
+        );
+    }
+    log(
+        c,
+        &format!(
+            "{what}: converged, primary {}, sync key {:?}, all {n} acknowledged writes present, {} failed",
+            c.nodes[p].name,
+            key.standbys,
+            w.failed()
+        ),
+    );
+}
+
+/// Every write in `acked` is on node `p`; how many were checked.
+fn assert_zero_loss(c: &Cluster, acked: &[Ack], p: usize, what: &str) -> usize {
+    let stored = read_ids(c, p);
+    let lost = missing(acked, &stored);
+    assert!(
+        lost.is_empty(),
+        "{what}: {} acknowledged writes missing on the primary {}: {:?}",
+        lost.len(),
+        c.nodes[p].name,
+        &lost[..lost.len().min(20)]
+    );
+    acked.len()
+}
+
+/// The acknowledged ids `stored` lacks, in order.
+fn missing(acked: &[Ack], stored: &BTreeSet<i64>) -> Vec<i64> {
+    acked
+        .iter()
+        .map(|a| a.id)
+        .filter(|id| !stored.contains(id))
+        .collect()
+}
+
+/// The zero-loss check would catch a lost write: one acknowledged row deleted by hand is reported, and
+/// nothing else.
+fn the_check_bites(c: &Cluster, acked: &[Ack], p: usize) {
+    let victim = acked[acked.len() / 2].id;
+    c.sql(p, &format!("DELETE FROM e2e_writes WHERE id = {victim}"))
+        .expect("delete a row");
+    let lost = missing(acked, &read_ids(c, p));
+    assert_eq!(
+        lost,
+        vec![victim],
+        "the zero-loss check must report exactly the deleted row"
+    );
+    log(
+        c,
+        &format!("the zero-loss check reports id {victim}, deleted by hand, as lost, as it must"),
+    );
+}
+
+fn read_ids(c: &Cluster, p: usize) -> BTreeSet<i64> {
+    let mut last = String::new();
+    support::cluster::wait_for(
+        || {
+            stored_ids(c, p)
+                .map_err(|e| last = e)
+                .ok()
+                .filter(|s| !s.is_empty())
+        },
+        Duration::from_secs(20),
+    )
+    .unwrap_or_else(|| panic!("rows on {}: {last}", c.nodes[p].name))
+}
+
+/// No node but `p` was seen writable since `since`.
+fn assert_only_writable(c: &Cluster, p: usize, since: Duration) {
+    for n in others(p) {
+        if let Some(at) = c.first_writable(n, since) {
+            panic!(
+                "{} was writable at {:.2} s while {} was primary",
+                c.nodes[n].name,
+                at.as_secs_f64(),
+                c.nodes[p].name
+            );
+        }
+    }
+}
+
+fn acks_between(w: &FollowingWriter, from: Duration, to: Duration) -> usize {
+    w.acked()
+        .iter()
+        .filter(|a| a.at > from && a.at <= to)
+        .count()
+}
+
+/// SIGCONT to the `runuser` that started node `i`'s agent, when one did. `runuser` stops itself when its
+/// child stops (it waits with WUNTRACED) and stays stopped after the child is continued; a later crash of
+/// that node would leave the dead agent unreaped behind a stopped `runuser`, and the harness would wait
+/// 2 x 5 s for it.
+fn sigcont_runuser(c: &Cluster, i: usize) {
+    let Some(agent) = c.agent_pid(i) else { return };
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{agent}/stat")) else {
+        return;
+    };
+    let Some(ppid) = stat
+        .rsplit_once(')')
+        .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+        .and_then(|p| p.parse::<i32>().ok())
+    else {
+        return;
+    };
+    let comm = std::fs::read_to_string(format!("/proc/{ppid}/comm")).unwrap_or_default();
+    if comm.trim() == "runuser" {
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(ppid), Signal::SIGCONT);
+    }
+}
+
+fn node(c: &Cluster, name: &str) -> usize {
+    c.nodes
+        .iter()
+        .position(|n| n.name == name)
+        .unwrap_or_else(|| panic!("no member named {name}"))
+}
+
+/// Wait for a healthy cluster whose `sync` key names the primary as leader and lists standbys that the
+/// primary's `pg_stat_replication` shows streaming as `sync`; the primary and the key.
+fn wait_sync_ready(c: &mut Cluster, store: &Store) -> (usize, SyncKey) {
+    c.wait_healthy(REJOIN_BUDGET);
+    c.wait_until(
+        "the sync key to list a synchronous standby of the primary",
+        SYNC_BUDGET,
+        |c| {
+            let p = c.primary()?;
+            let key = store.sync()?;
+            if key.leader.as_deref() != Some(c.nodes[p].name.as_str()) || key.standbys.is_empty() {
+                return None;
+            }
+            let rows = c
+                .sql(
+                    p,
+                    "SELECT application_name, sync_state FROM pg_stat_replication \
+                     WHERE state = 'streaming'",
+                )
+                .ok()?;
+            let sync: BTreeSet<String> = rows
+                .iter()
+                .filter(|r| r.get(1).is_some_and(|s| s == "sync" || s == "quorum"))
+                .filter_map(|r| r.first().cloned())
+                .collect();
+            let healthy = (0..NODES).filter(|r| *r != p).all(|r| c.streams_from(r, p));
+            (healthy && key.standbys.is_subset(&sync)).then_some((p, key))
+        },
+    )
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// The `sync` key, read from the store
+
+/// The `sync` key: `{"leader": "n1", "sync_standby": "n2,n3"}` (Patroni's layout).
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct SyncKey {
+    leader: Option<String>,
+    standbys: BTreeSet<String>,
+}
+
+impl SyncKey {
+    fn parse(raw: &[u8]) -> Option<SyncKey> {
+        let v: serde_json::Value = serde_json::from_slice(raw).ok()?;
+        let standbys = v
+            .get("sync_standby")
+            .and_then(|s| s.as_str())
+            .map(|s| {
+                s.split(',')
+                    .map(str::trim)
+                    .filter(|s| !s.is_empty())
+                    .map(String::from)
+                    .collect()
+            })
+            .unwrap_or_default();
+        Some(SyncKey {
+            leader: v.get("leader").and_then(|l| l.as_str()).map(String::from),
+            standbys,
+        })
+    }
+}
+
+/// Raw reads of the cluster's keys: etcd's v3 JSON gateway, or the Consul HTTP API.
+struct Store {
+    rt: tokio::runtime::Runtime,
+    http: reqwest::Client,
+    /// etcd: `Ok(base url)`; Consul: `Err(base url)`.
+    url: Result<String, String>,
+}
+
+impl Store {
+    fn new(c: &Cluster) -> Store {
+        let url = match (c.etcd(), c.consul()) {
+            (Some(e), _) => Ok(e.client_url().trim_end_matches('/').to_string()),
+            (None, Some(s)) => Err(s.url().trim_end_matches('/').to_string()),
+            _ => panic!("a single etcd or the Consul test double"),
+        };
+        Store {
+            rt: tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime"),
+            http: reqwest::Client::builder()
+                .no_proxy()
+                .timeout(Duration::from_secs(3))
+                .build()
+                .expect("client"),
+            url,
+        }
+    }
+
+    /// The `sync` key; None when it is absent, unreadable or the store did not answer.
+    fn sync(&self) -> Option<SyncKey> {
+        SyncKey::parse(&self.get("sync")?)
+    }
+
+    fn get(&self, rel: &str) -> Option<Vec<u8>> {
+        let b64 = base64::engine::general_purpose::STANDARD;
+        self.rt.block_on(async {
+            match &self.url {
+                Ok(url) => {
+                    let key = b64.encode(format!("/service/e2e/{rel}"));
+                    let r = self
+                        .http
+                        .post(format!("{url}/v3/kv/range"))
+                        .json(&serde_json::json!({ "key": key }))
+                        .send()
+                        .await
+                        .ok()?;
+                    let v: serde_json::Value = r.json().await.ok()?;
+                    b64.decode(v["kvs"].get(0)?["value"].as_str().unwrap_or(""))
+                        .ok()
+                }
+                Err(url) => {
+                    let r = self
+                        .http
+                        .get(format!("{url}/v1/kv/service/e2e/{rel}"))
+                        .send()
+                        .await
+                        .ok()?;
+                    if r.status() != 200 {
+                        return None;
+                    }
+                    let v: serde_json::Value = r.json().await.ok()?;
+                    b64.decode(v[0]["Value"].as_str().unwrap_or("")).ok()
+                }
+            }
+        })
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// A writer that follows the primary
+
+/// One acknowledged commit.
+#[derive(Clone, Copy, Debug)]
+struct Ack {
+    id: i64,
+    /// When the acknowledgement arrived, since the cluster's epoch.
+    at: Duration,
+    /// The node that acknowledged it.
+    node: usize,
+}
+
+#[derive(Default)]
+struct Acks {
+    acked: Vec<Ack>,
+    failed: u64,
+}
+
+/// A client inserting ids 1, 2, 3, ... into `e2e_writes`, one per ~5 ms, on whichever node answers
+/// `pg_is_in_recovery() = false` (asked again after any error); each id is tried once, and an insert not
+/// acknowledged within 1 s counts as failed (its outcome unknown). Runs on a thread of its own.
+struct FollowingWriter {
+    stop: Arc<AtomicBool>,
+    acks: Arc<Mutex<Acks>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl FollowingWriter {
+    fn start(c: &Cluster) -> FollowingWriter {
+        let ports: Vec<u16> = c.nodes.iter().map(|n| n.pg_port).collect();
+        let epoch = c.epoch;
+        let stop = Arc::new(AtomicBool::new(false));
+        let acks: Arc<Mutex<Acks>> = Arc::default();
+        let (s, out) = (stop.clone(), acks.clone());
+        let thread = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("writer runtime");
+            rt.block_on(write_loop(ports, epoch, s, out));
+        });
+        FollowingWriter {
+            stop,
+            acks,
+            thread: Some(thread),
+        }
+    }
+
+    fn acked(&self) -> Vec<Ack> {
+        self.acks
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .acked
+            .clone()
+    }
+
+    fn failed(&self) -> u64 {
+        self.acks.lock().unwrap_or_else(|e| e.into_inner()).failed
+    }
+
+    fn stop(mut self) {
+        self.halt();
+    }
+
+    fn halt(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            t.join().expect("writer thread panicked");
+        }
+    }
+}
+
+impl Drop for FollowingWriter {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+async fn write_loop(ports: Vec<u16>, epoch: Instant, stop: Arc<AtomicBool>, out: Arc<Mutex<Acks>>) {
+    let mut current: Option<(usize, Client)> = None;
+    let mut id: i64 = 0;
+    while !stop.load(Ordering::SeqCst) {
+        let (node, client) = match current.take() {
+            Some((n, c)) if !c.is_closed() => (n, c),
+            _ => match find_primary(&ports).await {
+                Some(found) => found,
+                None => {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+        };
+        id += 1;
+        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 1] = [&id];
+        let insert = client.execute("INSERT INTO e2e_writes (id) VALUES ($1)", &params);
+        let outcome = tokio::time::timeout(Duration::from_secs(1), insert).await;
+        let acked = matches!(outcome, Ok(Ok(1)));
+        {
+            let mut acks = out.lock().unwrap_or_else(|e| e.into_inner());
+            if acked {
+                acks.acked.push(Ack {
+                    id,
+                    at: epoch.elapsed(),
+                    node,
+                });
+            } else {
+                acks.failed += 1;
+            }
+        }
+        if acked {
+            current = Some((node, client));
+        } else {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// The one node answering `pg_is_in_recovery() = false`, with a connection to it (asked in parallel).
+async fn find_primary(ports: &[u16]) -> Option<(usize, Client)> {
+    let probes: Vec<_> = ports
+        .iter()
+        .map(|port| tokio::spawn(writable(*port)))
+        .collect();
+    let mut found = Vec::new();
+    for (n, p) in probes.into_iter().enumerate() {
+        if let Ok(Some(client)) = p.await {
+            found.push((n, client));
+        }
+    }
+    // Two writable nodes: the checker's business; write nowhere until one is left.
+    (found.len() == 1).then(|| found.remove(0))
+}
+
+async fn writable(port: u16) -> Option<Client> {
+    let mut cfg = tokio_postgres::Config::new();
+    cfg.host("127.0.0.1")
+        .port(port)
+        .user(local::SUPERUSER.0)
+        .password(local::SUPERUSER.1)
+        .dbname("postgres")
+        .application_name("tenure-e2e-writer")
+        .connect_timeout(Duration::from_millis(500));
+    let (client, conn) = tokio::time::timeout(Duration::from_millis(500), cfg.connect(NoTls))
+        .await
+        .ok()?
+        .ok()?;
+    tokio::spawn(conn);
+    let row = tokio::time::timeout(
+        Duration::from_millis(500),
+        client.query_one("SELECT pg_is_in_recovery()", &[]),
+    )
+    .await
+    .ok()?
+    .ok()?;
+    let in_recovery: bool = row.get(0);
+    (!in_recovery).then_some(client)
+}
