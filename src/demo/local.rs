@@ -473,7 +473,16 @@ impl Agent {
         let _ = kill(self.pid, sig);
         match sig {
             Signal::SIGSTOP => self.stopped = true,
-            Signal::SIGCONT => self.stopped = false,
+            Signal::SIGCONT => {
+                self.stopped = false;
+                // `runuser` stops itself when its child stops (it waits with WUNTRACED) and stays stopped
+                // after the child is continued: a later stop of the agent would then wait out the reaper's
+                // timeouts (2 x 5 s) for a child nobody reaps.
+                let outer = Pid::from_raw(self.child.id() as i32);
+                if outer != self.pid {
+                    let _ = kill(outer, Signal::SIGCONT);
+                }
+            }
             _ => {}
         }
     }
