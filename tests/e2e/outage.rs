@@ -510,16 +510,26 @@ fn paused_store_frozen(kind: StoreKind, consul_fault: Fault) {
         _ => c.consul().expect("consul").set_fault(Fault::None),
     }
     let back = c.epoch.elapsed();
+    let log_path = c.nodes[p].agent_log();
+    let log_from = std::fs::metadata(&log_path).map_or(0, |m| m.len() as usize);
     log(&c, "store back");
     let leader_row = format!("| {} ", c.nodes[p].name);
+    // The key `list` shows may still be the lapsed one (the double reaps it 2 s after it runs again): the
+    // primary's own agent must also have taken it in pause, on a fresh read, before the resume below (a
+    // resume it read first would end its lapsed lease the ordinary way: seen once in CI).
     c.wait_until(
         "the paused primary to hold the leader key again",
         CONVERGE_BUDGET,
         |c| {
             let (_, list, _) = tenure_cli(c, 0, &["list"]);
-            list.lines()
-                .any(|l| l.starts_with(&leader_row) && l.contains("Leader"))
-                .then_some(())
+            let text = std::fs::read(&log_path).unwrap_or_default();
+            let since = String::from_utf8_lossy(text.get(log_from..).unwrap_or_default());
+            let retaken = since.contains("PAUSE: I am the leader with the lock");
+            (retaken
+                && list
+                    .lines()
+                    .any(|l| l.starts_with(&leader_row) && l.contains("Leader")))
+            .then_some(())
         },
     );
     log(
