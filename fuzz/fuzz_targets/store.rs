@@ -133,6 +133,23 @@ fn pg_states(cluster: &Cluster) -> Vec<PgState> {
             streaming: role == PgRole::Replica,
             pending_restart: false,
             server_version: 150_004,
+            // A primary waiting for pg2, which streams and is synchronous: garbage in `sync` and `config`
+            // meets synchronous mode's rules too.
+            sync_names: if role == PgRole::Primary {
+                SyncNames::All([NodeName::new("pg2")].into())
+            } else {
+                SyncNames::Off
+            },
+            standbys: if role == PgRole::Primary {
+                vec![ReplicationStat {
+                    name: NodeName::new("pg2"),
+                    streaming: true,
+                    sync: true,
+                    flush_lsn: Lsn(50_331_700),
+                }]
+            } else {
+                Vec::new()
+            },
         })
     };
     vec![

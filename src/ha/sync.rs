@@ -295,7 +295,8 @@ pub(crate) fn check(ctx: &Ctx, mem: &Memory, actions: &[Action]) {
                 names = n.clone();
                 confirmed.clear();
             }
-            Action::Promote => assert!(
+            // With the mode off nobody is held to the key (a stale one may still name us).
+            Action::Promote if c.config.sync.enabled => assert!(
                 published.iter().all(|p| names.guarantees(p)),
                 "sync rule violated: promoting with {published:?} published under {names:?}"
             ),

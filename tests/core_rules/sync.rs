@@ -372,3 +372,13 @@ fn maximum_lag_on_syncnode_is_measured_from_the_most_advanced_standby() {
         vec![Action::SetSyncNames(SyncNames::All(set(&["pg2", "pg3"])))]
     );
 }
+
+#[test]
+fn with_the_mode_off_a_stale_sync_key_naming_us_does_not_stop_a_promotion() {
+    // An earlier term of ours left `sync` behind; synchronous mode was turned off since.
+    let mut c = leaderless(key("pg1", &["pg2"], 7)).leader("pg1");
+    c.config.sync.enabled = false;
+    let o = obs(1_500).pg_replica(1, 500).store(c);
+    let d = decide(&cfg("pg1"), &mem().leased(1_000), &o);
+    assert!(d.actions.contains(&Action::Promote), "{:?}", d.actions);
+}
