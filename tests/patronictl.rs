@@ -68,6 +68,18 @@ fn patronictl(config: &std::path::Path, args: &[&str]) -> String {
     stdout
 }
 
+/// A patronictl configuration for `SCOPE` on `etcd`, in a temp dir kept as long as the returned guard.
+fn patronictl_config(etcd: &EtcdServer) -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let yaml = dir.path().join("patronictl.yml");
+    let text = format!(
+        "scope: {SCOPE}\nnamespace: /service/\netcd3:\n  hosts: {}\n",
+        etcd.host_port()
+    );
+    std::fs::write(&yaml, text).unwrap();
+    (dir, yaml)
+}
+
 fn patronictl_list(config: &std::path::Path, format: &str) -> String {
     patronictl(config, &["list", SCOPE, "-f", format])
 }
@@ -99,13 +111,7 @@ async fn patronictl_lists_a_cluster_written_by_tenure() {
     replica.replication_state = Some("streaming".into());
     pg2.publish_member(&replica, deadline()).await.unwrap();
 
-    let dir = tempfile::tempdir().unwrap();
-    let yaml = dir.path().join("patronictl.yml");
-    let text = format!(
-        "scope: {SCOPE}\nnamespace: /service/\netcd3:\n  hosts: {}\n",
-        etcd.host_port()
-    );
-    std::fs::write(&yaml, text).unwrap();
+    let (_dir, yaml) = patronictl_config(&etcd);
 
     let table = patronictl_list(&yaml, "pretty");
     println!("{table}");
@@ -190,13 +196,7 @@ async fn tenure_reads_what_patronictl_writes() {
     pg2.publish_member(&record("127.0.0.12", "replica", "streaming"), deadline())
         .await
         .unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let yaml = dir.path().join("patronictl.yml");
-    let text = format!(
-        "scope: {SCOPE}\nnamespace: /service/\netcd3:\n  hosts: {}\n",
-        etcd.host_port()
-    );
-    std::fs::write(&yaml, text).unwrap();
+    let (_dir, yaml) = patronictl_config(&etcd);
 
     patronictl(
         &yaml,
@@ -286,13 +286,7 @@ async fn patronictl_shows_the_sync_standby_tenure_wrote() {
         .await
         .unwrap();
 
-    let dir = tempfile::tempdir().unwrap();
-    let yaml = dir.path().join("patronictl.yml");
-    let text = format!(
-        "scope: {SCOPE}\nnamespace: /service/\netcd3:\n  hosts: {}\n",
-        etcd.host_port()
-    );
-    std::fs::write(&yaml, text).unwrap();
+    let (_dir, yaml) = patronictl_config(&etcd);
     let table = patronictl_list(&yaml, "pretty");
     println!("{table}");
     let row = |name: &str| {
