@@ -268,6 +268,7 @@ fn synchronous_mode_keys_are_read_and_checked() {
     )
     .unwrap();
     let want = SyncSettings {
+        quorum: false,
         enabled: true,
         strict: true,
         node_count: 2,

@@ -117,6 +117,7 @@ impl Executor {
             Action::WriteSync {
                 leader,
                 standbys,
+                quorum: _,
                 expected,
             } => store(
                 self.dcs

@@ -72,6 +72,7 @@ impl Published {
                 lease_deadline: None,
                 lag_bytes: None,
                 sync_standby: false,
+                quorum_standby: false,
                 paused: false,
                 noloadbalance: false,
                 diverged: false,

@@ -273,6 +273,7 @@ mod tests {
         snap.cluster.sync = Some(SyncKey {
             leader: Some(NodeName::new("pg1")),
             standbys: [NodeName::new("pg2"), NodeName::new("pg1")].into(),
+            quorum: 0,
             index: 2,
         });
         let roles = |s: &ClusterSnapshot| rows(s).iter().map(|r| r.role).collect::<Vec<_>>();

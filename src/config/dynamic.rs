@@ -251,6 +251,7 @@ fn sync_settings(top: &serde_json::Map<String, Value>) -> Result<SyncSettings, D
         .map(|n| u32::try_from(n).map_err(|_| invalid("synchronous_node_count", "too large")))
         .transpose()?;
     Ok(SyncSettings {
+        quorum: false,
         enabled: sync_mode(top.get("synchronous_mode"))?,
         strict: flag(
             "synchronous_mode_strict",

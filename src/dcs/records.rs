@@ -205,6 +205,7 @@ fn sync_settings(config: &serde_json::Value) -> SyncSettings {
     };
     SyncSettings {
         enabled: quorum || flag(config, "synchronous_mode"),
+        quorum: false,
         strict: flag(config, "synchronous_mode_strict"),
         node_count: int("synchronous_node_count")
             .and_then(|n| u32::try_from(n).ok())
@@ -422,6 +423,7 @@ mod tests {
         );
         let want = SyncSettings {
             enabled: true,
+            quorum: false,
             strict: true,
             node_count: 3,
             max_lag_bytes: Some(4096),

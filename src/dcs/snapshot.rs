@@ -142,6 +142,7 @@ fn read_entry(snap: &mut ClusterSnapshot, rel: &str, e: &StoreEntry) -> Result<(
             snap.cluster.sync = Some(SyncKey {
                 leader,
                 standbys,
+                quorum: 0,
                 index: e.index,
             });
         }

@@ -32,11 +32,12 @@ pub enum Action {
     WriteHistory(Timeline),
     /// The leader writes the `failsafe` key: `{name: api_url}` of every member (failsafe mode only).
     WriteFailsafe(BTreeMap<NodeName, String>),
-    /// Compare-and-set the `sync` key to `{leader, sync_standby: standbys}`; `expected` is the index read
-    /// (`None`: create only). A lost race is `Rejected`.
+    /// Compare-and-set the `sync` key to `{leader, sync_standby: standbys, quorum}`; `expected` is the
+    /// index read (`None`: create only). A lost race is `Rejected`.
     WriteSync {
         leader: NodeName,
         standbys: BTreeSet<NodeName>,
+        quorum: u32,
         expected: Option<u64>,
     },
     /// Delete the `sync` key if its index is still `expected` (synchronous_mode turned off).
@@ -252,6 +253,9 @@ pub struct NodeStatus {
     /// A replica listed as a synchronous standby in the `sync` key of the current leader while
     /// `synchronous_mode` is on (Patroni's `sync_standby`: what `/sync` and `/async` answer from).
     pub sync_standby: bool,
+    /// A replica listed as a voter in the `sync` key of the current leader while `synchronous_mode` is
+    /// `quorum` (Patroni 4's `quorum_standby`: what `/quorum` answers from).
+    pub quorum_standby: bool,
     pub paused: bool,
     pub noloadbalance: bool,
     /// A replica whose history is known to have diverged, or that is not streaming and cannot compare its

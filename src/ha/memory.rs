@@ -74,6 +74,8 @@ pub struct Memory {
     pub sync_floor: Option<(super::observation::SyncNames, super::types::Lsn)>,
     /// The last snapshot listed us as a synchronous standby (kept while the store is unreachable).
     pub sync_listed: bool,
+    /// The last snapshot listed us as a quorum standby (a voter in quorum mode; kept like `sync_listed`).
+    pub quorum_listed: bool,
 }
 
 /// Starts of PostgreSQL that failed in a row: the last one's send time and what it said.

@@ -121,7 +121,12 @@ pub struct Cluster {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SyncKey {
     pub leader: Option<NodeName>,
+    /// `sync_standby`: in priority mode the synchronous standbys; in quorum mode the voters.
     pub standbys: BTreeSet<NodeName>,
+    /// `quorum` (Patroni 4's quorum mode): how many of the voters, beyond one, a new leader must see not
+    /// ahead of it (any `quorum + 1` of the voters and the leader hold every acknowledged commit). 0 in
+    /// priority mode.
+    pub quorum: u32,
     /// The key's modify index (etcd mod_revision, Consul ModifyIndex): what a compare-and-set names.
     pub index: u64,
 }
@@ -147,6 +152,11 @@ pub enum SyncNames {
     /// `n (a,b,..)` (PostgreSQL reads it as `FIRST n`) with n = all of them, or just `a`: a commit waits for
     /// every listed standby.
     All(BTreeSet<NodeName>),
+    /// `ANY num (a,b,..)` (quorum commit): a commit waits for any `num` of the listed standbys.
+    Any {
+        num: u32,
+        names: BTreeSet<NodeName>,
+    },
     /// Something tenure did not write (an operator's value): guarantees nothing the core can rely on.
     Other(String),
 }
@@ -157,6 +167,10 @@ impl SyncNames {
         match self {
             SyncNames::Block => true,
             SyncNames::All(names) => names.contains(name),
+            // Any `num` of them: no single standby is guaranteed (unless `num` is all of them).
+            SyncNames::Any { num, names } => {
+                names.contains(name) && *num as usize >= names.len()
+            }
             SyncNames::Off | SyncNames::Other(_) => false,
         }
     }
@@ -199,8 +213,10 @@ pub struct DynamicConfig {
 /// The dynamic settings of synchronous replication (Patroni's names and defaults).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SyncSettings {
-    /// `synchronous_mode: on`.
+    /// `synchronous_mode: on` (or `quorum`).
     pub enabled: bool,
+    /// `synchronous_mode: quorum` (Patroni 4's quorum commit, `ANY n`); `enabled` is set too.
+    pub quorum: bool,
     /// `synchronous_mode_strict`: with no synchronous standby, commits wait instead of going asynchronous.
     pub strict: bool,
     /// `synchronous_node_count` (at least 1).
@@ -213,6 +229,7 @@ impl Default for SyncSettings {
     fn default() -> Self {
         SyncSettings {
             enabled: false,
+            quorum: false,
             strict: false,
             node_count: 1,
             max_lag_bytes: None,

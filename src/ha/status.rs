@@ -126,6 +126,7 @@ pub(crate) fn node(ctx: &Ctx, mem: &Memory) -> NodeStatus {
         },
         lag_bytes,
         sync_standby: mem.sync_listed && role == NodeRole::Replica,
+        quorum_standby: mem.quorum_listed && role == NodeRole::Replica,
         paused: mem.paused,
         noloadbalance: ctx.cfg.noloadbalance,
         diverged: diverged(ctx, mem, cluster),

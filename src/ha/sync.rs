@@ -88,6 +88,7 @@ pub(crate) fn before_promote(ctx: &Ctx, c: &Cluster) -> Vec<Action> {
         Action::WriteSync {
             leader: me.clone(),
             standbys,
+            quorum: 0,
             expected: c.sync.as_ref().map(|k| k.index),
         },
         Action::SetSyncNames(names),
@@ -115,6 +116,7 @@ pub(crate) fn leader_actions(
             return vec![Action::WriteSync {
                 leader: me.clone(),
                 standbys: BTreeSet::new(),
+                quorum: 0,
                 expected: other.as_ref().map(|k| k.index),
             }]
         }
@@ -145,6 +147,7 @@ pub(crate) fn leader_actions(
         actions.push(Action::WriteSync {
             leader: me.clone(),
             standbys: target,
+            quorum: 0,
             expected: Some(key.index),
         });
     }
@@ -339,6 +342,7 @@ mod tests {
             sync: Some(SyncKey {
                 leader: Some(NodeName::new("pg1")),
                 standbys: published.iter().map(|s| NodeName::new(*s)).collect(),
+                quorum: 0,
                 index: 3,
             }),
             config: super::super::observation::DynamicConfig {
@@ -402,6 +406,7 @@ mod tests {
         Action::WriteSync {
             leader: NodeName::new("pg1"),
             standbys: names(list),
+            quorum: 0,
             expected: Some(3),
         }
     }

@@ -29,6 +29,11 @@ pub fn render(names: &SyncNames) -> String {
             let quoted: Vec<String> = set.iter().map(quote_standby_name).collect();
             format!("{} ({})", set.len(), quoted.join(","))
         }
+        // Patroni 4's quorum form: `ANY n (a,b,...)`, even with one name.
+        SyncNames::Any { num, names } => {
+            let quoted: Vec<String> = names.iter().map(quote_standby_name).collect();
+            format!("ANY {num} ({})", quoted.join(","))
+        }
         SyncNames::Other(raw) => raw.clone(),
     }
 }
@@ -39,6 +44,10 @@ pub fn parse(raw: &str) -> SyncNames {
     let parsed = match raw {
         "" => SyncNames::Off,
         STRICT_PLACEHOLDER => SyncNames::Block,
+        _ if raw.starts_with("ANY ") => match any_of(raw) {
+            Some((num, names)) => SyncNames::Any { num, names },
+            None => return SyncNames::Other(raw.to_string()),
+        },
         _ => match names_of(raw) {
             Some(set) => SyncNames::All(set),
             None => return SyncNames::Other(raw.to_string()),
@@ -50,6 +59,17 @@ pub fn parse(raw: &str) -> SyncNames {
     } else {
         SyncNames::Other(raw.to_string())
     }
+}
+
+/// `ANY n (a,b,...)` as rendered, with `n` at most the number of names; `None` for any other shape.
+fn any_of(raw: &str) -> Option<(u32, BTreeSet<NodeName>)> {
+    let (count, rest) = raw.strip_prefix("ANY ")?.split_once(" (")?;
+    let num: u32 = count.parse().ok()?;
+    let names: BTreeSet<NodeName> = split_names(rest.strip_suffix(')')?)?
+        .into_iter()
+        .map(|n| (!n.is_empty()).then(|| NodeName::new(&n)))
+        .collect::<Option<_>>()?;
+    (num as usize <= names.len()).then_some((num, names))
 }
 
 /// The names of `a` or `n (a,b,...)`; `None` for any other shape.

@@ -130,6 +130,7 @@ async fn cluster_shows_the_sync_keys_standbys_as_sync_standby_in_synchronous_mod
     snap.cluster.sync = Some(SyncKey {
         leader: Some(NodeName::new("pg1")),
         standbys: [NodeName::new("pg2")].into(),
+        quorum: 0,
         index: 9,
     });
     snap.cluster.config.sync.enabled = true;

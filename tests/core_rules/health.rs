@@ -12,6 +12,7 @@ fn status(role: NodeRole) -> NodeStatus {
         lease_deadline: None,
         lag_bytes: Some(0),
         sync_standby: false,
+        quorum_standby: false,
         paused: false,
         noloadbalance: false,
         diverged: false,

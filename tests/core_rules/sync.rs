@@ -19,6 +19,7 @@ fn key(leader: &str, standbys: &[&str], index: u64) -> Option<SyncKey> {
     Some(SyncKey {
         leader: Some(n(leader)),
         standbys: set(standbys),
+        quorum: 0,
         index,
     })
 }
@@ -81,6 +82,7 @@ fn the_leader_writes_the_sync_key_first_listing_nobody() {
         vec![Action::WriteSync {
             leader: n("pg1"),
             standbys: set(&[]),
+            quorum: 0,
             expected: None
         }]
     );
@@ -121,6 +123,7 @@ fn a_synchronous_standby_is_published_only_past_the_floor() {
         vec![Action::WriteSync {
             leader: n("pg1"),
             standbys: set(&["pg2"]),
+            quorum: 0,
             expected: Some(7)
         }]
     );
@@ -157,6 +160,7 @@ fn a_lost_standby_leaves_the_key_before_it_leaves_postgres_list() {
             Action::WriteSync {
                 leader: n("pg1"),
                 standbys: set(&[]),
+                quorum: 0,
                 expected: Some(7)
             },
             Action::SetSyncNames(SyncNames::All(set(&["pg3"]))),
@@ -175,6 +179,7 @@ fn without_standbys_commits_go_asynchronous_and_strict_mode_keeps_waiting() {
             Action::WriteSync {
                 leader: n("pg1"),
                 standbys: set(&[]),
+                quorum: 0,
                 expected: Some(7)
             },
             Action::SetSyncNames(SyncNames::Off),
@@ -287,6 +292,7 @@ fn the_new_leader_takes_the_sync_key_over_before_promoting() {
                 Action::WriteSync {
                     leader: n("pg1"),
                     standbys: standbys.clone(),
+                    quorum: 0,
                     expected: Some(7)
                 },
                 Action::SetSyncNames(names)

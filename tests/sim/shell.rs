@@ -386,11 +386,13 @@ fn apply(w: &mut World, i: usize, action: &Action) -> ActionOutcomeKind {
         Action::WriteSync {
             leader,
             standbys,
+            quorum,
             expected,
         } => {
             let key = tenure::ha::SyncKey {
                 leader: Some(leader.clone()),
                 standbys: standbys.clone(),
+                quorum: *quorum,
                 index: 0,
             };
             yes(w.store.cas_sync(Some(key), *expected))

@@ -43,6 +43,17 @@ pub fn advance_acks(w: &mut World) {
                 .min()
                 .unwrap_or(d.lsn)
                 .max(pg.acked_lsn),
+            // Any `num` of them: the `num`-th highest flush among the listed standbys.
+            SyncNames::Any { num: 0, .. } => d.lsn,
+            SyncNames::Any { num, names } => {
+                let mut flushed: Vec<u64> = names.iter().map(|n| flushed_of(w, n, d)).collect();
+                flushed.sort_unstable_by(|a, b| b.cmp(a));
+                flushed
+                    .get(*num as usize - 1)
+                    .copied()
+                    .unwrap_or(pg.acked_lsn)
+                    .max(pg.acked_lsn)
+            }
         };
         let acked = acked.min(d.lsn);
         let tl = d.tl;
@@ -83,7 +94,7 @@ pub fn standbys(w: &World, p: usize) -> Vec<ReplicationStat> {
             let s = &w.nodes[j];
             let d = s.pg.data.as_ref()?;
             let sync =
-                s.pg.streaming && matches!(names, SyncNames::All(set) if set.contains(&s.name));
+                s.pg.streaming && matches!(names, SyncNames::All(set) | SyncNames::Any { names: set, .. } if set.contains(&s.name));
             Some(ReplicationStat {
                 name: s.name.clone(),
                 streaming: s.pg.streaming,
@@ -127,6 +138,7 @@ pub fn seed_settings(seed: u64) -> Option<SyncSettings> {
     }
     Some(SyncSettings {
         enabled: true,
+        quorum: false,
         strict: seed.is_multiple_of(6),
         node_count: if seed % 12 == 9 { 2 } else { 1 },
         max_lag_bytes: None,
