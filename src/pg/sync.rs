@@ -194,13 +194,23 @@ mod tests {
             all(&["node-1"]),
             all(&["a,b", "c", "Any"]),
             all(&["x\"y", "z"]),
+            SyncNames::Any {
+                num: 1,
+                names: [NodeName::new("a")].into(),
+            },
+            SyncNames::Any {
+                num: 2,
+                names: [NodeName::new("pg2"), NodeName::new("node-3"), NodeName::new("pg4")].into(),
+            },
         ] {
             assert_eq!(parse(&render(&n)), n, "{n:?}");
         }
         for raw in [
             "*",
             "FIRST 1 (a,b)",
-            "ANY 1 (a)",
+            "ANY 3 (a,b)",
+            "ANY 1 (b,a)",
+            "ANY 1 a",
             "1 (a,b)",
             "a,b",
             "2 (b,a)",
