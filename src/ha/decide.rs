@@ -226,7 +226,9 @@ fn with_store(
         mem.resumed_at = Some(ctx.now);
     }
     mem.paused = c.config.pause;
-    mem.sync_listed = super::sync::listed(ctx, c);
+    let listed = super::sync::listed(ctx, c);
+    mem.sync_listed = listed && !c.config.sync.quorum;
+    mem.quorum_listed = listed && c.config.sync.quorum;
     if let Some(l) = c.leader_name() {
         mem.last_leader = Some(l.clone());
     }

@@ -34,5 +34,5 @@ pub use election::{switchover_request_problem, SwitchoverProblem};
 pub use lease::Lease;
 pub use memory::{Memory, ScheduledRestart, StartFailure};
 pub use observation::*;
-pub use sync::sync_standby_listed;
+pub use sync::{quorum_standby_listed, sync_standby_listed};
 pub use types::*;

@@ -26,7 +26,13 @@ pub(crate) fn active(c: &Cluster) -> Option<&SyncKey> {
 /// Whether `name` is a standby the active `sync` key lists (`/cluster`'s `sync_standby` role, as Patroni 4.x's
 /// `cluster_as_json`: synchronous mode on and the key's `matches`).
 pub fn sync_standby_listed(c: &Cluster, name: &NodeName) -> bool {
-    active(c).is_some_and(|k| k.matches(name, false))
+    !c.config.sync.quorum && active(c).is_some_and(|k| k.matches(name, false))
+}
+
+/// Whether `name` is a voter the active `sync` key lists in quorum mode (`/cluster`'s `quorum_standby` role,
+/// Patroni 4.x's `quorum_standby`).
+pub fn quorum_standby_listed(c: &Cluster, name: &NodeName) -> bool {
+    c.config.sync.quorum && active(c).is_some_and(|k| k.matches(name, false))
 }
 
 /// Whether `name` may take the leader key: always without an active key; otherwise only a listed standby or
