@@ -257,7 +257,11 @@ pub(crate) fn no_leader(ctx: &Ctx, mem: &mut Memory, c: &Cluster) -> Plan {
                     return Plan::idle(Reason::PrimaryStillRunning { peer });
                 }
                 // Even an operator's choice must not fork history under a timeline ID already in use.
-                if let Err(reason) = election::timeline_ok(ctx.cfg, c, r.timeline, peers) {
+                // In quorum mode a voter need not hold every acknowledged commit: it needs the votes too
+                // (Patroni 4 lets an explicit failover skip them and lose writes; tenure refuses).
+                let votes = super::quorum::votes(ctx, c, (r.timeline, r.lsn), peers);
+                if let Err(reason) = election::timeline_ok(ctx.cfg, c, r.timeline, peers).and(votes)
+                {
                     let why = reason.to_string();
                     return Plan::act(
                         Reason::SwitchoverRefused { why },
@@ -369,7 +373,10 @@ fn race(ctx: &Ctx, mem: &Memory, c: &Cluster) -> Plan {
             vec![Action::Promote, Action::AcquireLeader],
             ctx.now,
         ),
-        Ok(()) => Plan::act_now(Reason::Acquiring, vec![Action::AcquireLeader], ctx.now),
+        Ok(()) => match super::quorum::votes(ctx, c, (timeline, lsn), peers) {
+            Ok(()) => Plan::act_now(Reason::Acquiring, vec![Action::AcquireLeader], ctx.now),
+            Err(reason) => Plan::idle(reason),
+        },
         Err(reason) => Plan::idle(reason),
     }
 }

@@ -18,6 +18,7 @@ pub mod memory;
 pub mod mutants;
 pub mod observation;
 mod operator;
+mod quorum;
 mod reason;
 mod status;
 mod sync;

@@ -39,6 +39,11 @@ pub enum Mutant {
     /// Synchronous mode: change `synchronous_standby_names` first and unpublish the dropped standbys a cycle
     /// later.
     SyncNamesBeforeKey,
+    /// Quorum mode: race without counting the voters' votes (as in asynchronous mode).
+    QuorumRaceWithoutVotes,
+    /// Quorum mode: lower the key's quorum to its steady value as soon as PostgreSQL runs the new list,
+    /// before the voters caught up with the commits acknowledged under the old one.
+    QuorumShrinkUnconfirmed,
     /// Simulator-only: the watchdog never fires.
     WatchdogNeverFires,
 }

@@ -153,10 +153,7 @@ pub enum SyncNames {
     /// every listed standby.
     All(BTreeSet<NodeName>),
     /// `ANY num (a,b,..)` (quorum commit): a commit waits for any `num` of the listed standbys.
-    Any {
-        num: u32,
-        names: BTreeSet<NodeName>,
-    },
+    Any { num: u32, names: BTreeSet<NodeName> },
     /// Something tenure did not write (an operator's value): guarantees nothing the core can rely on.
     Other(String),
 }
@@ -168,9 +165,7 @@ impl SyncNames {
             SyncNames::Block => true,
             SyncNames::All(names) => names.contains(name),
             // Any `num` of them: no single standby is guaranteed (unless `num` is all of them).
-            SyncNames::Any { num, names } => {
-                names.contains(name) && *num as usize >= names.len()
-            }
+            SyncNames::Any { num, names } => names.contains(name) && *num as usize >= names.len(),
             SyncNames::Off | SyncNames::Other(_) => false,
         }
     }

@@ -88,6 +88,12 @@ pub enum Reason {
     NotSynchronous {
         listed: Vec<NodeName>,
     },
+    /// Quorum mode: fewer than `needed` of the `sync` key's voters (ourselves included) answered at or
+    /// behind our position.
+    NoQuorum {
+        votes: usize,
+        needed: usize,
+    },
     BehindClusterTimeline {
         ours: Timeline,
         cluster: Timeline,
@@ -259,6 +265,10 @@ impl fmt::Display for Reason {
                 write!(f, "not racing: {lag_bytes} bytes behind is more than maximum_lag_on_failover")
             }
             NoFailover => write!(f, "not racing: nofailover is set"),
+            NoQuorum { votes, needed } => write!(
+                f,
+                "not racing: quorum mode is on and {votes} of the {needed} votes needed (the sync key's voters at or behind my position, me included) answered"
+            ),
             NotSynchronous { listed } => {
                 let listed: Vec<&str> = listed.iter().map(|n| n.as_str()).collect();
                 write!(

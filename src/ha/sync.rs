@@ -38,10 +38,13 @@ pub fn quorum_standby_listed(c: &Cluster, name: &NodeName) -> bool {
 /// Whether `name` may take the leader key: always without an active key; otherwise only a listed standby or
 /// the key's own leader (whose data holds everything it acknowledged).
 pub(crate) fn may_lead(ctx: &Ctx, c: &Cluster, name: &NodeName) -> bool {
-    if ctx.cfg.mutant(MutantName::SyncAsyncMayRace) {
+    if ctx.cfg.mutant(MutantName::SyncAsyncMayRace) || c.config.sync.quorum {
+        // Quorum mode: anyone may race; the votes decide (`quorum::votes`).
         return true;
     }
-    active(c).is_none_or(|k| k.matches(name, true))
+    // A key a quorum-mode leader wrote promises nothing of any single voter: only its leader may lead.
+    active(c)
+        .is_none_or(|k| k.matches(name, true) && (k.quorum == 0 || k.leader.as_ref() == Some(name)))
 }
 
 /// This node may race for a free key (in synchronous mode: only as a listed member).
@@ -78,6 +81,9 @@ pub(crate) fn before_promote(ctx: &Ctx, c: &Cluster) -> Vec<Action> {
     if !settings.enabled {
         return Vec::new();
     }
+    if settings.quorum {
+        return super::quorum::before_promote(ctx, c);
+    }
     let me = &ctx.cfg.name;
     let standbys: BTreeSet<NodeName> = match (&c.sync, settings.strict) {
         (Some(k), true) if k.leader.is_some() => {
@@ -112,6 +118,9 @@ pub(crate) fn leader_actions(
     let settings = c.config.sync;
     if !settings.enabled {
         return disable(c, r);
+    }
+    if settings.quorum {
+        return super::quorum::leader_actions(ctx, mem, c, r);
     }
     let floor = floor(mem, r);
     let key = match &c.sync {
@@ -165,7 +174,7 @@ pub(crate) fn leader_actions(
 
 /// The position a standby must have flushed before it counts as synchronous: the leader's own position when
 /// it first saw the list now in effect (a commit acknowledged before that may not be on the standby).
-fn floor(mem: &mut Memory, r: &RunningPg) -> super::types::Lsn {
+pub(super) fn floor(mem: &mut Memory, r: &RunningPg) -> super::types::Lsn {
     match &mem.sync_floor {
         Some((names, lsn)) if *names == r.sync_names => *lsn,
         _ => {
@@ -199,16 +208,11 @@ fn desired(
     published: &BTreeSet<NodeName>,
 ) -> SyncNames {
     let settings = c.config.sync;
-    let me = &ctx.cfg.name;
-    let streaming = || r.standbys.iter().filter(|s| s.streaming && &s.name != me);
-    let newest = streaming().map(|s| s.flush_lsn).max().unwrap_or(r.lsn);
-    let mut candidates: Vec<_> = streaming()
-        .filter(|s| c.member(&s.name).is_some_and(|m| !m.tags.nosync))
-        .filter(|s| {
-            settings
-                .max_lag_bytes
-                .is_none_or(|max| newest.bytes_ahead_of(s.flush_lsn) <= max)
-        })
+    let eligible = eligible(ctx, c, r);
+    let mut candidates: Vec<_> = r
+        .standbys
+        .iter()
+        .filter(|s| eligible.contains(&s.name))
         .collect();
     let promotable = |n: &NodeName| c.member(n).is_some_and(|m| m.tags.can_promote());
     candidates.sort_by(|a, b| {
@@ -234,13 +238,34 @@ fn desired(
     }
 }
 
+/// Streaming members without `nosync`, within `maximum_lag_on_syncnode` of the most advanced standby
+/// (Patroni's measure: under a write burst every standby may trail the primary).
+pub(super) fn eligible(ctx: &Ctx, c: &Cluster, r: &RunningPg) -> BTreeSet<NodeName> {
+    let me = &ctx.cfg.name;
+    let streaming = || r.standbys.iter().filter(|s| s.streaming && &s.name != me);
+    let newest = streaming().map(|s| s.flush_lsn).max().unwrap_or(r.lsn);
+    streaming()
+        .filter(|s| c.member(&s.name).is_some_and(|m| !m.tags.nosync))
+        .filter(|s| {
+            c.config
+                .sync
+                .max_lag_bytes
+                .is_none_or(|max| newest.bytes_ahead_of(s.flush_lsn) <= max)
+        })
+        .map(|s| s.name.clone())
+        .collect()
+}
+
 /// Synchronous mode is off: the key goes first, then PostgreSQL's list (an operator's own value stays).
 fn disable(c: &Cluster, r: &RunningPg) -> Vec<Action> {
     let mut actions = Vec::new();
     if let Some(k) = &c.sync {
         actions.push(Action::DeleteSync { expected: k.index });
     }
-    if matches!(r.sync_names, SyncNames::All(_) | SyncNames::Block) {
+    if matches!(
+        r.sync_names,
+        SyncNames::All(_) | SyncNames::Any { .. } | SyncNames::Block
+    ) {
         actions.push(Action::SetSyncNames(SyncNames::Off));
     }
     actions
@@ -266,6 +291,9 @@ pub(crate) fn check(ctx: &Ctx, mem: &Memory, actions: &[Action]) {
     else {
         return;
     };
+    if c.config.sync.enabled && c.config.sync.quorum {
+        return super::quorum::check(ctx, mem, c, r, actions);
+    }
     let me = &ctx.cfg.name;
     let mut published: BTreeSet<NodeName> = match &c.sync {
         Some(k) if k.leader.as_ref() == Some(me) => k.standbys.clone(),

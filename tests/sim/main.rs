@@ -12,6 +12,7 @@ mod local;
 mod mutants;
 mod pause_outage;
 mod pgmodel;
+mod quorum;
 mod random;
 mod rng;
 mod scenarios;

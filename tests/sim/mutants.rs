@@ -231,3 +231,19 @@ fn mutant_sync_names_before_key_trips_no_acked_write_lost() {
     });
     assert_tripped(&msg, &["NoAckedWriteLost"]);
 }
+
+#[test]
+fn mutant_quorum_race_without_votes_trips_no_acked_write_lost() {
+    let msg = first_failure(1..10, |seed| {
+        crate::quorum::laggard_left_alone(mutant_sim(seed, Mutant::QuorumRaceWithoutVotes))
+    });
+    assert_tripped(&msg, &["NoAckedWriteLost"]);
+}
+
+#[test]
+fn mutant_quorum_shrink_unconfirmed_trips_no_acked_write_lost() {
+    let msg = first_failure(1..10, |seed| {
+        crate::quorum::crash_as_voters_return(mutant_sim(seed, Mutant::QuorumShrinkUnconfirmed))
+    });
+    assert_tripped(&msg, &["NoAckedWriteLost"]);
+}

@@ -131,14 +131,15 @@ pub fn no_acked_write_lost(w: &mut World) {
 pub const REPLICATION_LAG_MS: u64 = 60;
 
 /// The synchronous settings a random seed runs with, chosen without drawing from the seed's generator:
-/// one seed in three, strict in half of those, two synchronous standbys in one of those four.
+/// one seed in three, strict in half of those, two synchronous standbys in one of those four, and quorum
+/// commit (Patroni 4's `quorum` mode) in one of those three.
 pub fn seed_settings(seed: u64) -> Option<SyncSettings> {
     if !seed.is_multiple_of(3) {
         return None;
     }
     Some(SyncSettings {
         enabled: true,
-        quorum: false,
+        quorum: seed % 9 == 6,
         strict: seed.is_multiple_of(6),
         node_count: if seed % 12 == 9 { 2 } else { 1 },
         max_lag_bytes: None,
