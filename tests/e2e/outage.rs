@@ -12,16 +12,12 @@ mod common;
 #[allow(dead_code)]
 mod support;
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
+use support::blackhole::{through_blackhole, Blackhole};
 use support::cluster::{stored_ids, Cluster, StoreKind, WriteLog, NODES};
 use support::consul_server::Fault;
-use tenure::demo::local::StoreAddr;
 
 use common::*;
 
@@ -226,102 +222,6 @@ fn b2_consul_no_cluster_leader_no_promotion_primary_fenced_within_lease() {
 // ---------------------------------------------------------------------------------------------------------
 // Partition: only the primary's agent loses the store
 
-/// A loopback TCP forwarder that can black-hole its traffic: while `holding`, nothing is forwarded in
-/// either direction (bytes stay in the kernel's buffers, new connections are accepted and stay silent),
-/// as in a network partition; when released, forwarding resumes with nothing lost, as TCP would.
-struct Blackhole {
-    addr: SocketAddr,
-    holding: Arc<AtomicBool>,
-    stop: Arc<AtomicBool>,
-}
-
-impl Blackhole {
-    fn start(upstream: &str) -> Blackhole {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind proxy");
-        let addr = listener.local_addr().expect("proxy addr");
-        let holding = Arc::new(AtomicBool::new(false));
-        let stop = Arc::new(AtomicBool::new(false));
-        let (h, s, up) = (holding.clone(), stop.clone(), upstream.to_string());
-        std::thread::spawn(move || {
-            for conn in listener.incoming() {
-                if s.load(Ordering::SeqCst) {
-                    break;
-                }
-                let Ok(client) = conn else { continue };
-                let Ok(server) = TcpStream::connect(&up) else {
-                    continue;
-                };
-                let (Ok(c2), Ok(s2)) = (client.try_clone(), server.try_clone()) else {
-                    continue;
-                };
-                forward(client, s2, h.clone(), s.clone());
-                forward(server, c2, h.clone(), s.clone());
-            }
-        });
-        Blackhole {
-            addr,
-            holding,
-            stop,
-        }
-    }
-
-    fn set_holding(&self, on: bool) {
-        self.holding.store(on, Ordering::SeqCst);
-    }
-}
-
-impl Drop for Blackhole {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
-        let _ = TcpStream::connect(self.addr); // wake the accept loop so it sees `stop`
-    }
-}
-
-/// Copy `from` to `to` on a thread, pausing while `holding`, until either side closes or `stop`.
-fn forward(
-    mut from: TcpStream,
-    mut to: TcpStream,
-    holding: Arc<AtomicBool>,
-    stop: Arc<AtomicBool>,
-) {
-    std::thread::spawn(move || {
-        let _ = from.set_read_timeout(Some(Duration::from_millis(50)));
-        let mut buf = vec![0u8; 64 * 1024];
-        let held = || holding.load(Ordering::SeqCst) && !stop.load(Ordering::SeqCst);
-        while !stop.load(Ordering::SeqCst) {
-            if held() {
-                std::thread::sleep(Duration::from_millis(20));
-                continue;
-            }
-            match from.read(&mut buf) {
-                Ok(0) => {
-                    let _ = to.shutdown(std::net::Shutdown::Write);
-                    return;
-                }
-                Ok(n) => {
-                    while held() {
-                        std::thread::sleep(Duration::from_millis(20));
-                    }
-                    if to.write_all(&buf[..n]).is_err() {
-                        return;
-                    }
-                }
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                    ) => {}
-                Err(_) => {
-                    let _ = to.shutdown(std::net::Shutdown::Both);
-                    return;
-                }
-            }
-        }
-        let _ = to.shutdown(std::net::Shutdown::Both);
-        let _ = from.shutdown(std::net::Shutdown::Both);
-    });
-}
-
 #[test]
 fn c1_etcd_partition_primary_from_store_fences_failover_and_rejoin() {
     partition(StoreKind::Etcd);
@@ -337,17 +237,7 @@ fn c2_consul_partition_primary_from_store_fences_failover_and_rejoin() {
 fn partition(kind: StoreKind) {
     // Declared before the cluster: dropped after it, so the agents keep their store until they stop.
     let mut proxies: Vec<Blackhole> = Vec::new();
-    let mut c = Cluster::start_with(kind, 1, |_, addr| {
-        let (hp, through): (&String, fn(String) -> StoreAddr) = match addr {
-            StoreAddr::Etcd(hp) => (hp, StoreAddr::Etcd),
-            StoreAddr::Consul(hp) => (hp, StoreAddr::Consul),
-            StoreAddr::EtcdTls { .. } => unreachable!("plain stores only"),
-        };
-        let proxy = Blackhole::start(hp);
-        let mine = through(proxy.addr.to_string());
-        proxies.push(proxy);
-        mine
-    });
+    let mut c = Cluster::start_with(kind, 1, |_, addr| through_blackhole(&mut proxies, addr));
     let old = c.primary().expect("one primary");
     create_table(&c, old);
     let writer = c.start_writer(old);

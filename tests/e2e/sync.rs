@@ -6,16 +6,22 @@
 //!  1. host crash of the primary (agent, fencing process and postmaster SIGKILLed);
 //!  2. SIGKILL of the primary's agent alone (PostgreSQL keeps running until its fencing process stops it);
 //!  3. SIGSTOP of the primary's agent for longer than the ttl, then SIGCONT;
-//!  4. switchover under load: to the asynchronous member refused (412), to the synchronous standby done;
-//!  5. the synchronous standby crashed: without `synchronous_mode_strict` the primary goes on (the other
+//!  4. the primary's agent partitioned from the store (every agent reaches the store through a black-hole
+//!     proxy of its own, `support::blackhole`, as in `e2e_outage`; the primary's is cut, PostgreSQL's
+//!     replication is not): the old primary stops being writable before its lease lapses, the standby the
+//!     `sync` key listed takes over, and after the heal the old primary rejoins as a replica;
+//!  5. switchover under load: to the asynchronous member refused (412), to the synchronous standby done;
+//!  6. the synchronous standby crashed: without `synchronous_mode_strict` the primary goes on (the other
 //!     replica becomes synchronous; with that one crashed too, commits go asynchronous) and nobody else
 //!     is promoted; then with `synchronous_mode_strict: true` (the other replica crashed first) commits
 //!     block until the standby is back and synchronous again.
 //!
 //! After each fault: one primary with two streaming replicas, every acknowledged write on that primary (0
-//! lost), never two writable primaries in the checker's samples, and after 1 to 3 the new primary is the
-//! member the `sync` key (read from the store) listed just before the fault. At the end the zero-loss check
-//! is shown to bite: one acknowledged row deleted by hand must be reported missing.
+//! lost), never two writable primaries in the checker's samples, and after 1 to 4 the new primary is the
+//! member the `sync` key (read from the store) listed just before the fault; after 4, the old primary was
+//! last seen writable (SQL), answering 200 on `GET /primary` and acknowledging a write before the new one
+//! was seen writable and within a ttl of the cut. At the end the zero-loss check is shown to bite: one
+//! acknowledged row deleted by hand must be reported missing.
 //!
 //! Run with `cargo test --test e2e_sync -- --nocapture` (as root or as `postgres`).
 #[path = "common.rs"]
@@ -30,9 +36,13 @@ use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
+use support::blackhole::{through_blackhole, Blackhole};
 use support::cluster::{stored_ids, Cluster, StoreKind, NODES};
 
-use common::{api, create_table, hold, log, others, CONVERGE_BUDGET, REJOIN_BUDGET, TTL};
+use common::{
+    api, create_table, hold, last_true, log, others, wait_rejoined, CONVERGE_BUDGET, REJOIN_BUDGET,
+    TTL,
+};
 use sync_support::*;
 
 /// From a healthy cluster to a `sync` key listing a standby PostgreSQL reports as synchronous: a new
@@ -43,19 +53,24 @@ const SYNC_BUDGET: Duration = Duration::from_secs(30);
 const ACK_SLACK: Duration = Duration::from_secs(1);
 /// How long commits are held blocked in strict mode.
 const STRICT_BLOCK: Duration = Duration::from_secs(6);
+/// How long the old primary's agent stays cut from the store after the new primary was seen writable: a
+/// few of its loops in which it must not come back as primary, though it cannot see the new leader.
+const PARTITION_AFTER_TAKEOVER: Duration = Duration::from_secs(3);
 
 #[test]
-fn a1_etcd_sync_mode_zero_loss_through_crash_kill_freeze_switchover_and_standby_loss() {
+fn a1_etcd_sync_mode_zero_loss_through_crash_kill_freeze_partition_switchover_and_standby_loss() {
     zero_loss(StoreKind::Etcd);
 }
 
 #[test]
-fn a2_consul_sync_mode_zero_loss_through_crash_kill_freeze_switchover_and_standby_loss() {
+fn a2_consul_sync_mode_zero_loss_through_crash_kill_freeze_partition_switchover_and_standby_loss() {
     zero_loss(StoreKind::Consul);
 }
 
 fn zero_loss(kind: StoreKind) {
-    let mut c = Cluster::start(kind);
+    // Declared before the cluster: dropped after it, so the agents keep their store until they stop.
+    let mut proxies: Vec<Blackhole> = Vec::new();
+    let mut c = Cluster::start_with(kind, 1, |_, addr| through_blackhole(&mut proxies, addr));
     let store = Store::new(&c);
     let p = c.primary().expect("one primary");
     create_table(&c, p);
@@ -74,11 +89,13 @@ fn zero_loss(kind: StoreKind) {
     let mut faults = 0;
 
     faults += 1;
-    crash_takeover(&mut c, &store, &w, Fault::HostCrash);
+    crash_takeover(&mut c, &store, &w, &proxies, Fault::HostCrash);
     faults += 1;
-    crash_takeover(&mut c, &store, &w, Fault::AgentKill);
+    crash_takeover(&mut c, &store, &w, &proxies, Fault::AgentKill);
     faults += 1;
-    crash_takeover(&mut c, &store, &w, Fault::AgentStop);
+    crash_takeover(&mut c, &store, &w, &proxies, Fault::AgentStop);
+    faults += 1;
+    crash_takeover(&mut c, &store, &w, &proxies, Fault::StorePartition);
     faults += 1;
     switchover(&mut c, &store, &w);
     faults += 1;
@@ -115,11 +132,21 @@ enum Fault {
     AgentKill,
     /// SIGSTOP to the agent alone for longer than the ttl; SIGCONT after the takeover.
     AgentStop,
+    /// The agent's black-hole proxy to the store cut (PostgreSQL and its replication untouched); healed
+    /// [`PARTITION_AFTER_TAKEOVER`] after the takeover.
+    StorePartition,
 }
 
-/// Faults 1 to 3: the primary goes away; the standby the `sync` key listed takes over, every acknowledged
-/// write is on it, and the old primary rejoins.
-fn crash_takeover(c: &mut Cluster, store: &Store, w: &FollowingWriter, fault: Fault) {
+/// Faults 1 to 4: the primary goes away (or loses the store); the standby the `sync` key listed takes over,
+/// every acknowledged write is on it, and the old primary rejoins. `proxies[i]` is node `i`'s way to the
+/// store.
+fn crash_takeover(
+    c: &mut Cluster,
+    store: &Store,
+    w: &FollowingWriter,
+    proxies: &[Blackhole],
+    fault: Fault,
+) {
     let (old, key) = wait_sync_ready(c, store);
     let fault_at = c.epoch.elapsed();
     let t0 = Instant::now();
@@ -127,6 +154,7 @@ fn crash_takeover(c: &mut Cluster, store: &Store, w: &FollowingWriter, fault: Fa
         Fault::HostCrash => c.crash_host(old),
         Fault::AgentKill => c.kill_agent(old, Signal::SIGKILL),
         Fault::AgentStop => c.sigstop_agent(old),
+        Fault::StorePartition => proxies[old].set_holding(true),
     }
     log(
         c,
@@ -165,6 +193,28 @@ fn crash_takeover(c: &mut Cluster, store: &Store, w: &FollowingWriter, fault: Fa
             );
             c.sigcont_agent(old);
         }
+        Fault::StorePartition => {
+            let promoted_at = c.wait_until(
+                "the checker to see the new primary",
+                Duration::from_secs(5),
+                |c| c.first_writable(new, fault_at),
+            );
+            hold(c, PARTITION_AFTER_TAKEOVER);
+            let healed = c.epoch.elapsed();
+            proxies[old].set_holding(false);
+            assert_fenced_in_partition(c, w, old, fault_at, promoted_at, healed);
+            let rejoin = wait_rejoined(c, old, new);
+            log(
+                c,
+                &format!(
+                    "partition healed at {:.2} s; {} streams from {} on its timeline {:.1} s later",
+                    healed.as_secs_f64(),
+                    c.nodes[old].name,
+                    c.nodes[new].name,
+                    rejoin.as_secs_f64()
+                ),
+            );
+        }
     }
     let promoted_at = c
         .first_writable(new, fault_at)
@@ -185,7 +235,7 @@ fn crash_takeover(c: &mut Cluster, store: &Store, w: &FollowingWriter, fault: Fa
     converged(c, store, w, &format!("{fault:?}"));
 }
 
-/// Fault 4: a switchover under load, refused to the member the `sync` key does not list, done to the one
+/// Fault 5: a switchover under load, refused to the member the `sync` key does not list, done to the one
 /// it lists.
 fn switchover(c: &mut Cluster, store: &Store, w: &FollowingWriter) {
     let (old, key) = wait_sync_ready(c, store);
@@ -241,7 +291,7 @@ fn switchover(c: &mut Cluster, store: &Store, w: &FollowingWriter) {
     converged(c, store, w, "switchover");
 }
 
-/// Fault 5, `synchronous_mode_strict: false`: the synchronous standby crashes; the primary stays, the other
+/// Fault 6, `synchronous_mode_strict: false`: the synchronous standby crashes; the primary stays, the other
 /// replica becomes synchronous; with that one crashed too, commits go on asynchronously. Nobody else is
 /// promoted.
 fn standby_lost_not_strict(c: &mut Cluster, store: &Store, w: &FollowingWriter) {
@@ -322,7 +372,7 @@ fn standby_lost_not_strict(c: &mut Cluster, store: &Store, w: &FollowingWriter) 
     converged(c, store, w, "sync standby lost, not strict");
 }
 
-/// Fault 5, `synchronous_mode_strict: true`: with the asynchronous replica crashed first, the synchronous
+/// Fault 6, `synchronous_mode_strict: true`: with the asynchronous replica crashed first, the synchronous
 /// standby crashes: no commit is acknowledged until it is back and synchronous again.
 fn standby_lost_strict(c: &mut Cluster, store: &Store, w: &FollowingWriter) {
     let p = c.wait_healthy(REJOIN_BUDGET);
@@ -509,6 +559,63 @@ fn read_ids(c: &Cluster, p: usize) -> BTreeSet<i64> {
         Duration::from_secs(20),
     )
     .unwrap_or_else(|| panic!("rows on {}: {last}", c.nodes[p].name))
+}
+
+/// Fault 4's promise, over the partition `[fault, healed]`: the cut-off primary `old` was last seen writable
+/// (SQL) and last answered 200 on `GET /primary` before the new primary was first seen writable
+/// (`promoted_at`) and within a ttl of the cut (its lease was last renewed before the cut, so it lapsed by
+/// then); nothing it acknowledged came later.
+fn assert_fenced_in_partition(
+    c: &Cluster,
+    w: &FollowingWriter,
+    old: usize,
+    fault: Duration,
+    promoted_at: Duration,
+    healed: Duration,
+) {
+    let bound = promoted_at.min(fault + TTL);
+    let last_sql = last_true(&c.samples(), old, fault, healed);
+    let last_rest = last_true(&c.health_samples(), old, fault, healed);
+    let acked_cut: Vec<Ack> = w
+        .acked()
+        .into_iter()
+        .filter(|a| a.node == old && a.at > fault)
+        .collect();
+    let secs =
+        |d: Option<Duration>| d.map_or("never".into(), |d| format!("{:.2} s", d.as_secs_f64()));
+    log(
+        c,
+        &format!(
+            "partition at {:.2} s: {} last writable at {}, last GET /primary 200 at {}, {} writes \
+             acknowledged by it after the cut (the last at {}); new primary writable at {:.2} s, lease bound \
+             {:.2} s",
+            fault.as_secs_f64(),
+            c.nodes[old].name,
+            secs(last_sql),
+            secs(last_rest),
+            acked_cut.len(),
+            secs(acked_cut.last().map(|a| a.at)),
+            promoted_at.as_secs_f64(),
+            (fault + TTL).as_secs_f64()
+        ),
+    );
+    for (what, last) in [
+        ("writable", last_sql),
+        ("answering 200 on GET /primary", last_rest),
+        ("acknowledging a write", acked_cut.last().map(|a| a.at)),
+    ] {
+        if let Some(at) = last.filter(|at| *at >= bound) {
+            panic!(
+                "the partitioned primary {} was {what} at {:.2} s, past {:.2} s (the new primary writable at \
+                 {:.2} s, the cut at {:.2} s + ttl)",
+                c.nodes[old].name,
+                at.as_secs_f64(),
+                bound.as_secs_f64(),
+                promoted_at.as_secs_f64(),
+                fault.as_secs_f64()
+            );
+        }
+    }
 }
 
 /// No node but `p` was seen writable since `since`.

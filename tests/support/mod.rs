@@ -1,4 +1,5 @@
 //! Test harness shared by the integration suites: stores and processes the tests run against.
+pub mod blackhole;
 pub mod cluster;
 pub mod consul_server;
 pub mod etcd;
