@@ -12,6 +12,7 @@ mod lag;
 mod leading;
 mod operator;
 mod pause;
+mod quorum;
 mod race;
 mod scheduled;
 mod shutdown;
