@@ -200,7 +200,12 @@ mod tests {
             },
             SyncNames::Any {
                 num: 2,
-                names: [NodeName::new("pg2"), NodeName::new("node-3"), NodeName::new("pg4")].into(),
+                names: [
+                    NodeName::new("pg2"),
+                    NodeName::new("node-3"),
+                    NodeName::new("pg4"),
+                ]
+                .into(),
             },
         ] {
             assert_eq!(parse(&render(&n)), n, "{n:?}");
