@@ -19,6 +19,8 @@ mod failsafe;
 mod flood;
 #[path = "api/harness.rs"]
 mod harness;
+#[path = "api/quorum.rs"]
+mod quorum;
 #[path = "support/mod.rs"]
 #[allow(dead_code)]
 mod support;

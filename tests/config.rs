@@ -793,7 +793,8 @@ fn a_bad_hook_names_its_key() {
 }
 
 /// `bootstrap.dcs`'s synchronous-replication keys are read (no longer ignored), checked, and carried into
-/// the `config` key a new cluster's leader uploads; `quorum` reads as on (tenure does priority sync only).
+/// the `config` key a new cluster's leader uploads; `quorum` (Patroni 4's quorum commit) is uploaded as the
+/// word `quorum`, which the agents read as quorum mode.
 #[test]
 fn synchronous_mode_keys_are_carried_into_the_bootstrap_config() {
     let text = base_with(
@@ -817,10 +818,16 @@ fn synchronous_mode_keys_are_carried_into_the_bootstrap_config() {
     );
     let d = tenure::config::dynamic::DynamicSettings::parse(&uploaded).unwrap();
     assert!(d.sync.enabled && d.sync.strict && d.sync.node_count == 2);
-    let quorum = ok(&base_with("bootstrap.dcs.synchronous_mode", "quorum"));
+    assert!(!d.sync.quorum, "on is priority mode");
+    let quorum = ok(&base_with("bootstrap.dcs.synchronous_mode", "Quorum"));
+    let uploaded = serde_json::Value::Object(quorum.config.bootstrap_sync.json());
+    assert_eq!(uploaded, serde_json::json!({"synchronous_mode": "quorum"}));
+    let d = tenure::config::dynamic::DynamicSettings::parse(&uploaded).unwrap();
+    assert!(d.sync.enabled && d.sync.quorum, "{:?}", d.sync);
+    let off = ok(&base_with("bootstrap.dcs.synchronous_mode", "off"));
     assert_eq!(
-        quorum.config.bootstrap_sync.json().get("synchronous_mode"),
-        Some(&serde_json::json!(true))
+        off.config.bootstrap_sync.json().get("synchronous_mode"),
+        Some(&serde_json::json!(false))
     );
     let none = ok(BASE);
     assert!(

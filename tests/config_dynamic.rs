@@ -257,8 +257,8 @@ fn a_replica_starts_with_at_least_the_primarys_max_connections() {
     );
 }
 
-/// `synchronous_mode` (`true`/`on`/`off`, and Patroni 4's `quorum`, read as on: tenure does priority sync
-/// only), `synchronous_mode_strict`, `synchronous_node_count` (at least 1) and `maximum_lag_on_syncnode`
+/// `synchronous_mode` (`true`/`on`/`off`, and Patroni 4's `quorum`: quorum mode, on as well),
+/// `synchronous_mode_strict`, `synchronous_node_count` (at least 1) and `maximum_lag_on_syncnode`
 /// (bytes, `-1` no limit) are read, and a value the agents could not use is refused naming the key.
 #[test]
 fn synchronous_mode_keys_are_read_and_checked() {
@@ -275,9 +275,15 @@ fn synchronous_mode_keys_are_read_and_checked() {
         max_lag_bytes: Some(1_048_576),
     };
     assert_eq!(d.sync, want);
-    for on in [json!(true), json!("quorum"), json!("QUORUM"), json!("on")] {
+    for (on, quorum) in [
+        (json!(true), false),
+        (json!("on"), false),
+        (json!("quorum"), true),
+        (json!("QUORUM"), true),
+    ] {
         let d = DynamicSettings::parse(&json!({ "synchronous_mode": on })).unwrap();
         assert!(d.sync.enabled, "{on}");
+        assert_eq!(d.sync.quorum, quorum, "{on}");
     }
     assert!(
         !DynamicSettings::parse(&json!({"synchronous_mode": "off"}))
@@ -291,6 +297,8 @@ fn synchronous_mode_keys_are_read_and_checked() {
     );
     for (v, key) in [
         (json!({"synchronous_mode": "maybe"}), "synchronous_mode"),
+        // Patroni compares the word as written (`str(v).lower() == 'quorum'`): padded, it is neither.
+        (json!({"synchronous_mode": " quorum"}), "synchronous_mode"),
         (
             json!({"synchronous_mode_strict": "x"}),
             "synchronous_mode_strict",

@@ -282,7 +282,7 @@ async fn patronictl_shows_the_sync_standby_tenure_wrote() {
             .unwrap();
     }
     let standbys = [tenure::ha::types::NodeName::new("pg2")].into();
-    pg1.write_sync(&"pg1".into(), &standbys, None, deadline())
+    pg1.write_sync(&"pg1".into(), &standbys, 0, None, deadline())
         .await
         .unwrap();
 

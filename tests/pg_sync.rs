@@ -1,5 +1,6 @@
 //! `synchronous_standby_names` against real PostgreSQL 15: each form set, reloaded and read back by the probe;
-//! a listed streaming replica reported synchronous in the primary's `standbys`.
+//! a listed streaming replica reported synchronous in the primary's `standbys`, in quorum commit
+//! (`ANY n (..)`, `sync_state = 'quorum'`) too.
 #[path = "support/pg.rs"]
 mod pg_support;
 
@@ -21,6 +22,14 @@ async fn running(s: &PgSettings) -> RunningPg {
 
 fn all(names: &[&str]) -> SyncNames {
     SyncNames::All(names.iter().map(|n| NodeName::new(*n)).collect())
+}
+
+/// Quorum commit: `ANY num (names)`.
+fn any(num: u32, names: &[&str]) -> SyncNames {
+    SyncNames::Any {
+        num,
+        names: names.iter().map(|n| NodeName::new(*n)).collect(),
+    }
 }
 
 /// What the executor does: tenure's value in the parameters, then written, reloaded and confirmed.
@@ -47,6 +56,9 @@ async fn each_form_is_set_reloaded_and_read_back_by_the_probe() {
         SyncNames::Block,
         all(&["node-b"]),
         all(&["node-b", "node_c", "first"]),
+        any(1, &["node-b", "node_c"]),
+        any(2, &["node-b", "node_c", "first"]),
+        any(1, &["node-b"]),
         SyncNames::Off,
     ] {
         set(&mut a.settings, &names).await;
@@ -119,6 +131,34 @@ async fn a_listed_streaming_replica_is_reported_synchronous() {
     tokio::time::timeout(Duration::from_secs(10), commit)
         .await
         .expect("a synchronous commit returns")
+        .unwrap();
+
+    // Quorum commit: PostgreSQL shows b as `quorum`, which the probe reports synchronous as `sync`.
+    set(&mut a.settings, &any(1, &["node-b", "node-x"])).await;
+    let sa = &a.settings;
+    let voter = eventually(20, "a to show b as a quorum standby", || async {
+        let client = probe::connect_local(sa).await.ok()?;
+        let rows = probe::replication(&client).await.ok()?;
+        rows.first()
+            .filter(|row| row.sync_state == "quorum")
+            .cloned()
+    })
+    .await;
+    assert_eq!(voter.application_name, "node-b");
+    let r = running(sa).await;
+    assert_eq!(r.sync_names, any(1, &["node-b", "node-x"]));
+    assert_eq!(
+        ReplicationStat {
+            flush_lsn: Default::default(),
+            ..r.standbys[0].clone()
+        },
+        streaming(true),
+        "sync_state = 'quorum' is synchronous"
+    );
+    let commit = client.batch_execute("INSERT INTO t VALUES (2)");
+    tokio::time::timeout(Duration::from_secs(10), commit)
+        .await
+        .expect("a quorum commit returns once b flushes it")
         .unwrap();
 
     // A running replica is reloaded too (a promotion does not re-read the files).

@@ -117,11 +117,11 @@ impl Executor {
             Action::WriteSync {
                 leader,
                 standbys,
-                quorum: _,
+                quorum,
                 expected,
             } => store(
                 self.dcs
-                    .write_sync(leader, standbys, *expected, deadline)
+                    .write_sync(leader, standbys, *quorum, *expected, deadline)
                     .await,
             ),
             Action::DeleteSync { expected } => {

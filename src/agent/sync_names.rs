@@ -88,13 +88,27 @@ impl Executor {
         if std::mem::replace(&mut self.sync_names.adopted, true) {
             return;
         }
-        let running = sync::render(&r.sync_names);
-        let theirs = self.sync_names.operators.clone().unwrap_or_default();
-        if matches!(r.sync_names, SyncNames::All(_) | SyncNames::Block) && running != theirs {
+        if let Some(running) = self.sync_names.adopt(&r.sync_names) {
             tracing::info!(value = %running, "keeping synchronous_standby_names as PostgreSQL runs it");
-            self.sync_names.ours = Some(running);
             self.sync_names.impose(&mut self.pg.parameters);
         }
+    }
+}
+
+impl OwnedSyncNames {
+    /// `running` kept as ours when it has a form tenure writes (`a,b`, `ANY n (a,b)`, the strict
+    /// placeholder) and is not the operator's own value; the value kept, if any.
+    fn adopt(&mut self, running: &SyncNames) -> Option<String> {
+        let tenures = matches!(
+            running,
+            SyncNames::All(_) | SyncNames::Any { .. } | SyncNames::Block
+        );
+        let text = sync::render(running);
+        let theirs = self.operators.as_deref().unwrap_or_default();
+        (tenures && text != theirs).then(|| {
+            self.ours = Some(text.clone());
+            text
+        })
     }
 }
 
@@ -132,5 +146,39 @@ mod tests {
             "FIRST 1 (x)"
         );
         assert!(!operators(&mut owned, None).contains_key(GUC));
+        // Quorum commit's `ANY n (..)` is ours too.
+        let any = SyncNames::Any {
+            num: 1,
+            names: [NodeName::new("pg2"), NodeName::new("pg3")].into(),
+        };
+        owned.take(&any, true);
+        assert_eq!(operators(&mut owned, Some("pg9"))[GUC], "ANY 1 (pg2,pg3)");
+    }
+
+    /// After a restart of the agent, a running value of tenure's own form (quorum's `ANY n (..)` included)
+    /// is kept; the operator's own value or one tenure does not write is not.
+    #[test]
+    fn a_running_value_of_tenures_form_is_adopted() {
+        let names = |l: &[&str]| l.iter().map(|n| NodeName::new(*n)).collect();
+        let any = SyncNames::Any {
+            num: 1,
+            names: names(&["pg2", "pg3"]),
+        };
+        for (running, operators, kept) in [
+            (any.clone(), None, Some("ANY 1 (pg2,pg3)")),
+            (any.clone(), Some("ANY 1 (pg2,pg3)"), None),
+            (SyncNames::All(names(&["pg2"])), None, Some("pg2")),
+            (SyncNames::Block, None, Some(sync::STRICT_PLACEHOLDER)),
+            (SyncNames::Other("FIRST 1 (x)".into()), None, None),
+            (SyncNames::Off, None, None),
+        ] {
+            let mut owned = OwnedSyncNames {
+                operators: operators.map(str::to_string),
+                ..Default::default()
+            };
+            let got = owned.adopt(&running);
+            assert_eq!(got.as_deref(), kept, "{running:?}");
+            assert_eq!(owned.ours.as_deref(), kept, "{running:?}");
+        }
     }
 }

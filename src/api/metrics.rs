@@ -71,8 +71,8 @@ pub fn render(p: &Published, now: Millis) -> String {
     );
     w.gauge(
         "patroni_quorum_standby",
-        "Value is 1 if this node is a quorum standby (never: tenure has no quorum commit).",
-        0.0,
+        "Value is 1 if this node is a quorum standby, 0 otherwise.",
+        flag(s.quorum_standby),
     );
     w.counter(
         "patroni_xlog_received_location",

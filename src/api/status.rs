@@ -34,6 +34,10 @@ pub fn patroni_json(p: &Published) -> Value {
     if p.status.sync_standby {
         out.insert("sync_standby".into(), json!(true));
     }
+    // Patroni 4 puts `quorum_standby` where `sync_standby` would be: a voter in quorum mode.
+    if p.status.quorum_standby {
+        out.insert("quorum_standby".into(), json!(true));
+    }
     if let Some(tl) = m.timeline.or(p.status.timeline.map(|t| t.0)) {
         out.insert("timeline".into(), json!(tl));
     }
@@ -99,7 +103,7 @@ pub fn unlocked(c: &ClusterSnapshot) -> bool {
 }
 
 /// `GET /cluster` from the last snapshot: members sorted by name, the leader marked `leader`, a listed
-/// synchronous standby `sync_standby`, the others `replica`, with lag against the leader's published position.
+/// synchronous standby `sync_standby` (a voter in quorum mode `quorum_standby`), the others `replica`, with lag against the leader's published position.
 pub fn cluster_json(p: &Published, c: &ClusterSnapshot) -> Value {
     let optime = c.cluster.optime.map(|l| l.0);
     let members: Vec<Value> = c
@@ -122,14 +126,16 @@ pub fn cluster_json(p: &Published, c: &ClusterSnapshot) -> Value {
     Value::Object(out)
 }
 
-/// A member's role in `/cluster`: the leader; in synchronous mode a standby the `sync` key lists
-/// (Patroni 4.x's `cluster_as_json`); else a replica.
+/// A member's role in `/cluster`: the leader; in synchronous mode a standby the `sync` key lists, a
+/// `quorum_standby` in quorum mode (Patroni 4.x's `cluster_as_json`); else a replica.
 fn role(c: &ClusterSnapshot, name: &str) -> &'static str {
     let name = crate::ha::NodeName::new(name);
     if c.cluster.leader_name() == Some(&name) {
         "leader"
     } else if crate::ha::sync_standby_listed(&c.cluster, &name) {
         "sync_standby"
+    } else if crate::ha::quorum_standby_listed(&c.cluster, &name) {
+        "quorum_standby"
     } else {
         "replica"
     }

@@ -74,7 +74,7 @@ pub fn rows(snapshot: &ClusterSnapshot) -> Vec<Row> {
             Row {
                 member: name.clone(),
                 host: host(&rec.conn_url),
-                role: role(rec, is_leader, sync_standby(snapshot, name)),
+                role: role(rec, is_leader, standby_kind(snapshot, name)),
                 state: state(rec, is_leader),
                 timeline: rec.timeline,
                 lag_mb,
@@ -92,22 +92,27 @@ pub fn rows(snapshot: &ClusterSnapshot) -> Vec<Row> {
         .collect()
 }
 
-fn role(rec: &MemberRecord, is_leader: bool, sync_standby: bool) -> &'static str {
+fn role(rec: &MemberRecord, is_leader: bool, standby: Option<&'static str>) -> &'static str {
     match (is_leader, rec.role.as_str()) {
         (true, "standby_leader") => "Standby Leader",
         (true, _) => "Leader",
-        _ if sync_standby => "Sync Standby",
-        _ => "Replica",
+        _ => standby.unwrap_or("Replica"),
     }
 }
 
-/// patronictl's rule: synchronous mode is on and the `sync` key lists the member (whichever leader wrote it).
-fn sync_standby(snapshot: &ClusterSnapshot, name: &str) -> bool {
+/// patronictl's rule (`cluster_as_json`): synchronous mode is on and the `sync` key lists the member
+/// (whichever leader wrote it): `Sync Standby`, or `Quorum Standby` in quorum mode.
+fn standby_kind(snapshot: &ClusterSnapshot, name: &str) -> Option<&'static str> {
     let c = &snapshot.cluster;
-    c.config.sync.enabled
+    let listed = c.config.sync.enabled
         && c.sync
             .as_ref()
-            .is_some_and(|k| k.matches(&crate::ha::types::NodeName::new(name), false))
+            .is_some_and(|k| k.matches(&crate::ha::types::NodeName::new(name), false));
+    match (listed, c.config.sync.quorum) {
+        (false, _) => None,
+        (true, false) => Some("Sync Standby"),
+        (true, true) => Some("Quorum Standby"),
+    }
 }
 
 /// A streaming replica shows `streaming`, as in Patroni; otherwise the member's state.
@@ -288,6 +293,13 @@ mod tests {
             ["Leader", "Replica", "Replica"],
             "a key with no leader lists nobody"
         );
+        // Quorum mode: the voters are quorum standbys.
+        if let Some(k) = snap.cluster.sync.as_mut() {
+            k.leader = Some(NodeName::new("pg1"));
+            k.quorum = 1;
+        }
+        snap.cluster.config.sync.quorum = true;
+        assert_eq!(roles(&snap), ["Leader", "Quorum Standby", "Replica"]);
     }
 
     #[test]

@@ -231,12 +231,12 @@ fn pg_hba(v: &Value) -> Result<Option<Vec<String>>, DynamicError> {
     }
 }
 
-/// `synchronous_mode` as Patroni's validator takes it: a boolean word, or `quorum` (read as on: tenure does
-/// priority sync only).
-fn sync_mode(v: Option<&Value>) -> Result<bool, DynamicError> {
+/// `synchronous_mode` as Patroni's validator takes it: a boolean word, or `quorum` (quorum mode, on as well;
+/// any case but as written, as `global_config` compares it). `(enabled, quorum)`.
+fn sync_mode(v: Option<&Value>) -> Result<(bool, bool), DynamicError> {
     match v {
-        Some(Value::String(s)) if s.trim().eq_ignore_ascii_case("quorum") => Ok(true),
-        other => Ok(flag("synchronous_mode", other)?.unwrap_or(false)),
+        Some(Value::String(s)) if s.eq_ignore_ascii_case("quorum") => Ok((true, true)),
+        other => Ok((flag("synchronous_mode", other)?.unwrap_or(false), false)),
     }
 }
 
@@ -250,9 +250,10 @@ fn sync_settings(top: &serde_json::Map<String, Value>) -> Result<SyncSettings, D
     let node_count = int("synchronous_node_count", 1)?
         .map(|n| u32::try_from(n).map_err(|_| invalid("synchronous_node_count", "too large")))
         .transpose()?;
+    let (enabled, quorum) = sync_mode(top.get("synchronous_mode"))?;
     Ok(SyncSettings {
-        quorum: false,
-        enabled: sync_mode(top.get("synchronous_mode"))?,
+        quorum,
+        enabled,
         strict: flag(
             "synchronous_mode_strict",
             top.get("synchronous_mode_strict"),

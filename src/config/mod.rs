@@ -30,7 +30,7 @@ pub use env::ENV;
 pub use error::{ConfigError, ConfigErrors, Origin, Warning};
 pub use log::{LogFormat, LogSettings};
 pub use restapi::{BasicAuth, RestApiConfig, RestAuth, RestTls, VerifyClient};
-pub use sync::BootstrapSync;
+pub use sync::{BootstrapSync, SyncMode};
 
 /// tenure's defaults where Patroni's would not do, and Patroni's where they would.
 ///

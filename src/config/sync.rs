@@ -5,11 +5,32 @@ use serde_json::{json, Map, Value};
 use super::build::Ctx;
 use super::raw::{RawDcs, Scalar};
 
+/// `synchronous_mode` as the file sets it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SyncMode {
+    Off,
+    /// Priority mode (`on`).
+    On,
+    /// Patroni 4's quorum commit (`quorum`).
+    Quorum,
+}
+
+impl SyncMode {
+    /// As the `config` key carries it: a boolean, or the word `quorum`.
+    fn json(self) -> Value {
+        match self {
+            SyncMode::Off => json!(false),
+            SyncMode::On => json!(true),
+            SyncMode::Quorum => json!("quorum"),
+        }
+    }
+}
+
 /// The keys the file set (only those are uploaded; the store's defaults stand for the rest).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct BootstrapSync {
-    /// `synchronous_mode`; Patroni 4's `quorum` is read as on (tenure does priority sync only).
-    pub mode: Option<bool>,
+    /// `synchronous_mode`.
+    pub mode: Option<SyncMode>,
     pub strict: Option<bool>,
     pub node_count: Option<u32>,
     /// Bytes; `-1` is no limit.
@@ -25,7 +46,7 @@ impl BootstrapSync {
                 out.insert(k.to_string(), v);
             }
         };
-        put("synchronous_mode", self.mode.map(|b| json!(b)));
+        put("synchronous_mode", self.mode.map(SyncMode::json));
         put("synchronous_mode_strict", self.strict.map(|b| json!(b)));
         put("synchronous_node_count", self.node_count.map(|n| json!(n)));
         put(
@@ -70,10 +91,11 @@ pub(crate) fn bootstrap_sync(dcs: &RawDcs, ctx: &mut Ctx) -> BootstrapSync {
     }
 }
 
-fn mode(m: &Scalar, ctx: &mut Ctx) -> Option<bool> {
+fn mode(m: &Scalar, ctx: &mut Ctx) -> Option<SyncMode> {
     match m.0.trim().to_ascii_lowercase().as_str() {
-        "on" | "true" | "yes" | "1" | "quorum" => Some(true),
-        "off" | "false" | "no" | "0" => Some(false),
+        "on" | "true" | "yes" | "1" => Some(SyncMode::On),
+        "quorum" => Some(SyncMode::Quorum),
+        "off" | "false" | "no" | "0" => Some(SyncMode::Off),
         other => {
             ctx.invalid(
                 "bootstrap.dcs.synchronous_mode",

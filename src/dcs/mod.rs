@@ -99,12 +99,14 @@ pub trait Dcs: Send + Sync {
         members: &std::collections::BTreeMap<String, String>,
         deadline: Instant,
     ) -> Result<(), DcsError>;
-    /// Compare-and-set the `sync` key to `{leader, sync_standby: standbys}` (Patroni's JSON): `expected` is
-    /// the index read, `None` creates only. `Conflict` when the key changed since, or exists on a create.
+    /// Compare-and-set the `sync` key to `{leader, quorum, sync_standby: standbys}` (Patroni's JSON; `quorum`
+    /// 0 in priority mode): `expected` is the index read, `None` creates only. `Conflict` when the key changed
+    /// since, or exists on a create.
     async fn write_sync(
         &self,
         leader: &NodeName,
         standbys: &BTreeSet<NodeName>,
+        quorum: u32,
         expected: Option<u64>,
         deadline: Instant,
     ) -> Result<(), DcsError>;

@@ -191,8 +191,9 @@ pub fn dynamic_config_from_json(config: &serde_json::Value) -> DynamicConfig {
     }
 }
 
-/// Synchronous replication's settings as Patroni's `global_config` reads them: `quorum` counts as on (tenure
-/// does priority sync only), and a value it cannot read is the default (off, one node, no lag limit).
+/// Synchronous replication's settings as Patroni's `global_config` reads them: `quorum` (any case, as
+/// written: `str(v).lower() == 'quorum'`) is quorum mode and on, and a value it cannot read is the default
+/// (off, one node, no lag limit).
 fn sync_settings(config: &serde_json::Value) -> SyncSettings {
     let quorum = config
         .get("synchronous_mode")
@@ -205,7 +206,7 @@ fn sync_settings(config: &serde_json::Value) -> SyncSettings {
     };
     SyncSettings {
         enabled: quorum || flag(config, "synchronous_mode"),
-        quorum: false,
+        quorum,
         strict: flag(config, "synchronous_mode_strict"),
         node_count: int("synchronous_node_count")
             .and_then(|n| u32::try_from(n).ok())
@@ -232,20 +233,25 @@ pub fn failsafe_from_json(text: &str) -> Option<BTreeMap<NodeName, String>> {
         .collect()
 }
 
-/// The `sync` key's JSON as Patroni writes it: `{"leader": .., "quorum": 0, "sync_standby": "a,b"}`, names
-/// sorted, `sync_standby` null when nobody is listed (`quorum` is Patroni 4's; 0 in priority mode).
-pub fn sync_json(leader: &NodeName, standbys: &BTreeSet<NodeName>) -> String {
+/// The `sync` key's JSON as Patroni writes it: `{"leader": .., "quorum": q, "sync_standby": "a,b"}`, names
+/// sorted, `sync_standby` null when nobody is listed (`quorum` is Patroni 4's: the votes a new leader needs
+/// in quorum mode, 0 in priority mode).
+pub fn sync_json(leader: &NodeName, standbys: &BTreeSet<NodeName>, quorum: u32) -> String {
     let listed = (!standbys.is_empty()).then(|| {
         let names: Vec<&str> = standbys.iter().map(NodeName::as_str).collect();
         names.join(",")
     });
-    serde_json::json!({"leader": leader.as_str(), "quorum": 0, "sync_standby": listed}).to_string()
+    serde_json::json!({"leader": leader.as_str(), "quorum": quorum, "sync_standby": listed})
+        .to_string()
 }
 
-/// The `sync` key as Patroni's `SyncState.from_node` reads it: `(leader, standbys)`, no leader for `{}` or
-/// an empty name (and then nobody listed). `Err` for a value Patroni reads as empty too, or could not read
-/// at all (a `sync_standby` that is not a string).
-pub fn sync_from_text(text: &str) -> Result<(Option<NodeName>, BTreeSet<NodeName>), String> {
+/// The `sync` key's value as the core reads it (its index comes from the store).
+pub type SyncRecord = (Option<NodeName>, BTreeSet<NodeName>, u32);
+
+/// The `sync` key as Patroni's `SyncState.from_node` reads it: `(leader, standbys, quorum)`, no leader for
+/// `{}` or an empty name (and then nobody listed, quorum 0). `Err` for a value Patroni reads as empty too, or
+/// could not read at all (a `sync_standby` that is not a string, a `quorum` Python's `int()` refuses).
+pub fn sync_from_text(text: &str) -> Result<SyncRecord, String> {
     let value: serde_json::Value = serde_json::from_str(text).map_err(|e| e.to_string())?;
     let obj = value.as_object().ok_or("not a JSON object")?;
     let leader = match obj.get("leader") {
@@ -264,9 +270,34 @@ pub fn sync_from_text(text: &str) -> Result<(Option<NodeName>, BTreeSet<NodeName
         Some(other) => return Err(format!("sync_standby is not a list of names: {other}")),
     };
     match leader {
-        Some(l) => Ok((Some(l), standbys)),
-        None => Ok((None, BTreeSet::new())),
+        Some(l) => Ok((Some(l), standbys, quorum_from_json(obj.get("quorum"))?)),
+        None => Ok((None, BTreeSet::new(), 0)),
     }
+}
+
+/// `quorum` as Patroni reads it: `int(quorum) if quorum else 0`. A falsy value (absent, null, false, 0,
+/// "", [], {}) is 0; `true` is 1; a number is truncated; a string is read as an integer. A negative count
+/// asks no more than 0 (Patroni keeps it, and it compares like 0); a count past `u32` asks for every voter.
+fn quorum_from_json(v: Option<&serde_json::Value>) -> Result<u32, String> {
+    use serde_json::Value;
+    let n: i64 = match v {
+        None | Some(Value::Null) => 0,
+        Some(Value::Bool(b)) => i64::from(*b),
+        Some(Value::Number(n)) => match n.as_i64() {
+            Some(i) => i,
+            // A float (or a u64 past i64): truncated as `int()` does, saturating.
+            None => n.as_f64().map_or(i64::MAX, |f| f.trunc() as i64),
+        },
+        Some(Value::String(s)) if s.is_empty() => 0,
+        Some(Value::String(s)) => s
+            .trim()
+            .parse()
+            .map_err(|_| format!("quorum is not an integer: {s:?}"))?,
+        Some(Value::Array(a)) if a.is_empty() => 0,
+        Some(Value::Object(o)) if o.is_empty() => 0,
+        Some(other) => return Err(format!("quorum is not an integer: {other}")),
+    };
+    Ok(u32::try_from(n.max(0)).unwrap_or(u32::MAX))
 }
 
 /// The `status` key's `optime`, if present and numeric.
@@ -429,7 +460,14 @@ mod tests {
             max_lag_bytes: Some(4096),
         };
         assert_eq!(s, want);
-        assert!(read(serde_json::json!({"synchronous_mode": "quorum"})).enabled);
+        let quorum = read(serde_json::json!({"synchronous_mode": "Quorum"}));
+        assert!(quorum.enabled && quorum.quorum, "{quorum:?}");
+        assert!(!s.quorum, "on is priority mode");
+        // Patroni: `str(v).lower() == 'quorum'`, not trimmed, and then not a boolean either.
+        assert_eq!(
+            read(serde_json::json!({"synchronous_mode": " quorum"})),
+            SyncSettings::default()
+        );
         // Garbage reads as Patroni's defaults: off, one node, no lag limit.
         let garbage = read(serde_json::json!({"synchronous_mode": "maybe",
             "synchronous_node_count": 0, "maximum_lag_on_syncnode": -1}));
@@ -441,15 +479,20 @@ mod tests {
         let names = |l: &[&str]| l.iter().map(|n| NodeName::new(*n)).collect();
         let pg1 = NodeName::new("pg1");
         assert_eq!(
-            sync_json(&pg1, &names(&["pg3", "pg2"])),
+            sync_json(&pg1, &names(&["pg3", "pg2"]), 0),
             r#"{"leader":"pg1","quorum":0,"sync_standby":"pg2,pg3"}"#
         );
         assert_eq!(
-            sync_json(&pg1, &names(&[])),
+            sync_json(&pg1, &names(&[]), 0),
             r#"{"leader":"pg1","quorum":0,"sync_standby":null}"#
         );
-        let back = sync_from_text(&sync_json(&pg1, &names(&["pg2", "pg3"])));
-        assert_eq!(back, Ok((Some(pg1), names(&["pg2", "pg3"]))));
+        // Quorum mode: the voters in `sync_standby`, the votes a new leader needs in `quorum`.
+        assert_eq!(
+            sync_json(&pg1, &names(&["pg3", "pg2"]), 1),
+            r#"{"leader":"pg1","quorum":1,"sync_standby":"pg2,pg3"}"#
+        );
+        let back = sync_from_text(&sync_json(&pg1, &names(&["pg2", "pg3"]), 1));
+        assert_eq!(back, Ok((Some(pg1), names(&["pg2", "pg3"]), 1)));
     }
 
     #[test]

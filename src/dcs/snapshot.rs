@@ -135,14 +135,15 @@ fn read_entry(snap: &mut ClusterSnapshot, rel: &str, e: &StoreEntry) -> Result<(
         "sync" => {
             // Unreadable, the key still counts: with no leader it lets nobody but an unrestricted racer
             // lead, and a leader replaces it by its index.
-            let (leader, standbys) = text(e).and_then(sync_from_text).unwrap_or_else(|why| {
-                warn!(key, %why, "reading an unreadable sync key as one with no leader");
-                Default::default()
-            });
+            let (leader, standbys, quorum) =
+                text(e).and_then(sync_from_text).unwrap_or_else(|why| {
+                    warn!(key, %why, "reading an unreadable sync key as one with no leader");
+                    Default::default()
+                });
             snap.cluster.sync = Some(SyncKey {
                 leader,
                 standbys,
-                quorum: 0,
+                quorum,
                 index: e.index,
             });
         }

@@ -140,7 +140,8 @@ fn standby(r: &ReplicationRow) -> Option<ReplicationStat> {
     Some(ReplicationStat {
         name: NodeName::new(&r.application_name),
         streaming: r.state == "streaming",
-        sync: r.sync_state == "sync",
+        // `quorum`: listed in `ANY n (..)` (quorum commit), which counts as Patroni 4 counts it.
+        sync: matches!(r.sync_state.as_str(), "sync" | "quorum"),
         flush_lsn: r.flush_lsn?,
     })
 }

@@ -223,24 +223,97 @@ fn a_json_array_is_no_record() {
 }
 
 /// The `sync` key as Patroni's `SyncState.from_node` reads it: `sync_standby` a comma-separated string
-/// (blanks and empty names dropped), null or absent for nobody; `quorum` (Patroni 4) ignored.
+/// (blanks and empty names dropped), null or absent for nobody; `quorum` (Patroni 4) as Python's `int()`
+/// takes it, 0 when absent, null, false or 0 (`int(quorum) if leader and quorum else 0`).
 #[test]
 fn the_sync_key_is_read_as_patroni_reads_it() {
-    let cases: &[(&[u8], Option<&str>, &[&str])] = &[
+    // (value, leader, standbys, quorum)
+    type Case<'a> = (&'a [u8], Option<&'a str>, &'a [&'a str], u32);
+    let cases: &[Case] = &[
         (
             br#"{"leader":"pg1","sync_standby":"pg2,pg3","quorum":0}"#,
             Some("pg1"),
             &["pg2", "pg3"],
+            0,
         ),
         (
             br#"{"leader":"pg1","sync_standby":" pg2 ,,pg3, "}"#,
             Some("pg1"),
             &["pg2", "pg3"],
+            0,
         ),
-        (br#"{"leader":"pg1","sync_standby":null}"#, Some("pg1"), &[]),
-        (br#"{"leader":"pg1"}"#, Some("pg1"), &[]),
+        (
+            br#"{"leader":"pg1","sync_standby":null}"#,
+            Some("pg1"),
+            &[],
+            0,
+        ),
+        (br#"{"leader":"pg1"}"#, Some("pg1"), &[], 0),
+        (
+            br#"{"leader":"pg1","quorum":1,"sync_standby":"pg2,pg3"}"#,
+            Some("pg1"),
+            &["pg2", "pg3"],
+            1,
+        ),
+        (
+            br#"{"leader":"pg1","quorum":"2","sync_standby":"a,b,c"}"#,
+            Some("pg1"),
+            &["a", "b", "c"],
+            2,
+        ),
+        (
+            br#"{"leader":"pg1","quorum":" 2 ","sync_standby":"a,b,c"}"#,
+            Some("pg1"),
+            &["a", "b", "c"],
+            2,
+        ),
+        (
+            br#"{"leader":"pg1","quorum":2.7,"sync_standby":"a,b,c"}"#,
+            Some("pg1"),
+            &["a", "b", "c"],
+            2,
+        ),
+        (
+            br#"{"leader":"pg1","quorum":true,"sync_standby":"a"}"#,
+            Some("pg1"),
+            &["a"],
+            1,
+        ),
+        (
+            br#"{"leader":"pg1","quorum":null,"sync_standby":"a"}"#,
+            Some("pg1"),
+            &["a"],
+            0,
+        ),
+        (
+            br#"{"leader":"pg1","quorum":false,"sync_standby":"a"}"#,
+            Some("pg1"),
+            &["a"],
+            0,
+        ),
+        (
+            br#"{"leader":"pg1","quorum":"","sync_standby":"a"}"#,
+            Some("pg1"),
+            &["a"],
+            0,
+        ),
+        (
+            br#"{"leader":"pg1","quorum":[],"sync_standby":"a"}"#,
+            Some("pg1"),
+            &["a"],
+            0,
+        ),
+        // Patroni keeps a negative int; it asks no more than 0 does.
+        (
+            br#"{"leader":"pg1","quorum":-1,"sync_standby":"a"}"#,
+            Some("pg1"),
+            &["a"],
+            0,
+        ),
+        // No leader: Patroni does not read `quorum` at all.
+        (br#"{"leader":"","quorum":"x"}"#, None, &[], 0),
     ];
-    for (value, leader, standbys) in cases {
+    for (value, leader, standbys, quorum) in cases {
         for s in read(&[("sync", value, None)]) {
             let key = s.cluster.sync.expect("a key");
             assert_eq!(
@@ -250,6 +323,7 @@ fn the_sync_key_is_read_as_patroni_reads_it() {
             );
             let got: Vec<&str> = key.standbys.iter().map(|n| n.as_str()).collect();
             assert_eq!(got, *standbys, "{value:?}");
+            assert_eq!(key.quorum, *quorum, "{value:?}");
             assert_eq!(key.index, 1);
         }
     }
@@ -268,6 +342,11 @@ fn a_garbage_sync_key_has_no_leader() {
         br#"{"leader":5,"sync_standby":"pg2"}"#,
         br#"{"leader":"pg1","sync_standby":["pg2"]}"#,
         b"{\"leader\":\"pg\xff\"}",
+        // A `quorum` Python's `int()` refuses makes Patroni's whole key empty.
+        br#"{"leader":"pg1","quorum":"two","sync_standby":"pg2"}"#,
+        br#"{"leader":"pg1","quorum":"2.5","sync_standby":"pg2"}"#,
+        br#"{"leader":"pg1","quorum":[1],"sync_standby":"pg2"}"#,
+        br#"{"leader":"pg1","quorum":{"n":1},"sync_standby":"pg2"}"#,
     ];
     for value in garbage {
         for s in read(&[("sync", value, None)]) {

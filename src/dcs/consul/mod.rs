@@ -488,10 +488,12 @@ impl Dcs for ConsulDcs {
         &self,
         leader: &NodeName,
         standbys: &BTreeSet<NodeName>,
+        quorum: u32,
         expected: Option<u64>,
         deadline: Instant,
     ) -> Result<(), DcsError> {
-        self.put_sync(leader, standbys, expected, deadline).await
+        self.put_sync(leader, standbys, quorum, expected, deadline)
+            .await
     }
 
     async fn delete_sync(&self, expected: u64, deadline: Instant) -> Result<(), DcsError> {

@@ -13,12 +13,13 @@ impl ConsulDcs {
         &self,
         leader: &NodeName,
         standbys: &BTreeSet<NodeName>,
+        quorum: u32,
         expected: Option<u64>,
         deadline: Instant,
     ) -> Result<(), DcsError> {
         let key = self.layout.sync();
         let cas = format!("cas={}", expected.unwrap_or(0));
-        let value = sync_json(leader, standbys).into_bytes();
+        let value = sync_json(leader, standbys, quorum).into_bytes();
         if self.http.kv_put(&key, &cas, value, deadline).await? {
             Ok(())
         } else {

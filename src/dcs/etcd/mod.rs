@@ -510,10 +510,12 @@ impl Dcs for EtcdDcs {
         &self,
         leader: &NodeName,
         standbys: &BTreeSet<NodeName>,
+        quorum: u32,
         expected: Option<u64>,
         deadline: Instant,
     ) -> Result<(), DcsError> {
-        self.put_sync(leader, standbys, expected, deadline).await
+        self.put_sync(leader, standbys, quorum, expected, deadline)
+            .await
     }
 
     async fn delete_sync(&self, expected: u64, deadline: Instant) -> Result<(), DcsError> {

@@ -14,11 +14,12 @@ impl EtcdDcs {
         &self,
         leader: &NodeName,
         standbys: &BTreeSet<NodeName>,
+        quorum: u32,
         expected: Option<u64>,
         deadline: Instant,
     ) -> Result<(), DcsError> {
         let k = self.keys.sync.as_str();
-        let value = sync_json(leader, standbys);
+        let value = sync_json(leader, standbys, quorum);
         let Some(index) = expected else {
             return self.create(k, value, deadline).await;
         };

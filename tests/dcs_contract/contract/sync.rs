@@ -25,7 +25,7 @@ pub async fn sync_key_is_written_with_cas(b: &dyn Backend) {
     let (a, o) = (client(b, &s, "a").await, client(b, &s, "o").await);
     assert_eq!(sync_key(&*a).await, None, "no key yet");
     let pg1 = NodeName::new("pg1");
-    a.write_sync(&pg1, &names(&["pg2", "pg3"]), None, deadline())
+    a.write_sync(&pg1, &names(&["pg2", "pg3"]), 0, None, deadline())
         .await
         .expect("create");
     let first = sync_key(&*o).await.expect("the key is read back");
@@ -34,9 +34,11 @@ pub async fn sync_key_is_written_with_cas(b: &dyn Backend) {
         (Some(&pg1), &names(&["pg2", "pg3"]))
     );
     assert!(first.index > 0, "the index a CAS names");
-    let again = o.write_sync(&pg1, &BTreeSet::new(), None, deadline()).await;
+    let again = o
+        .write_sync(&pg1, &BTreeSet::new(), 0, None, deadline())
+        .await;
     assert!(rejected(&again), "create-only refused: {again:?}");
-    o.write_sync(&pg1, &BTreeSet::new(), Some(first.index), deadline())
+    o.write_sync(&pg1, &BTreeSet::new(), 0, Some(first.index), deadline())
         .await
         .expect("cas at the index read");
     let second = sync_key(&*a).await.expect("key");
@@ -45,8 +47,9 @@ pub async fn sync_key_is_written_with_cas(b: &dyn Backend) {
         (Some(&pg1), 0)
     );
     assert_ne!(second.index, first.index);
+    assert_eq!((first.quorum, second.quorum), (0, 0), "priority mode");
     let stale = a
-        .write_sync(&pg1, &names(&["pg2"]), Some(first.index), deadline())
+        .write_sync(&pg1, &names(&["pg2"]), 0, Some(first.index), deadline())
         .await;
     assert!(rejected(&stale), "a stale index loses: {stale:?}");
     assert_eq!(sync_key(&*a).await, Some(second));
@@ -56,11 +59,11 @@ pub async fn sync_key_is_deleted_with_cas(b: &dyn Backend) {
     let s = scope("sync-delete");
     let a = client(b, &s, "a").await;
     let pg1 = NodeName::new("pg1");
-    a.write_sync(&pg1, &names(&["pg2"]), None, deadline())
+    a.write_sync(&pg1, &names(&["pg2"]), 0, None, deadline())
         .await
         .expect("create");
     let old = sync_key(&*a).await.expect("key").index;
-    a.write_sync(&pg1, &names(&["pg3"]), Some(old), deadline())
+    a.write_sync(&pg1, &names(&["pg3"]), 0, Some(old), deadline())
         .await
         .expect("update");
     let stale = a.delete_sync(old, deadline()).await;
@@ -90,6 +93,7 @@ pub async fn garbage_sync_key_reads_as_no_leader(b: &dyn Backend) {
     a.write_sync(
         &NodeName::new("a"),
         &names(&["b"]),
+        0,
         Some(key.index),
         deadline(),
     )
@@ -99,4 +103,31 @@ pub async fn garbage_sync_key_reads_as_no_leader(b: &dyn Backend) {
         sync_key(&*a).await.and_then(|k| k.leader),
         Some(NodeName::new("a"))
     );
+}
+
+/// Quorum mode's key (Patroni 4): the voters in `sync_standby` and the votes a new leader needs in `quorum`,
+/// read back as written.
+pub async fn sync_key_carries_quorum(b: &dyn Backend) {
+    let s = scope("sync-quorum");
+    let a = client(b, &s, "a").await;
+    let pg1 = NodeName::new("pg1");
+    a.write_sync(&pg1, &names(&["pg2", "pg3", "pg4"]), 2, None, deadline())
+        .await
+        .expect("create");
+    let key = sync_key(&*a).await.expect("the key is read back");
+    assert_eq!(
+        (key.leader.as_ref(), &key.standbys, key.quorum),
+        (Some(&pg1), &names(&["pg2", "pg3", "pg4"]), 2)
+    );
+    a.write_sync(
+        &pg1,
+        &names(&["pg2", "pg3"]),
+        1,
+        Some(key.index),
+        deadline(),
+    )
+    .await
+    .expect("cas at the index read");
+    let key = sync_key(&*a).await.expect("key");
+    assert_eq!((key.standbys.len(), key.quorum), (2, 1));
 }
