@@ -94,26 +94,19 @@ pub fn healthy(check: Check, q: &HealthQuery, p: &Published, now: Millis, ttl_ms
         Check::ReadOnly => health::primary_ok(s, now) || (health::replica_ok(s, lag) && tags()),
         Check::Running => s.running,
         Check::Sync => store_known && health::sync_ok(s, lag) && tags(),
-        Check::Async => store_known && !s.quorum_standby && health::async_ok(s, lag) && tags(),
+        Check::Async => store_known && health::async_ok(s, lag) && tags(),
         Check::ReadOnlySync => {
             store_known
                 && health::read_only_sync_ok(s, now, lag)
                 && (health::primary_ok(s, now) || tags())
         }
-        Check::Quorum => store_known && quorum_ok(s, lag) && tags(),
+        Check::Quorum => store_known && health::quorum_ok(s, lag) && tags(),
         Check::ReadOnlyQuorum => {
-            store_known && (health::primary_ok(s, now) || (quorum_ok(s, lag) && tags()))
+            store_known && (health::primary_ok(s, now) || (health::quorum_ok(s, lag) && tags()))
         }
         Check::Liveness => health::liveness_ok(s, now, ttl_ms),
         Check::Readiness => health::readiness_ok(s, now),
     }
-}
-
-/// `/quorum`: what `/replica` accepts, and a quorum standby (Patroni 4's `quorum_standby`: a voter the
-/// `sync` key lists in quorum mode), as the core published it.
-// The rule belongs in `ha::health` (the core's owner moves it there, with `/async` and `/read-only-quorum`).
-fn quorum_ok(s: &crate::ha::NodeStatus, max_lag_bytes: Option<u64>) -> bool {
-    s.quorum_standby && health::replica_ok(s, max_lag_bytes)
 }
 
 /// Every asked tag present with the same value (compared as text, case-insensitively: `true` = `"True"`).

@@ -27,9 +27,15 @@ pub fn sync_ok(s: &NodeStatus, max_lag_bytes: Option<u64>) -> bool {
     s.sync_standby && replica_ok(s, max_lag_bytes)
 }
 
-/// `GET /async` (`/asynchronous`): what `/replica` accepts, and not a synchronous standby.
+/// `GET /async` (`/asynchronous`): what `/replica` accepts, neither a synchronous nor a quorum standby.
 pub fn async_ok(s: &NodeStatus, max_lag_bytes: Option<u64>) -> bool {
-    !s.sync_standby && replica_ok(s, max_lag_bytes)
+    !s.sync_standby && !s.quorum_standby && replica_ok(s, max_lag_bytes)
+}
+
+/// `GET /quorum`: what `/replica` accepts, and a quorum standby (Patroni 4's `quorum_standby`: a voter the
+/// `sync` key of the current leader lists in quorum mode).
+pub fn quorum_ok(s: &NodeStatus, max_lag_bytes: Option<u64>) -> bool {
+    s.quorum_standby && replica_ok(s, max_lag_bytes)
 }
 
 /// `GET /read-only-sync` (`/read-only-synchronous`): the primary, or what `/sync` accepts.
@@ -37,10 +43,9 @@ pub fn read_only_sync_ok(s: &NodeStatus, now: Millis, max_lag_bytes: Option<u64>
     primary_ok(s, now) || sync_ok(s, max_lag_bytes)
 }
 
-/// `GET /read-only-quorum`: the primary only. tenure has no quorum commit (Patroni 4.x's
-/// `synchronous_mode: quorum`), so no replica is a quorum standby, and `/quorum` never answers 200.
-pub fn read_only_quorum_ok(s: &NodeStatus, now: Millis) -> bool {
-    primary_ok(s, now)
+/// `GET /read-only-quorum`: the primary, or what `/quorum` accepts.
+pub fn read_only_quorum_ok(s: &NodeStatus, now: Millis, max_lag_bytes: Option<u64>) -> bool {
+    primary_ok(s, now) || quorum_ok(s, max_lag_bytes)
 }
 
 /// `GET /liveness`: the HA loop ran within `ttl_ms`.

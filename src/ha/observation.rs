@@ -178,7 +178,7 @@ pub struct ReplicationStat {
     pub name: NodeName,
     /// `state = 'streaming'`.
     pub streaming: bool,
-    /// `sync_state = 'sync'`: PostgreSQL waits for this standby's flush before acknowledging a commit.
+    /// `sync_state` is `'sync'` or `'quorum'`: PostgreSQL may wait for this standby's flush before acknowledging a commit.
     pub sync: bool,
     /// `flush_lsn`: what the standby flushed.
     pub flush_lsn: Lsn,
