@@ -23,6 +23,9 @@
 //! was seen writable and within a ttl of the cut. At the end the zero-loss check is shown to bite: one
 //! acknowledged row deleted by hand must be reported missing.
 //!
+//! Quorum mode (`synchronous_mode: quorum`) has a shorter test of its own on etcd, in `sync_quorum.rs`
+//! (`cargo test --test e2e_sync quorum`).
+//!
 //! Run with `cargo test --test e2e_sync -- --nocapture` (as root or as `postgres`).
 #[path = "common.rs"]
 #[allow(dead_code)]
@@ -30,6 +33,7 @@ mod common;
 #[path = "../support/mod.rs"]
 #[allow(dead_code)]
 mod support;
+mod sync_quorum;
 mod sync_support;
 
 use std::collections::BTreeSet;

@@ -41,6 +41,28 @@ impl SyncKey {
     }
 }
 
+/// The `sync` key in quorum mode (Patroni 4): `{"leader": "n1", "sync_standby": "n2,n3", "quorum": 1}`, the
+/// voters and how many of them beyond one a new leader must see at or behind itself.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct QuorumKey {
+    pub leader: Option<String>,
+    pub voters: BTreeSet<String>,
+    /// None when the key has no readable `quorum`.
+    pub quorum: Option<u64>,
+}
+
+impl QuorumKey {
+    pub fn parse(raw: &[u8]) -> Option<QuorumKey> {
+        let key = SyncKey::parse(raw)?;
+        let v: serde_json::Value = serde_json::from_slice(raw).ok()?;
+        Some(QuorumKey {
+            leader: key.leader,
+            voters: key.standbys,
+            quorum: v.get("quorum").and_then(|q| q.as_u64()),
+        })
+    }
+}
+
 /// Raw reads of the cluster's keys: etcd's v3 JSON gateway, or the Consul HTTP API.
 pub struct Store {
     pub rt: tokio::runtime::Runtime,
@@ -73,6 +95,11 @@ impl Store {
     /// The `sync` key; None when it is absent, unreadable or the store did not answer.
     pub fn sync(&self) -> Option<SyncKey> {
         SyncKey::parse(&self.get("sync")?)
+    }
+
+    /// The `sync` key read as quorum mode writes it; None as for [`Store::sync`].
+    pub fn quorum_key(&self) -> Option<QuorumKey> {
+        QuorumKey::parse(&self.get("sync")?)
     }
 
     pub fn get(&self, rel: &str) -> Option<Vec<u8>> {
