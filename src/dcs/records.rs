@@ -276,8 +276,9 @@ pub fn sync_from_text(text: &str) -> Result<SyncRecord, String> {
 }
 
 /// `quorum` as Patroni reads it: `int(quorum) if quorum else 0`. A falsy value (absent, null, false, 0,
-/// "", [], {}) is 0; `true` is 1; a number is truncated; a string is read as an integer. A negative count
-/// asks no more than 0 (Patroni keeps it, and it compares like 0); a count past `u32` asks for every voter.
+/// "", [], {}) is 0; `true` is 1; a number is truncated; a string is read as an integer. A negative count is
+/// refused (Patroni keeps it, and lets a racer in with no vote at all; nobody writes one, so tenure reads
+/// it as garbage: a key that matches nobody); a count past `u32` asks for every voter.
 fn quorum_from_json(v: Option<&serde_json::Value>) -> Result<u32, String> {
     use serde_json::Value;
     let n: i64 = match v {
@@ -297,7 +298,10 @@ fn quorum_from_json(v: Option<&serde_json::Value>) -> Result<u32, String> {
         Some(Value::Object(o)) if o.is_empty() => 0,
         Some(other) => return Err(format!("quorum is not an integer: {other}")),
     };
-    Ok(u32::try_from(n.max(0)).unwrap_or(u32::MAX))
+    if n < 0 {
+        return Err(format!("quorum is negative: {n}"));
+    }
+    Ok(u32::try_from(n).unwrap_or(u32::MAX))
 }
 
 /// The `status` key's `optime`, if present and numeric.
