@@ -573,6 +573,18 @@ fn tenure_answers_as_patroni_does_except_where_the_docs_say_why() {
             .build()
             .unwrap();
         let lp = c.wait_healthy(Duration::from_secs(60));
+        // tenure answers from its last loop's probe (Patroni reads pg_stat_replication per request): compare
+        // once the primary's agent has seen both walsenders, as a client a loop later would.
+        c.wait_until(
+            "the primary's /patroni listing both walsenders",
+            Duration::from_secs(10),
+            |c| {
+                let (code, body) = c.rest_get(lp, "/patroni");
+                let v: serde_json::Value = serde_json::from_str(&body).ok()?;
+                let rows = v.get("replication")?.as_array()?.len();
+                (code == 200 && rows == 2).then_some(())
+            },
+        );
         let rp = (0..3).find(|i| *i != lp).unwrap();
         let t = Target {
             rt: &rt,
