@@ -112,7 +112,18 @@ pub async fn run_loop(
         let cycle_start = clock::monotonic();
         let store_read_at = clock::monotonic();
         let mut config_key = None;
-        let store = match dcs.get_cluster(consistent, after_ms(retry_ms)).await {
+        // A store call of the last cycle went unanswered: the store counts as unreachable for this cycle
+        // without a read, which would spend another retry_timeout before the core could act (failsafe
+        // mode's confirmation round must start within the lease; on Consul that is the session TTL).
+        let read = if outcomes.iter().any(|o| o.result == Outcome::Unknown) {
+            Err(crate::dcs::DcsError::Unavailable(
+                "a store call of the last cycle went unanswered; not reading it again at once"
+                    .into(),
+            ))
+        } else {
+            dcs.get_cluster(consistent, after_ms(retry_ms)).await
+        };
+        let store = match read {
             Ok(mut snap) => {
                 snapshot::fill_derived(&mut snap);
                 config_key = snap.config.as_ref().map(|(v, _)| v.clone());

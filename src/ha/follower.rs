@@ -59,7 +59,13 @@ pub(crate) fn cycle(ctx: &Ctx, mem: &mut Memory, c: &Cluster, leader: &NodeName)
         Local::Replica(r) => {
             let leader_tl = c.member(leader).and_then(|m| m.timeline);
             let suspicious = !r.streaming && leader_tl.is_some_and(|tl| tl != r.timeline);
-            if suspicious && !mem.paused {
+            // Started read-only without an upstream (no leader then: e.g. a fenced former primary whose
+            // WAL may run past the new leader's fork): its history is unchecked against this leader. Its
+            // reported timeline cannot tell, since the WAL receiver fetches the new timeline's history
+            // file and then fails to stream.
+            let unchecked = r.upstream.is_none()
+                && !matches!(&mem.divergence, Some(Divergence::NoNeed { leader: l }) if l == leader);
+            if (suspicious || unchecked) && !mem.paused {
                 return rejoin(ctx, mem, leader, true);
             }
             if r.upstream.as_ref() != Some(leader) && !mem.paused {

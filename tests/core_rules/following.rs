@@ -288,3 +288,28 @@ fn running_as_primary_voids_an_earlier_divergence_verdict() {
     assert_eq!(d.reason, Reason::DemotingOtherLeader { leader: n("pg2") });
     assert_eq!(d.memory.divergence, None);
 }
+
+/// A replica started read-only without an upstream (no leader then, e.g. a fenced former primary) checks its
+/// history against the leader before following it: its WAL may run past the leader's fork, and its reported
+/// timeline is the fetched history file's. (Seen in CI: the old primary followed the new leader unchecked
+/// and stayed unable to stream.)
+#[test]
+fn a_replica_started_without_upstream_checks_its_history_before_following() {
+    let o = obs(1_000).pg_replica(1, 500).store(led_by_pg2());
+    let d = decide(&cfg("pg1"), &mem(), &o);
+    expect(
+        &d,
+        Reason::CheckingDivergence { leader: n("pg2") },
+        &[Action::CheckDivergence { leader: n("pg2") }],
+    );
+    // The answer arrives with the next observation.
+    let o = o.divergence(Divergence::NoNeed { leader: n("pg2") });
+    let d = decide(&cfg("pg1"), &d.memory, &o);
+    expect(
+        &d,
+        Reason::Reconfiguring { leader: n("pg2") },
+        &[Action::Follow {
+            upstream: Some(n("pg2")),
+        }],
+    );
+}
