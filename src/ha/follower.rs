@@ -63,7 +63,11 @@ pub(crate) fn cycle(ctx: &Ctx, mem: &mut Memory, c: &Cluster, leader: &NodeName)
             // WAL may run past the new leader's fork): its history is unchecked against this leader. Its
             // reported timeline cannot tell, since the WAL receiver fetches the new timeline's history
             // file and then fails to stream.
-            let unchecked = r.upstream.is_none()
+            // The same for one not streaming that is about to follow another leader than its upstream
+            // (an asynchronous replica may have received more of the old primary's WAL than the
+            // synchronous standby that took over had).
+            let moving = r.upstream.as_ref() != Some(leader) && !r.streaming;
+            let unchecked = (r.upstream.is_none() || moving)
                 && !matches!(&mem.divergence, Some(Divergence::NoNeed { leader: l }) if l == leader);
             if (suspicious || unchecked) && !mem.paused {
                 return rejoin(ctx, mem, leader, true);

@@ -313,3 +313,20 @@ fn a_replica_started_without_upstream_checks_its_history_before_following() {
         }],
     );
 }
+
+/// A replica whose upstream stopped streaming (the old primary crashed) checks its history against the new
+/// leader before following it: an asynchronous replica can hold more of the old primary's WAL than the
+/// synchronous standby that took over (seen in e2e_sync: it followed unchecked and never streamed).
+#[test]
+fn a_replica_not_streaming_checks_its_history_before_following_a_new_leader() {
+    let mut o = obs(1_000).pg_replica_of(1, 500, "pg3").store(led_by_pg2());
+    if let PgState::Running(r) = &mut o.pg {
+        r.streaming = false;
+    }
+    let d = decide(&cfg("pg1"), &mem(), &o);
+    expect(
+        &d,
+        Reason::CheckingDivergence { leader: n("pg2") },
+        &[Action::CheckDivergence { leader: n("pg2") }],
+    );
+}
