@@ -220,6 +220,18 @@ fn crash_takeover(
             );
         }
     }
+    assert_no_late_acks(c, w, old, new, fault_at);
+    converged(c, store, w, &format!("{fault:?}"));
+}
+
+/// The old primary acknowledged nothing after the new one was first seen writable (after `fault_at`).
+fn assert_no_late_acks(
+    c: &Cluster,
+    w: &FollowingWriter,
+    old: usize,
+    new: usize,
+    fault_at: Duration,
+) {
     let promoted_at = c
         .first_writable(new, fault_at)
         .unwrap_or_else(|| c.epoch.elapsed());
@@ -236,7 +248,6 @@ fn crash_takeover(
         c.nodes[new].name,
         promoted_at.as_secs_f64()
     );
-    converged(c, store, w, &format!("{fault:?}"));
 }
 
 /// Fault 5: a switchover under load, refused to the member the `sync` key does not list, done to the one

@@ -104,22 +104,7 @@ fn primary_crash(c: &mut Cluster, store: &Store, w: &FollowingWriter) {
         key.voters
     );
     c.start_agent(old);
-    let promoted_at = c
-        .first_writable(new, fault_at)
-        .unwrap_or_else(|| c.epoch.elapsed());
-    let late = w
-        .acked()
-        .iter()
-        .filter(|a| a.node == old && a.at > promoted_at)
-        .count();
-    assert_eq!(
-        late,
-        0,
-        "the old primary {} acknowledged writes after {} was seen writable at {:.2} s",
-        c.nodes[old].name,
-        c.nodes[new].name,
-        promoted_at.as_secs_f64()
-    );
+    super::assert_no_late_acks(c, w, old, new, fault_at);
     let (p, key) = converged(c, store, w, &all, "primary crash");
     assert_eq!(p, new, "the new primary stays");
     assert!(
