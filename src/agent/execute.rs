@@ -1,4 +1,6 @@
 //! The executor: the one place an `Action` becomes I/O. It translates; it never decides.
+//! What an action finds (peer probes, a divergence verdict, failsafe answers) it returns, for the next
+//! observation (`cycle::Found`); nothing is parked here between cycles.
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -14,6 +16,7 @@ use crate::ha::{
 use crate::pg::recovery::StandbyConfig;
 use crate::pg::{self, Endpoint, PgSettings};
 
+use super::cycle::Found;
 use super::fence::Fence;
 use super::watchdog::Watchdog;
 
@@ -31,10 +34,6 @@ pub struct Executor {
     /// but it must still be probed and rewound from).
     pub snapshot: Option<ClusterSnapshot>,
     pub seen: BTreeMap<String, MemberRecord>,
-    pub peers: Option<Vec<PeerProbe>>,
-    pub divergence: Option<Divergence>,
-    /// Answers of the last failsafe round, for the next observation.
-    pub failsafe_replies: Option<Vec<crate::ha::FailsafeReply>>,
     /// Who we are in a failsafe round (the runtime fills it in from the config).
     pub failsafe: super::peers::FailsafePoster,
     /// For requests to the other members' REST APIs (`peers::client`; the runtime installs it).
@@ -65,9 +64,6 @@ impl Executor {
             bootstrap_config: serde_json::json!({}),
             snapshot: None,
             seen: BTreeMap::new(),
-            peers: None,
-            divergence: None,
-            failsafe_replies: None,
             failsafe: Default::default(),
             // Replaced by `peers::client` at start; never a client that honours HTTP(S)_PROXY.
             peer_client: reqwest::Client::builder()
@@ -105,8 +101,80 @@ impl Executor {
         self.job.as_ref().is_some_and(|(_, h)| !h.is_finished())
     }
 
-    /// Run one action, bounded by `deadline` for store calls.
-    pub async fn run(&mut self, action: &Action, deadline: Instant) -> Outcome {
+    /// Run one action, bounded by `deadline` for store calls; with what it found, if it is a read.
+    pub async fn run(&mut self, action: &Action, deadline: Instant) -> (Outcome, Option<Found>) {
+        match action {
+            Action::CheckDivergence { leader } => {
+                let (outcome, d) = self.check_divergence(leader).await;
+                (outcome, Some(Found::Divergence(d)))
+            }
+            Action::ProbePeers => (Outcome::Done, Some(Found::Peers(self.probe_peers().await))),
+            Action::PostFailsafe { members } => {
+                let replies =
+                    super::peers::post_failsafe(&self.peer_client, members, &self.failsafe).await;
+                let missing: Vec<String> = replies
+                    .iter()
+                    .filter(|r| !r.accepted)
+                    .map(|r| r.name.to_string())
+                    .collect();
+                let outcome = if missing.is_empty() {
+                    Outcome::Done
+                } else {
+                    Outcome::Failed(format!("not confirmed by {}", missing.join(", ")))
+                };
+                (outcome, Some(Found::FailsafeReplies(replies)))
+            }
+            other => (self.act(other, deadline).await, None),
+        }
+    }
+
+    /// Our timeline against `leader`'s history.
+    async fn check_divergence(&self, leader: &NodeName) -> (Outcome, Divergence) {
+        let Some(ep) = self.endpoint(leader) else {
+            let why = "no conn_url known".to_string();
+            let d = Divergence::Unknown {
+                leader: leader.clone(),
+                why,
+            };
+            return (Outcome::Done, d);
+        };
+        // A crashed server's pg_control does not say where its WAL ends: finish crash recovery
+        // first (single-user mode, as Patroni does), then compare.
+        if pg::controldata::read(&self.pg)
+            .await
+            .is_ok_and(|cd| cd.local_position().is_none())
+        {
+            if let Err(e) = pg::ctl::ensure_clean_shutdown(&self.pg).await {
+                // PostgreSQL cannot even run in single-user mode: a failed start, as far as the
+                // core's back-off goes.
+                let why = format!("crash recovery in single-user mode failed: {e}");
+                let d = Divergence::Unknown {
+                    leader: leader.clone(),
+                    why: why.clone(),
+                };
+                return (Outcome::Failed(why), d);
+            }
+        }
+        let d = pg::rewind::check_divergence(&self.pg, &ep).await;
+        if let Divergence::Unknown { why, .. } = &d {
+            tracing::info!(%leader, %why, "divergence unknown");
+        }
+        (Outcome::Done, d)
+    }
+
+    /// Every member ever seen, asked over REST (or PostgreSQL) what it is.
+    async fn probe_peers(&self) -> Vec<PeerProbe> {
+        let members: Vec<(String, MemberRecord)> = self
+            .seen
+            .iter()
+            .map(|(n, r)| (n.clone(), r.clone()))
+            .collect();
+        let creds = self.pg.superuser.clone();
+        super::peers::probe_all(&self.peer_client, &members, &self.pg.name, creds).await
+    }
+
+    /// Every action that finds nothing but its outcome.
+    async fn act(&mut self, action: &Action, deadline: Instant) -> Outcome {
         match action {
             Action::RaceInitialize => store(
                 self.dcs
@@ -166,67 +234,6 @@ impl Executor {
                 local(async { pg::ctl::stop(&self.pg, *mode).await.map(|_| ()) }).await
             }
             Action::Checkpoint => local(pg::ctl::checkpoint(&self.pg)).await,
-            Action::CheckDivergence { leader } => {
-                let Some(ep) = self.endpoint(leader) else {
-                    let why = "no conn_url known".to_string();
-                    self.divergence = Some(Divergence::Unknown {
-                        leader: leader.clone(),
-                        why,
-                    });
-                    return Outcome::Done;
-                };
-                // A crashed server's pg_control does not say where its WAL ends: finish crash recovery
-                // first (single-user mode, as Patroni does), then compare.
-                if pg::controldata::read(&self.pg)
-                    .await
-                    .is_ok_and(|cd| cd.local_position().is_none())
-                {
-                    if let Err(e) = pg::ctl::ensure_clean_shutdown(&self.pg).await {
-                        // PostgreSQL cannot even run in single-user mode: a failed start, as far as the
-                        // core's back-off goes.
-                        let why = format!("crash recovery in single-user mode failed: {e}");
-                        self.divergence = Some(Divergence::Unknown {
-                            leader: leader.clone(),
-                            why: why.clone(),
-                        });
-                        return Outcome::Failed(why);
-                    }
-                }
-                let d = pg::rewind::check_divergence(&self.pg, &ep).await;
-                if let Divergence::Unknown { why, .. } = &d {
-                    tracing::info!(%leader, %why, "divergence unknown");
-                }
-                self.divergence = Some(d);
-                Outcome::Done
-            }
-            Action::ProbePeers => {
-                let members: Vec<(String, MemberRecord)> = self
-                    .seen
-                    .iter()
-                    .map(|(n, r)| (n.clone(), r.clone()))
-                    .collect();
-                let creds = self.pg.superuser.clone();
-                self.peers = Some(
-                    super::peers::probe_all(&self.peer_client, &members, &self.pg.name, creds)
-                        .await,
-                );
-                Outcome::Done
-            }
-            Action::PostFailsafe { members } => {
-                let replies =
-                    super::peers::post_failsafe(&self.peer_client, members, &self.failsafe).await;
-                let missing: Vec<String> = replies
-                    .iter()
-                    .filter(|r| !r.accepted)
-                    .map(|r| r.name.to_string())
-                    .collect();
-                self.failsafe_replies = Some(replies);
-                if missing.is_empty() {
-                    Outcome::Done
-                } else {
-                    Outcome::Failed(format!("not confirmed by {}", missing.join(", ")))
-                }
-            }
             Action::WriteFailsafe(members) => {
                 let members = members
                     .iter()
@@ -267,6 +274,9 @@ impl Executor {
             Action::Exit => {
                 self.fence.stop_process();
                 Outcome::Done
+            }
+            Action::CheckDivergence { .. } | Action::ProbePeers | Action::PostFailsafe { .. } => {
+                unreachable!("a read is run by Executor::run")
             }
         }
     }

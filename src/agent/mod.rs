@@ -3,6 +3,7 @@
 //! It never branches on domain state: every choice is the core's. It owns the tasks (the REST server,
 //! background jobs, peer probes) and the only clock reads (`crate::clock`).
 pub mod control;
+pub mod cycle;
 pub mod dynamic;
 pub mod execute;
 pub mod fence;

@@ -5,7 +5,7 @@ use crate::dcs::MemberRecord;
 use crate::ha::{Lsn, NodeName, PeerProbe, PeerStatus, PgRole, Tags, Timeline};
 
 /// Patroni probes with 2 s and no retries.
-const PROBE_TIMEOUT_MS: u64 = 2_000;
+pub const PROBE_TIMEOUT_MS: u64 = 2_000;
 
 /// The client for requests to the other members' REST APIs (probes, failsafe rounds), built once at start.
 /// As Patroni's peer requests do, it trusts `restapi.cafile` besides the system roots and, when the

@@ -54,6 +54,16 @@ impl MemberPublisher {
     }
 }
 
+/// Write `record` now, waiting for it (only the `PublishBeforeActions` mutant's order asks for this).
+pub async fn write_now(dcs: &dyn Dcs, record: &MemberRecord, timeout_ms: u64) {
+    publish(
+        dcs,
+        record,
+        Instant::now() + Duration::from_millis(timeout_ms),
+    )
+    .await;
+}
+
 /// Our member key, bound to our session (renewed here for replicas, so the key lives while we do).
 async fn publish(dcs: &dyn Dcs, record: &MemberRecord, deadline: Instant) {
     let _ = dcs.renew_session(deadline).await;

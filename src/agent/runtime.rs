@@ -11,12 +11,11 @@ use crate::api::{ApiState, Published};
 use crate::clock;
 use crate::config::Config;
 use crate::dcs::{snapshot, Dcs};
-use crate::ha::{
-    ActionOutcome, Decision, Memory, Millis, Observation, Outcome, PgState, StoreView,
-};
+use crate::ha::{Decision, Millis, Observation, Outcome, PgState, StoreView};
 use crate::logging::{CycleLine, CycleLog};
 
 use super::control::{request_result, PendingRequest, StoreControl};
+use super::cycle::{Cycle, Local, Step};
 use super::execute::{member_record, Executor};
 use super::AgentError;
 
@@ -98,10 +97,8 @@ pub async fn run_loop(
         super::peers::client(&config.restapi_settings()).map_err(AgentError::PeerClient)?;
     // The TLS files of the authentication sections, read now so a missing CA is named at start.
     crate::pg::tls::check(&pg).map_err(AgentError::PeerClient)?;
-    let mut mem = Memory::default();
-    let mut outcomes: Vec<ActionOutcome> = Vec::new();
+    let mut cycle = Cycle::default();
     let mut shutting_down = false;
-    let mut consistent = false;
     let mut counters = crate::api::RuntimeCounters::default();
     let mut dcs_last_seen = None;
     let mut pending: Option<PendingRequest> = None;
@@ -110,36 +107,32 @@ pub async fn run_loop(
     let mut probe_conn = crate::pg::probe::KeptConnection::default();
     loop {
         let cycle_start = clock::monotonic();
-        let store_read_at = clock::monotonic();
         let mut config_key = None;
-        // A store call of the last cycle went unanswered: the store counts as unreachable for this cycle
-        // without a read, which would spend another retry_timeout before the core could act (failsafe
-        // mode's confirmation round must start within the lease; on Consul that is the session TTL).
-        let read = if outcomes.iter().any(|o| o.result == Outcome::Unknown) {
-            Err(crate::dcs::DcsError::Unavailable(
-                "a store call of the last cycle went unanswered; not reading it again at once"
-                    .into(),
-            ))
-        } else {
-            dcs.get_cluster(consistent, after_ms(retry_ms)).await
-        };
-        let store = match read {
-            Ok(mut snap) => {
-                snapshot::fill_derived(&mut snap);
-                config_key = snap.config.as_ref().map(|(v, _)| v.clone());
-                exec.remember(&snap);
-                dcs_last_seen = Some(clock::wall_s());
-                StoreView::Available(snap.cluster.clone())
-            }
-            Err(e) => {
-                *counters
-                    .store_errors
-                    .entry(error_kind(&e).into())
-                    .or_default() += 1;
-                warn!(error = %e, "store read failed");
-                StoreView::Unavailable
+        let cluster = match cycle.begin(clock::monotonic(), retry_ms) {
+            Step::ReadStore {
+                consistent,
+                deadline,
+            } => match dcs.get_cluster(consistent, instant_at(deadline)).await {
+                Ok(mut snap) => {
+                    snapshot::fill_derived(&mut snap);
+                    config_key = snap.config.as_ref().map(|(v, _)| v.clone());
+                    exec.remember(&snap);
+                    dcs_last_seen = Some(clock::wall_s());
+                    Some(snap.cluster.clone())
+                }
+                Err(e) => {
+                    count_store_error(&mut counters, &e);
+                    None
+                }
+            },
+            _ => {
+                count_store_error(&mut counters, &skipped_read());
+                None
             }
         };
+        if !cycle.skipped_read() {
+            cycle.store_answered(clock::monotonic(), cluster);
+        }
         let (pg_state, running) = observe_pg(&pg, &mut probe_conn).await;
         exec.adopt_sync_names(&pg_state);
         let mut pg_reloaded = false;
@@ -149,29 +142,21 @@ pub async fn run_loop(
             retry_ms = core.timing.retry_timeout_ms;
         }
         let streaming = matches!(&pg_state, PgState::Running(r) if r.streaming);
-        let obs = Observation {
+        let obs = cycle.observation(Local {
             now: clock::monotonic(),
             wall_ms: clock::wall_ms(),
             pg: pg_state,
-            store,
-            store_read_at,
-            peers: exec.peers.take(),
-            outcomes: std::mem::take(&mut outcomes),
             job: exec.job_status(),
-            divergence: exec.divergence.take(),
             shutting_down,
             request: pending.as_ref().map(|p| p.request.clone()),
-            failsafe_replies: exec.failsafe_replies.take(),
             failsafe_grant: lock(&failsafe).grant.clone(),
             pg_reloaded,
-        };
-        let d = super::guard::decide_or_stop(&core, &mem, &obs)?;
+        });
+        let d = super::guard::decide_or_stop(&core, cycle.memory(), &obs)?;
         log_cycle(&mut cycle_log, &d, &obs);
         if d.status.role != tx.borrow().status.role {
             counters.role_changes += 1;
         }
-        mem = d.memory.clone();
-        consistent = d.consistent_read;
         let mut record = member_record(&pg, &api_url, &tags, &d.member, streaming);
         // Patroni's member key says `pause: true` while this member knows the cluster is paused
         // (`patronictl pause --wait` waits for exactly that).
@@ -182,24 +167,22 @@ pub async fn run_loop(
         tx.send_modify(|p| p.maximum_lag_on_failover_bytes = core.maximum_lag_on_failover_bytes);
         // Before any action runs: a POST /failsafe answered from now on sees this decision's answer.
         lock(&failsafe).answer = d.status.failsafe;
-        let exit = execute(&mut exec, &d, &mut outcomes).await;
+        let first = cycle.decided(&core, &obs, &d);
+        let end = drive(&mut cycle, first, &mut exec, &publisher, &record, retry_ms).await;
         if let Some(p) = pending.take() {
             // Relay the core's answer and how its actions went; the caller may have given up meanwhile.
-            let _ = p
-                .reply
-                .send(request_result(&p.request, d.answer.as_ref(), &outcomes));
-        }
-        // Beside the loop, with a deadline of its own: the member key never takes the time a lease
-        // renewal needs (e2e_slow_store).
-        if matches!(obs.store, StoreView::Available(_)) {
-            publisher.publish(record, retry_ms);
+            let _ = p.reply.send(request_result(
+                &p.request,
+                d.answer.as_ref(),
+                cycle.outcomes(),
+            ));
         }
         counters.cycle_duration_ms = clock::monotonic().since(cycle_start);
-        if exit {
+        let Some(until) = end else {
             info!("agent stopped");
             break;
-        }
-        let wake = wake_instant(&d, &exec);
+        };
+        let wake = instant_at(until);
         let watch_index = leader_index(&exec, &obs.store);
         let config_index = config_index(&exec, &obs.store);
         tokio::select! {
@@ -328,52 +311,55 @@ fn reload_config(
     Some(r)
 }
 
-/// Execute the decision's actions in order, stopping at the first that does not succeed. No action
-/// starts after the decision's deadline. Returns whether the agent should exit.
-async fn execute(exec: &mut Executor, d: &Decision, outcomes: &mut Vec<ActionOutcome>) -> bool {
-    for action in &d.actions {
-        let sent_at = clock::monotonic();
-        if sent_at > d.store_deadline && *action != crate::ha::Action::Exit {
-            outcomes.push(ActionOutcome {
-                action: action.clone(),
-                sent_at,
-                result: expired(),
-            });
-            return false;
-        }
-        if *action == crate::ha::Action::Exit {
-            exec.run(action, instant_at(d.store_deadline)).await;
-            return true;
-        }
-        let result = exec.run(action, instant_at(d.store_deadline)).await;
-        if result != Outcome::Done {
-            warn!(?action, ?result, "action did not succeed");
-        }
-        let stop = result != Outcome::Done;
-        outcomes.push(ActionOutcome {
-            action: action.clone(),
-            sent_at,
-            result,
-        });
-        if stop {
-            break;
-        }
+/// Take the cycle's steps from `first` until it sleeps: each action in turn, the member key beside the
+/// loop. Returns when to wake, or `None` when the agent exits.
+async fn drive(
+    cycle: &mut Cycle,
+    first: Step,
+    exec: &mut Executor,
+    publisher: &super::publisher::MemberPublisher,
+    record: &crate::dcs::MemberRecord,
+    retry_ms: u64,
+) -> Option<Millis> {
+    let mut step = first;
+    loop {
+        step = match step {
+            Step::Run { action, deadline } => {
+                let (result, found) = exec.run(&action, instant_at(deadline)).await;
+                if result != Outcome::Done {
+                    warn!(?action, ?result, "action did not succeed");
+                }
+                cycle.done(clock::monotonic(), result, found)
+            }
+            Step::Publish { wait: false } => {
+                publisher.publish(record.clone(), retry_ms);
+                cycle.published(clock::monotonic())
+            }
+            Step::Publish { wait: true } => {
+                super::publisher::write_now(exec.dcs.as_ref(), record, retry_ms).await;
+                cycle.published(clock::monotonic())
+            }
+            Step::Sleep { until } => return Some(until),
+            Step::Exit => return None,
+            Step::ReadStore { .. } | Step::Observe => {
+                unreachable!("a cycle reads and observes only before it decides")
+            }
+        };
     }
-    false
 }
 
-fn expired() -> Outcome {
-    Outcome::Failed("the decision expired before this action could start".into())
+fn skipped_read() -> crate::dcs::DcsError {
+    crate::dcs::DcsError::Unavailable(
+        "a store call of the last cycle went unanswered; not reading it again at once".into(),
+    )
 }
 
-/// When to run the next cycle: the core's `wake_at`, sooner while a background job runs.
-fn wake_instant(d: &Decision, exec: &Executor) -> Instant {
-    let wake = instant_at(d.wake_at);
-    if exec.job_running() {
-        wake.min(after_ms(500))
-    } else {
-        wake
-    }
+fn count_store_error(counters: &mut crate::api::RuntimeCounters, e: &crate::dcs::DcsError) {
+    *counters
+        .store_errors
+        .entry(error_kind(e).into())
+        .or_default() += 1;
+    warn!(error = %e, "store read failed");
 }
 
 fn leader_index(exec: &Executor, store: &StoreView) -> Option<u64> {

@@ -44,6 +44,9 @@ pub enum Mutant {
     /// Quorum mode: lower the key's quorum to its steady value as soon as PostgreSQL runs the new list,
     /// before the voters caught up with the commits acknowledged under the old one.
     QuorumShrinkUnconfirmed,
+    /// The shell writes the member key before the decision's actions, waiting for it (tenure before the
+    /// publisher of issue 15): under a slow store the lease renewal starts after the decision expired.
+    PublishBeforeActions,
     /// Simulator-only: the watchdog never fires.
     WatchdogNeverFires,
 }

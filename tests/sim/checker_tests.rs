@@ -3,8 +3,12 @@ use crate::checkers;
 use crate::dsl::Sim;
 use crate::pgmodel::Run;
 
+/// Converged, and every agent has decided on what it converged to (a replica whose start it has not yet
+/// observed still says "not running").
 fn settled() -> Sim {
-    Sim::new(3).started()
+    let mut sim = Sim::new(3).started();
+    sim.run_for(2 * sim.w.timing().loop_wait_ms);
+    sim
 }
 
 #[test]

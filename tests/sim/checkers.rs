@@ -94,12 +94,12 @@ pub fn lease_covers(w: &mut World) {
         return;
     }
     for n in &mut w.nodes {
-        if !n.pg.is_primary() || (n.agent.alive && n.agent.mem.lease.is_some()) {
+        if !n.pg.is_primary() || (n.agent.alive && n.agent.cycle.memory().lease.is_some()) {
             n.left_running_in_pause = false;
         }
     }
     for (i, n) in w.nodes.iter().enumerate() {
-        if !n.pg.is_primary() || n.agent.mem.paused || n.left_running_in_pause {
+        if !n.pg.is_primary() || n.agent.cycle.memory().paused || n.left_running_in_pause {
             continue;
         }
         let covered = w
@@ -132,7 +132,12 @@ fn failsafe_covers(w: &World, i: usize) -> bool {
             .failsafe_grant
             .as_ref()
             .is_some_and(|g| &g.leader == leader && now < g.received_at.plus_ms(ttl));
-        let young = n.agent.mem.started_at.is_none_or(|s| now < s.plus_ms(ttl));
+        let young = n
+            .agent
+            .cycle
+            .memory()
+            .started_at
+            .is_none_or(|s| now < s.plus_ms(ttl));
         let outside = w
             .store
             .failsafe
@@ -262,4 +267,34 @@ pub fn converged(w: &World) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// PauseHandsOff's bookkeeping of an operator's request: only a refused request of the kind that licenses
+/// (restart now, reinitialize) withdraws the licence (a pending switchover naming this node still gives it).
+pub fn answered(
+    w: &mut World,
+    i: usize,
+    request: Option<&tenure::ha::OperatorRequest>,
+    answer: &tenure::ha::RequestAnswer,
+) {
+    let licensing = matches!(
+        request,
+        Some(
+            tenure::ha::OperatorRequest::Restart {
+                at_wall_ms: None,
+                ..
+            } | tenure::ha::OperatorRequest::Reinitialize { .. }
+        )
+    );
+    let name = &w.nodes[i].name;
+    let switchover = w
+        .store
+        .switchover
+        .as_ref()
+        .is_some_and(|s| s.leader.as_ref() == Some(name) || s.candidate.as_ref() == Some(name));
+    if matches!(answer, tenure::ha::RequestAnswer::Refused(_)) && licensing && !switchover {
+        w.nodes[i].operator_licence = false;
+    }
+    let line = format!("{}: operator request answered {answer:?}", w.nodes[i].name);
+    w.note(line);
 }

@@ -341,10 +341,16 @@ impl Sim {
         assert_eq!(
             self.primary(),
             Some(i),
-            "seed {}: expected {} primary",
+            "seed {}: expected {} primary\n{}",
             self.w.seed,
-            self.w.nodes[i].name
+            self.w.nodes[i].name,
+            self.log_tail(40)
         );
+    }
+    /// The last `n` lines of the run's log, for a failed assertion's message.
+    pub fn log_tail(&self, n: usize) -> String {
+        let skip = self.w.log.len().saturating_sub(n);
+        self.w.log[skip..].join("\n")
     }
     pub fn assert_no_primary(&self) {
         assert_eq!(

@@ -13,8 +13,10 @@ fn with_failsafe_key(mut sim: Sim, seed: u64) -> Sim {
     for _ in 0..10 {
         sim.run_for(1_000);
         if sim.w.store.failsafe.as_ref().is_some_and(|k| k.len() == 3) {
-            // One more loop so every member has read the key and the mode.
-            sim.run_for(1_500);
+            // Long enough for every member to have read the key and the mode: one loop, and one more when
+            // the key's write went unanswered (the cycle after an unanswered store call reads nothing).
+            let t = sim.w.timing();
+            sim.run_for(t.loop_wait_ms + t.retry_timeout_ms + 500);
             return sim;
         }
     }
@@ -52,7 +54,7 @@ fn store_outage_with_every_member_reachable_keeps_the_primary_writing() {
         // Back on its lease: the next outage is survived the same way.
         sim.run_for(sim.ttl());
         assert!(
-            sim.w.nodes[p].agent.mem.lease.is_some(),
+            sim.w.nodes[p].agent.cycle.memory().lease.is_some(),
             "seed {seed}: lease retaken"
         );
     }

@@ -1,11 +1,43 @@
 //! Executing the actions that touch the node itself: PostgreSQL, the fencing process, probes, jobs.
-use tenure::ha::{Action, Job, JobStatus, StopMode};
+use tenure::agent::cycle::Found;
+use tenure::ha::{Action, Job, JobResult, JobStatus, StopMode};
 
-use crate::pgmodel::Run;
+use crate::pgmodel::{Data, Run};
 use crate::world::{ActionOutcomeKind, Ev, World};
 
-/// Execute a local action; returns its outcome and how long it took.
-pub fn execute(w: &mut World, i: usize, action: &Action) -> (ActionOutcomeKind, u64) {
+/// Execute a local action; returns its outcome, how long it took and what it found.
+pub fn execute(
+    w: &mut World,
+    i: usize,
+    action: &Action,
+) -> (ActionOutcomeKind, u64, Option<Found>) {
+    let found = match action {
+        Action::ProbePeers => {
+            let (probes, took) = crate::peers::probe_peers(w, i);
+            return (ActionOutcomeKind::Done, took, Some(Found::Peers(probes)));
+        }
+        Action::PostFailsafe { members } => {
+            let (replies, took) = crate::peers::post_failsafe(w, i, members);
+            let all = replies.iter().all(|r| r.accepted);
+            let kind = if all {
+                ActionOutcomeKind::Done
+            } else {
+                ActionOutcomeKind::Failed
+            };
+            return (kind, took, Some(Found::FailsafeReplies(replies)));
+        }
+        Action::CheckDivergence { leader } => {
+            let d = crate::peers::check_divergence(w, i, leader);
+            return (ActionOutcomeKind::Done, 10, Some(Found::Divergence(d)));
+        }
+        _ => None,
+    };
+    let (kind, took) = act(w, i, action);
+    (kind, took, found)
+}
+
+/// Execute a local action that finds nothing but its outcome.
+fn act(w: &mut World, i: usize, action: &Action) -> (ActionOutcomeKind, u64) {
     use ActionOutcomeKind::*;
     let names = w.names();
     let upstream_index = |u: &Option<tenure::ha::NodeName>| {
@@ -75,22 +107,6 @@ pub fn execute(w: &mut World, i: usize, action: &Action) -> (ActionOutcomeKind, 
             w.nodes[i].fence = None;
             w.nodes[i].watchdog = None;
             (Done, 1)
-        }
-        Action::ProbePeers => {
-            let (probes, took) = crate::shell::probe_peers(w, i);
-            w.nodes[i].agent.peers = Some(probes);
-            (Done, took)
-        }
-        Action::PostFailsafe { members } => {
-            let (replies, took) = crate::shell::post_failsafe(w, i, members);
-            let all = replies.iter().all(|r| r.accepted);
-            w.nodes[i].agent.failsafe_replies = Some(replies);
-            (if all { Done } else { Failed }, took)
-        }
-        Action::CheckDivergence { leader } => {
-            let d = crate::shell::check_divergence(w, i, leader);
-            w.nodes[i].agent.divergence = Some(d);
-            (Done, 10)
         }
         Action::StartJob(job) => {
             start_job(w, i, job.clone());
@@ -164,4 +180,70 @@ fn record_promotion(w: &mut World, i: usize, tl: u32) {
     w.timelines.insert(tl);
     let name = w.nodes[i].name.clone();
     w.note(format!("{name}: PROMOTED to timeline {tl}"));
+}
+
+/// A background job finished.
+pub fn job_done(w: &mut World, i: usize, job_gen: u64, ok: bool) {
+    if w.nodes[i].agent.job_gen != job_gen || !w.nodes[i].agent.alive {
+        return;
+    }
+    let JobStatus::Running(job) = w.nodes[i].agent.job.clone() else {
+        return;
+    };
+    let ok = ok && finish_job(w, i, &job);
+    let name = w.nodes[i].name.clone();
+    w.note(format!("{name}: job {job} finished ok={ok}"));
+    let result = if ok {
+        JobResult::Ok
+    } else {
+        JobResult::Failed("simulated failure".into())
+    };
+    // Seen at the agent's next cycle: it polls a running job every `cycle::JOB_POLL_MS`.
+    w.nodes[i].agent.job = JobStatus::Finished(job, result);
+}
+
+fn finish_job(w: &mut World, i: usize, job: &Job) -> bool {
+    match job {
+        Job::Bootstrap => {
+            if w.nodes[i].pg.data.is_some() {
+                return false;
+            }
+            let sysid = w.new_sysid();
+            let pg = &mut w.nodes[i].pg;
+            pg.data = Some(Data {
+                sysid,
+                history: vec![],
+                tl: 1,
+                lsn: 0x100_0000,
+                was_primary: true,
+                clean: true,
+            });
+            pg.run = Run::Primary;
+            true
+        }
+        Job::Clone { from } | Job::Rewind { from } | Job::Reinit { from } => {
+            let Some(src) = w.nodes.iter().position(|n| &n.name == from) else {
+                return false;
+            };
+            let reachable = w.link(i, src) && w.nodes[src].pg.run != Run::Stopped;
+            let Some(mut data) = w.nodes[src].pg.data.clone().filter(|_| reachable) else {
+                return false;
+            };
+            if matches!(job, Job::Rewind { .. })
+                && w.nodes[i]
+                    .pg
+                    .data
+                    .as_ref()
+                    .is_none_or(|d| d.sysid != data.sysid)
+            {
+                return false;
+            }
+            data.was_primary = false;
+            data.clean = true;
+            let pg = &mut w.nodes[i].pg;
+            pg.stop(true);
+            pg.data = Some(data);
+            true
+        }
+    }
 }

@@ -112,6 +112,11 @@ fn mutant_health_ignores_lease_trips_health_single() {
     let msg = first_failure(1..200, |seed| {
         let mut sim = mutant_sim(seed, Mutant::HealthIgnoresLease).started();
         let p = sim.primary_now();
+        // With its fencing process hung, the old primary runs until its agent stops it, which answers
+        // from that decision's status until the next: a status that ignores the lease says "primary"
+        // there while the new leader promotes. (Cut off alone, the fencer stops PostgreSQL at the lease's
+        // end and the agent, not reading after the unanswered renewal, says so at once.)
+        sim.w.nodes[p].fencer_frozen = true;
         sim.partition_from_store(p);
         sim.run_for(sim.ttl() * 2);
     });
@@ -246,4 +251,14 @@ fn mutant_quorum_shrink_unconfirmed_trips_no_acked_write_lost() {
         crate::quorum::crash_as_voters_return(mutant_sim(seed, Mutant::QuorumShrinkUnconfirmed))
     });
     assert_tripped(&msg, &["NoAckedWriteLost"]);
+}
+
+#[test]
+fn mutant_publish_before_actions_trips_slow_store_keeps_lease() {
+    let msg = first_failure(1..5, |seed| {
+        crate::slow_store::primary_keeps_its_lease(seed, |c| {
+            c.mutant = Some(Mutant::PublishBeforeActions)
+        });
+    });
+    assert_tripped(&msg, &["SlowStoreKeepsLease"]);
 }

@@ -430,3 +430,24 @@ fn operator_restart_and_reinit_in_pause_keep_one_primary_and_bring_the_node_back
     sim.resume();
     sim.run_until_converged(sim.ttl() * 2);
 }
+
+/// The old primary's fencing process hung, then its host cut off from the store: its agent stops
+/// PostgreSQL itself at the lease's end, and its health check stops answering "primary" there (the
+/// scenario mutant `HealthIgnoresLease` trips in `mutants.rs`).
+#[test]
+fn hung_fencer_and_cut_off_primary_still_one_writer_one_healthy_primary() {
+    for seed in 1..6 {
+        let mut sim = Sim::with(seed, 3, |_, _| {}).started();
+        let p = sim.primary_now();
+        sim.w.nodes[p].fencer_frozen = true;
+        sim.partition_from_store(p);
+        sim.run_for(sim.ttl() * 2);
+        let new = sim.primary().expect("a new primary");
+        assert_ne!(
+            new, p,
+            "seed {seed}: the cut-off primary is no longer writable"
+        );
+        sim.heal_all();
+        sim.run_until_converged(sim.ttl() * 4);
+    }
+}

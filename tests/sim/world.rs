@@ -2,9 +2,9 @@
 use std::cmp::Reverse;
 use std::collections::{BTreeSet, BinaryHeap};
 
+use tenure::agent::cycle::{Cycle, Found};
 use tenure::ha::{
-    ActionOutcome, CoreConfig, Divergence, FailsafeGrant, FailsafeReply, JobStatus, Memory, Millis,
-    NodeName, NodeStatus, PeerProbe, Tags, Timing,
+    CoreConfig, FailsafeGrant, JobStatus, MemberStatus, Millis, NodeName, NodeStatus, Tags, Timing,
 };
 
 use crate::pgmodel::{Data, Pg, Run};
@@ -33,14 +33,20 @@ pub enum Ev {
     StoreArrive {
         node: usize,
         gen: u64,
-        sent_at: u64,
         deadline: u64,
     },
     ActionDone {
         node: usize,
         gen: u64,
         outcome: ActionOutcomeKind,
-        sent_at: u64,
+        found: Option<Box<Found>>,
+    },
+    /// The member key's write (beside the cycle) is done; `wait`: the cycle waits for it.
+    PublishDone {
+        node: usize,
+        gen: u64,
+        member: Option<Box<MemberStatus>>,
+        wait: bool,
     },
     JobDone {
         node: usize,
@@ -74,28 +80,24 @@ pub struct Agent {
     pub alive: bool,
     pub frozen: bool,
     pub gen: u64,
-    pub mem: Memory,
-    pub outcomes: Vec<ActionOutcome>,
-    pub peers: Option<Vec<PeerProbe>>,
-    pub divergence: Option<Divergence>,
+    /// The agent's own cycle machine: memory, the plan being carried out, what feeds the next observation.
+    pub cycle: Cycle,
     pub job: JobStatus,
     pub job_gen: u64,
     pub shutting_down: bool,
     pub session: Option<u64>,
-    pub consistent_next: bool,
-    pub read_sent_at: u64,
     pub busy: bool,
-    pub pending: std::collections::VecDeque<tenure::ha::Action>,
     pub in_flight: Option<tenure::ha::Action>,
-    pub store_deadline: u64,
-    pub wake_at: u64,
     pub deferred: Vec<Ev>,
     pub status: Option<NodeStatus>,
+    /// The member record of the last decision, and the publisher's state (one write at a time).
+    pub member: Option<MemberStatus>,
+    pub publishing: bool,
+    pub publish_next: Option<MemberStatus>,
     pub last_reason: String,
     /// An operator's restart or reinitialize for this node, handed to the next `decide`.
     pub request: Option<tenure::ha::OperatorRequest>,
-    /// Answers to the last failsafe round, and the last grant this agent's REST API gave.
-    pub failsafe_replies: Option<Vec<FailsafeReply>>,
+    /// The last grant this agent's REST API gave.
     pub failsafe_grant: Option<FailsafeGrant>,
 }
 
@@ -105,26 +107,20 @@ impl Agent {
             alive: true,
             frozen: false,
             gen,
-            mem: Memory::default(),
-            outcomes: Vec::new(),
-            peers: None,
-            divergence: None,
+            cycle: Cycle::default(),
             job: JobStatus::Idle,
             job_gen: 0,
             shutting_down: false,
             session: None,
-            consistent_next: false,
-            read_sent_at: 0,
             busy: false,
-            pending: Default::default(),
             in_flight: None,
-            store_deadline: 0,
-            wake_at: 0,
             deferred: Vec::new(),
             status: None,
+            member: None,
+            publishing: false,
+            publish_next: None,
             last_reason: String::new(),
             request: None,
-            failsafe_replies: None,
             failsafe_grant: None,
         }
     }
@@ -167,6 +163,9 @@ pub struct Knobs {
     /// How far behind its upstream a streaming replica runs on the same timeline (synchronous-mode runs: so
     /// that a standby's flush, not its mere connection, decides what a commit waits for).
     pub replication_lag_ms: u64,
+    /// Every message to and from the store (and between hosts) takes exactly this long, one way: a slow
+    /// store that always answers (`tests/sim/slow_store.rs`).
+    pub fixed_latency_ms: Option<u64>,
 }
 
 /// The world.
@@ -246,6 +245,7 @@ impl World {
                 slow_ms: 0,
                 rewind_fail_pct: 0,
                 replication_lag_ms: 0,
+                fixed_latency_ms: None,
             },
             trace,
             log: Vec::new(),
@@ -368,7 +368,7 @@ impl World {
             Ev::Fencer { node } => self.fencer_check(node),
             Ev::Watchdog { node } => self.watchdog_check(node),
             Ev::AgentRestart { node } => self.restart_agent(node),
-            Ev::JobDone { node, job_gen, ok } => crate::shell::job_done(self, node, job_gen, ok),
+            Ev::JobDone { node, job_gen, ok } => crate::local::job_done(self, node, job_gen, ok),
             Ev::Sample => {
                 let next = self.t + 100;
                 self.schedule(next, Ev::Sample);
