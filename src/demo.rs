@@ -2,6 +2,8 @@
 //! `--failover` it crashes the primary's host (agent and PostgreSQL, SIGKILL), shows a replica taking
 //! over and the old node rejoining as a replica, then exits.
 pub mod local;
+pub mod net;
+pub mod procs;
 
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};

@@ -12,6 +12,7 @@ pub mod hooks;
 pub mod peers;
 pub mod publisher;
 pub mod reload;
+mod report;
 mod runtime;
 mod sync_names;
 pub mod unique;

@@ -1,18 +1,18 @@
-//! The agent's loop, and what it publishes to the REST API and the store each cycle.
+//! The agent's loop: the tokio driver of `cycle`, with the REST API, signals, the `config` key and the store watches.
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::watch;
 use tokio::time::{Duration, Instant};
-use tracing::{debug, error, info, warn};
+use tracing::{error, info, warn};
 
 use crate::api::{ApiState, Published};
 use crate::clock;
 use crate::config::Config;
 use crate::dcs::{snapshot, Dcs};
-use crate::ha::{Decision, Millis, Observation, Outcome, PgState, StoreView};
-use crate::logging::{CycleLine, CycleLog};
+use crate::ha::{Millis, Outcome, PgState, StoreView};
+use crate::logging::CycleLog;
 
 use super::control::{request_result, PendingRequest, StoreControl};
 use super::cycle::{Cycle, Local, Step};
@@ -153,7 +153,7 @@ pub async fn run_loop(
             pg_reloaded,
         });
         let d = super::guard::decide_or_stop(&core, cycle.memory(), &obs)?;
-        log_cycle(&mut cycle_log, &d, &obs);
+        super::report::log_cycle(&mut cycle_log, &d, &obs);
         if d.status.role != tx.borrow().status.role {
             counters.role_changes += 1;
         }
@@ -162,8 +162,8 @@ pub async fn run_loop(
         // (`patronictl pause --wait` waits for exactly that).
         record.pause = d.status.paused;
         record.pending_restart_reason = super::execute::pending_reason(running.as_ref(), &record);
-        publish_api(&tx, &d, &record, &exec, &counters, dcs_last_seen, &obs.pg);
-        tx.send_modify(|p| publish_pg_details(p, running.as_ref(), &obs.pg));
+        super::report::publish_api(&tx, &d, &record, &exec, &counters, dcs_last_seen, &obs.pg);
+        tx.send_modify(|p| super::report::publish_pg_details(p, running.as_ref(), &obs.pg));
         tx.send_modify(|p| p.maximum_lag_on_failover_bytes = core.maximum_lag_on_failover_bytes);
         // Before any action runs: a POST /failsafe answered from now on sees this decision's answer.
         lock(&failsafe).answer = d.status.failsafe;
@@ -218,35 +218,6 @@ pub async fn run_loop(
     let _ = stop_api.send(());
     let _ = api_task.await;
     Ok(())
-}
-
-/// The cycle's line: at INFO when its reason differs from the previous cycle's or an action other than the
-/// steady ones ran, a heartbeat at INFO once a minute otherwise, else DEBUG (issue 14: quiet logs).
-fn log_cycle(log: &mut CycleLog<crate::ha::Reason>, d: &Decision, obs: &Observation) {
-    match log.line(&d.reason, d.actions.iter().any(notable), obs.now.0) {
-        CycleLine::Changed => info!(reason = %d.reason, actions = ?d.actions, "cycle"),
-        CycleLine::Heartbeat => {
-            let leader = d.status.leader.as_ref().map(|l| l.to_string());
-            let lease = match d.status.lease_deadline {
-                Some(at) => format!("{} ms left", at.since(obs.now)),
-                None => "none held".into(),
-            };
-            info!(
-                role = ?d.status.role,
-                leader = leader.as_deref().unwrap_or("none"),
-                %lease,
-                reason = %d.reason,
-                "heartbeat"
-            );
-        }
-        CycleLine::Same => debug!(reason = %d.reason, actions = ?d.actions, "cycle"),
-    }
-}
-
-/// Whether an action is news: everything but the leader's steady renewal, its optime and its fence.
-fn notable(a: &crate::ha::Action) -> bool {
-    use crate::ha::Action::*;
-    !matches!(a, RenewLeader | WriteOptime(_) | ArmFence { .. })
 }
 
 /// Run with the settings the store's `config` key gives from now on: a new `ttl` for the store's next
@@ -431,64 +402,6 @@ async fn observe_pg(
         }
         Err(_) => (PgState::Starting, None),
     }
-}
-
-/// `/patroni`'s PostgreSQL details: the system identifier (also of a stopped cluster), the postmaster's
-/// start time and a primary's walsenders, in Patroni's shapes.
-fn publish_pg_details(
-    p: &mut crate::api::Published,
-    running: Option<&crate::pg::probe::RunningStatus>,
-    pg: &PgState,
-) {
-    p.database_system_identifier = match pg {
-        PgState::Running(r) => Some(r.system_id.0.to_string()),
-        PgState::Stopped(cd) => Some(cd.system_id.0.to_string()),
-        _ => p.database_system_identifier.take(),
-    };
-    p.postmaster_start_time = running.map(|r| r.postmaster_start_time.clone());
-    p.postmaster_start_unix_s = running.map(|r| r.postmaster_start_unix_s);
-    p.wal_replay_paused = running.is_some_and(|r| r.replay_paused);
-    p.replication = running
-        .map(|r| {
-            r.replication
-                .iter()
-                .map(|w| {
-                    serde_json::json!({
-                        "usename": w.usename,
-                        "application_name": w.application_name,
-                        "client_addr": w.client_addr,
-                        "state": w.state,
-                        "sync_state": w.sync_state,
-                        "sync_priority": w.sync_priority,
-                    })
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-}
-
-fn publish_api(
-    tx: &watch::Sender<Published>,
-    d: &Decision,
-    record: &crate::dcs::MemberRecord,
-    exec: &Executor,
-    counters: &crate::api::RuntimeCounters,
-    dcs_last_seen: Option<u64>,
-    pg: &crate::ha::PgState,
-) {
-    tx.send_modify(|p| {
-        p.server_version = match pg {
-            crate::ha::PgState::Running(r) => Some(r.server_version),
-            _ => None,
-        };
-        p.status = d.status.clone();
-        p.member = record.clone();
-        p.cluster = exec.snapshot.clone();
-        p.tags = record.tags.clone();
-        p.counters = counters.clone();
-        p.dcs_last_seen_unix_s = dcs_last_seen;
-        p.watchdog_failed = !exec.watchdog.is_healthy();
-    });
 }
 
 fn lock(

@@ -3,20 +3,20 @@
 //!
 //! Shared by `tenure demo` and the end-to-end test harness (`tests/support/cluster.rs`), so the demo runs
 //! exactly the configuration the tests exercise.
-use std::collections::HashSet;
 use std::fs::File;
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::SocketAddr;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::{kill, Signal};
-use nix::sys::wait::{waitpid, WaitPidFlag};
 use nix::unistd::{Gid, Pid, Uid};
+
+pub use super::net::{free_port, http_get, tail};
+pub use super::procs::{
+    alive, children_of, fencer_pid, postmaster_pid, process_tree, reaper, stop_postmaster, Reaper,
+};
 
 /// Where Debian's PostgreSQL 15 binaries live.
 pub const PG_BIN_DIR: &str = "/usr/lib/postgresql/15/bin";
@@ -232,171 +232,6 @@ impl RunAs {
     }
 }
 
-/// This process as subreaper of everything it starts: daemonized postmasters and fencing processes are
-/// re-parented here when their agent dies, and reaped here (PID 1 in a container may not reap).
-pub struct Reaper {
-    /// PIDs of children someone holds a `Child` for: those are theirs to wait for.
-    held: Mutex<HashSet<i32>>,
-}
-
-/// The process-wide reaper, started on first use.
-pub fn reaper() -> &'static Reaper {
-    static REAPER: OnceLock<Reaper> = OnceLock::new();
-    REAPER.get_or_init(|| {
-        let _ = nix::sys::prctl::set_child_subreaper(true);
-        std::thread::spawn(|| loop {
-            reaper().reap_orphans();
-            std::thread::sleep(Duration::from_millis(100));
-        });
-        Reaper {
-            held: Mutex::new(HashSet::new()),
-        }
-    })
-}
-
-impl Reaper {
-    fn held(&self) -> MutexGuard<'_, HashSet<i32>> {
-        self.held.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Spawn `cmd`, keeping the reaper off it (the caller waits for it).
-    pub fn spawn(&self, cmd: &mut Command) -> std::io::Result<Child> {
-        let mut held = self.held();
-        let child = cmd.spawn()?;
-        held.insert(child.id() as i32);
-        Ok(child)
-    }
-
-    /// Run `start` (which spawns children it waits for itself, e.g. a store) with the reaper held off, and
-    /// keep it off the PIDs it returns.
-    pub fn spawn_with<T>(&self, start: impl FnOnce() -> (T, Vec<i32>)) -> T {
-        let mut held = self.held();
-        let (value, pids) = start();
-        held.extend(pids);
-        value
-    }
-
-    /// `cmd`'s exit status and output, as `Command::output` gives them, with the reaper kept off the child
-    /// (otherwise it may reap the exited child first, and the wait fails with ECHILD).
-    pub fn output(&self, cmd: &mut Command) -> std::io::Result<std::process::Output> {
-        cmd.stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        let child = self.spawn(cmd)?;
-        let pid = child.id() as i32;
-        let out = child.wait_with_output();
-        self.release(pid);
-        out
-    }
-
-    /// The child was waited for: its PID may be reused.
-    pub fn release(&self, pid: i32) {
-        self.held().remove(&pid);
-    }
-
-    fn reap_orphans(&self) {
-        let held = self.held();
-        for (pid, state) in children_of(Pid::this()) {
-            if state == 'Z' && !held.contains(&pid.as_raw()) {
-                let _ = waitpid(pid, Some(WaitPidFlag::WNOHANG));
-            }
-        }
-    }
-
-    /// SIGKILL every process re-parented to us that nobody holds a `Child` for (postmasters, backends and
-    /// fencing processes whose agent is gone): all of them descend from processes we started.
-    pub fn kill_orphans(&self) {
-        let held = self.held().clone();
-        for (pid, _) in children_of(Pid::this()) {
-            if !held.contains(&pid.as_raw()) {
-                let _ = kill(pid, Signal::SIGKILL);
-            }
-        }
-    }
-}
-
-/// `(pid, state)` of every process whose parent is `parent`, from /proc.
-pub fn children_of(parent: Pid) -> Vec<(Pid, char)> {
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    let parent = parent.as_raw().to_string();
-    let mut out = Vec::new();
-    for entry in dir.flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|s| s.parse::<i32>().ok())
-        else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-            continue;
-        };
-        let Some((_, rest)) = stat.rsplit_once(')') else {
-            continue;
-        };
-        let mut fields = rest.split_whitespace();
-        let state = fields.next().and_then(|s| s.chars().next()).unwrap_or('?');
-        if fields.next() == Some(parent.as_str()) {
-            out.push((Pid::from_raw(pid), state));
-        }
-    }
-    out
-}
-
-/// `pid` and all its descendants (found through /proc, children before their parent is gone).
-pub fn process_tree(pid: Pid) -> Vec<Pid> {
-    let mut out = vec![pid];
-    let mut i = 0;
-    while i < out.len() {
-        let kids: Vec<Pid> = children_of(out[i]).into_iter().map(|(p, _)| p).collect();
-        out.extend(kids);
-        i += 1;
-    }
-    out
-}
-
-/// Whether a process with this PID exists and is not a zombie.
-pub fn alive(pid: Pid) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => stat
-            .rsplit_once(')')
-            .and_then(|(_, rest)| rest.trim_start().chars().next())
-            .is_some_and(|s| s != 'Z' && s != 'X'),
-        Err(_) => false,
-    }
-}
-
-/// The postmaster's PID from `postmaster.pid`, if the file is there.
-pub fn postmaster_pid(data_dir: &Path) -> Option<Pid> {
-    let text = std::fs::read_to_string(data_dir.join("postmaster.pid")).ok()?;
-    text.lines().next()?.trim().parse().ok().map(Pid::from_raw)
-}
-
-/// The fencing process's PID, from the file the agent keeps next to the data directory.
-pub fn fencer_pid(data_dir: &Path) -> Option<Pid> {
-    let mut p = data_dir.as_os_str().to_owned();
-    p.push(".fence.pid");
-    let text = std::fs::read_to_string(PathBuf::from(p)).ok()?;
-    text.lines().next()?.trim().parse().ok().map(Pid::from_raw)
-}
-
-/// Stop a postmaster left running: SIGQUIT (immediate shutdown), SIGKILL after `grace`.
-pub fn stop_postmaster(data_dir: &Path, grace: Duration) {
-    let Some(pid) = postmaster_pid(data_dir).filter(|p| alive(*p)) else {
-        return;
-    };
-    let _ = kill(pid, Signal::SIGQUIT);
-    let until = Instant::now() + grace;
-    while alive(pid) && Instant::now() < until {
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    for p in process_tree(pid) {
-        let _ = kill(p, Signal::SIGKILL);
-    }
-}
-
 /// One running agent: the process we spawned (`runuser` or the agent itself) and the agent's own PID.
 pub struct Agent {
     child: Child,
@@ -533,73 +368,4 @@ impl Drop for Agent {
             let _ = self.wait(Duration::from_secs(5));
         }
     }
-}
-
-/// A loopback port nobody listened on a moment ago, and that no other process using this function holds.
-pub fn free_port() -> Result<u16, String> {
-    // Ports come from below the kernel's ephemeral range: a port from that range (what binding port 0
-    // hands out) can become some outgoing connection's source port before the process meant to listen
-    // on it binds it. CI saw exactly that: PostgreSQL refused to start with "Address already in use".
-    // Between the check and the server's own bind (seconds, for a node that runs initdb first) another
-    // test process could pick the same port, so each port handed out is also reserved by a lock file
-    // this process holds until it exits.
-    static NEXT: AtomicU32 = AtomicU32::new(0);
-    static HELD: Mutex<Vec<File>> = Mutex::new(Vec::new());
-    const LOW: u32 = 10_000;
-    let high = ephemeral_low().unwrap_or(32_768);
-    if high <= LOW + 1_000 {
-        return any_port();
-    }
-    let span = high - LOW;
-    let locks = std::env::temp_dir().join("tenure-ports");
-    std::fs::create_dir_all(&locks).map_err(|e| format!("{}: {e}", locks.display()))?;
-    // Processes that run at the same time (test binaries, demos) start at different places.
-    let start = std::process::id().wrapping_mul(7_919) % span;
-    for _ in 0..span {
-        let offset = NEXT.fetch_add(1, Ordering::Relaxed);
-        let port = u16::try_from(LOW + (start + offset) % span).map_err(|e| e.to_string())?;
-        let Ok(lock) = File::create(locks.join(format!("{port}.lock"))) else {
-            continue;
-        };
-        if lock.try_lock().is_err() || TcpListener::bind(("127.0.0.1", port)).is_err() {
-            continue;
-        }
-        HELD.lock().unwrap_or_else(|e| e.into_inner()).push(lock);
-        return Ok(port);
-    }
-    any_port()
-}
-
-/// The first port of the kernel's ephemeral range (`ip_local_port_range`).
-fn ephemeral_low() -> Option<u32> {
-    let range = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range").ok()?;
-    range.split_whitespace().next()?.parse().ok()
-}
-
-fn any_port() -> Result<u16, String> {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .map_err(|e| format!("bind 127.0.0.1:0: {e}"))
-}
-
-/// A bare HTTP/1.0 GET with a one-second budget: `(status, body)`, or None if nothing answered.
-pub fn http_get(addr: SocketAddr, path: &str) -> Option<(u16, String)> {
-    let budget = Duration::from_secs(1);
-    let mut s = TcpStream::connect_timeout(&addr, budget).ok()?;
-    s.set_read_timeout(Some(budget)).ok()?;
-    s.set_write_timeout(Some(budget)).ok()?;
-    write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").ok()?;
-    let mut out = String::new();
-    s.read_to_string(&mut out).ok()?;
-    let status = out.split_whitespace().nth(1)?.parse().ok()?;
-    let body = out.split_once("\r\n\r\n").map_or("", |(_, b)| b);
-    Some((status, body.to_string()))
-}
-
-/// The last `lines` lines of a text file ("" if unreadable).
-pub fn tail(path: &Path, lines: usize) -> String {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
-    let all: Vec<&str> = text.lines().collect();
-    all[all.len().saturating_sub(lines)..].join("\n")
 }
