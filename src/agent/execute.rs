@@ -166,6 +166,14 @@ impl Executor {
                 local(async { pg::ctl::stop(&self.pg, *mode).await.map(|_| ()) }).await
             }
             Action::Checkpoint => local(pg::ctl::checkpoint(&self.pg)).await,
+            // PostgreSQL cannot even run in single-user mode: a failed start, as far as the core's
+            // back-off goes.
+            Action::RecoverCrashed => match pg::ctl::ensure_clean_shutdown(&self.pg).await {
+                Ok(()) => Outcome::Done,
+                Err(e) => {
+                    Outcome::Failed(format!("crash recovery in single-user mode failed: {e}"))
+                }
+            },
             Action::CheckDivergence { leader } => {
                 let Some(ep) = self.endpoint(leader) else {
                     let why = "no conn_url known".to_string();
@@ -175,23 +183,6 @@ impl Executor {
                     });
                     return Outcome::Done;
                 };
-                // A crashed server's pg_control does not say where its WAL ends: finish crash recovery
-                // first (single-user mode, as Patroni does), then compare.
-                if pg::controldata::read(&self.pg)
-                    .await
-                    .is_ok_and(|cd| cd.local_position().is_none())
-                {
-                    if let Err(e) = pg::ctl::ensure_clean_shutdown(&self.pg).await {
-                        // PostgreSQL cannot even run in single-user mode: a failed start, as far as the
-                        // core's back-off goes.
-                        let why = format!("crash recovery in single-user mode failed: {e}");
-                        self.divergence = Some(Divergence::Unknown {
-                            leader: leader.clone(),
-                            why: why.clone(),
-                        });
-                        return Outcome::Failed(why);
-                    }
-                }
                 let d = pg::rewind::check_divergence(&self.pg, &ep).await;
                 if let Divergence::Unknown { why, .. } = &d {
                     tracing::info!(%leader, %why, "divergence unknown");

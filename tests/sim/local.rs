@@ -23,7 +23,12 @@ pub fn execute(w: &mut World, i: usize, action: &Action) -> (ActionOutcomeKind, 
         crate::checkers::no_promote_after_veto(w, i, term);
     }
     let pg = &mut w.nodes[i].pg;
-    if pg.cannot_start && matches!(action, Action::StartReplica { .. } | Action::StartPrimary) {
+    if pg.cannot_start
+        && matches!(
+            action,
+            Action::StartReplica { .. } | Action::StartPrimary | Action::RecoverCrashed
+        )
+    {
         pg.failed_starts.push(t);
         return (Failed, 30);
     }
@@ -87,7 +92,16 @@ pub fn execute(w: &mut World, i: usize, action: &Action) -> (ActionOutcomeKind, 
             w.nodes[i].agent.failsafe_replies = Some(replies);
             (if all { Done } else { Failed }, took)
         }
+        // Single-user mode replays the WAL and writes a shutdown checkpoint: pg_control says `shut down`.
+        Action::RecoverCrashed => match (&mut pg.data, &pg.run) {
+            (Some(d), Run::Stopped) => {
+                d.clean = true;
+                (Done, 100)
+            }
+            _ => (Failed, 5),
+        },
         Action::CheckDivergence { leader } => {
+            crate::checkers::recovery_before_check(w, i);
             let d = crate::shell::check_divergence(w, i, leader);
             w.nodes[i].agent.divergence = Some(d);
             (Done, 10)
