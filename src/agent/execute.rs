@@ -17,6 +17,11 @@ use crate::pg::{self, Endpoint, PgSettings};
 use super::fence::Fence;
 use super::watchdog::Watchdog;
 
+/// The bound of a background job. A clone or a rewind copies data, so no short bound fits them all; this one
+/// only makes sure a job that hangs (a source that accepts and never answers: no TCP keep-alive notices
+/// that) cannot hold the node out of the cluster for good. The job's short steps have bounds of their own.
+pub const JOB_TIMEOUT_MS: u64 = 6 * 3_600_000;
+
 /// Everything the executor acts on, and what it brings back for the next observation.
 pub struct Executor {
     pub dcs: Arc<dyn Dcs>,
@@ -43,6 +48,9 @@ pub struct Executor {
     pub hooks: super::hooks::HookRunner,
     /// tenure's `synchronous_standby_names` in synchronous mode, kept over the operator's in `pg`.
     pub(crate) sync_names: super::sync_names::OwnedSyncNames,
+    /// How long a job (bootstrap, clone, rewind, re-clone) may run: past it, its processes are killed and
+    /// the core sees it `Failed` with the bound in its message (`JOB_TIMEOUT_MS` unless a test sets it).
+    pub job_timeout_ms: u64,
     job: Option<(Job, JoinHandle<Result<(), String>>)>,
     finished: Option<(Job, JobResult)>,
 }
@@ -76,6 +84,7 @@ impl Executor {
                 .unwrap_or_default(),
             hooks: Default::default(),
             sync_names,
+            job_timeout_ms: JOB_TIMEOUT_MS,
             job: None,
             finished: None,
         }
@@ -330,20 +339,37 @@ impl Executor {
             }
         };
         let kind = job.clone();
+        let timeout_ms = self.job_timeout_ms;
         let handle = tokio::spawn(async move {
-            let result = match (
-                &kind,
-                source.and_then(|cfg| cfg.upstream.clone().map(|ep| (ep, cfg))),
-            ) {
-                (Job::Bootstrap, _) => pg::ctl::bootstrap(&pg, &initdb).await,
-                (Job::Clone { .. }, Some((ep, cfg))) => pg::ctl::basebackup(&pg, &ep, &cfg).await,
-                (Job::Rewind { .. }, Some((ep, cfg))) => {
-                    pg::rewind::run_rewind(&pg, &ep, &cfg).await.map(|_| ())
+            let work = async {
+                match (
+                    &kind,
+                    source.and_then(|cfg| cfg.upstream.clone().map(|ep| (ep, cfg))),
+                ) {
+                    (Job::Bootstrap, _) => pg::ctl::bootstrap(&pg, &initdb).await,
+                    (Job::Clone { .. }, Some((ep, cfg))) => {
+                        pg::ctl::basebackup(&pg, &ep, &cfg).await
+                    }
+                    (Job::Rewind { .. }, Some((ep, cfg))) => {
+                        pg::rewind::run_rewind(&pg, &ep, &cfg).await.map(|_| ())
+                    }
+                    (Job::Reinit { .. }, Some((ep, cfg))) => pg::ctl::reinit(&pg, &ep, &cfg).await,
+                    _ => Ok(()),
                 }
-                (Job::Reinit { .. }, Some((ep, cfg))) => pg::ctl::reinit(&pg, &ep, &cfg).await,
-                _ => Ok(()),
             };
-            result.map_err(|e| e.to_string())
+            let bound = std::time::Duration::from_millis(timeout_ms);
+            match tokio::time::timeout(bound, work).await {
+                Ok(result) => result.map_err(|e| e.to_string()),
+                Err(_) => {
+                    if matches!(kind, Job::Clone { .. } | Job::Reinit { .. }) {
+                        // As after a failed pg_basebackup: the partial copy goes, so a retry starts empty.
+                        if let Err(e) = pg::ctl::remove_data_dir_contents(&pg) {
+                            tracing::warn!(error = %e, "could not remove a timed-out clone's partial copy");
+                        }
+                    }
+                    Err(format!("{kind} did not finish within {timeout_ms} ms"))
+                }
+            }
         });
         self.job = Some((job, handle));
         Outcome::Done
