@@ -20,6 +20,11 @@ use super::cycle::Found;
 use super::fence::Fence;
 use super::watchdog::Watchdog;
 
+/// The bound of a background job. A clone or a rewind copies data, so no short bound fits them all; this one
+/// only makes sure a job that hangs (a source that accepts and never answers: no TCP keep-alive notices
+/// that) cannot hold the node out of the cluster for good. The job's short steps have bounds of their own.
+pub const JOB_TIMEOUT_MS: u64 = 6 * 3_600_000;
+
 /// Everything the executor acts on, and what it brings back for the next observation.
 pub struct Executor {
     pub dcs: Arc<dyn Dcs>,
@@ -42,6 +47,9 @@ pub struct Executor {
     pub hooks: super::hooks::HookRunner,
     /// tenure's `synchronous_standby_names` in synchronous mode, kept over the operator's in `pg`.
     pub(crate) sync_names: super::sync_names::OwnedSyncNames,
+    /// How long a job (bootstrap, clone, rewind, re-clone) may run: past it, its processes are killed and
+    /// the core sees it `Failed` with the bound in its message (`JOB_TIMEOUT_MS` unless a test sets it).
+    pub job_timeout_ms: u64,
     job: Option<(Job, JoinHandle<Result<(), String>>)>,
     finished: Option<(Job, JobResult)>,
 }
@@ -72,6 +80,7 @@ impl Executor {
                 .unwrap_or_default(),
             hooks: Default::default(),
             sync_names,
+            job_timeout_ms: JOB_TIMEOUT_MS,
             job: None,
             finished: None,
         }
@@ -105,8 +114,8 @@ impl Executor {
     pub async fn run(&mut self, action: &Action, deadline: Instant) -> (Outcome, Option<Found>) {
         match action {
             Action::CheckDivergence { leader } => {
-                let (outcome, d) = self.check_divergence(leader).await;
-                (outcome, Some(Found::Divergence(d)))
+                let d = self.check_divergence(leader).await;
+                (Outcome::Done, Some(Found::Divergence(d)))
             }
             Action::ProbePeers => (Outcome::Done, Some(Found::Peers(self.probe_peers().await))),
             Action::PostFailsafe { members } => {
@@ -128,38 +137,20 @@ impl Executor {
         }
     }
 
-    /// Our timeline against `leader`'s history.
-    async fn check_divergence(&self, leader: &NodeName) -> (Outcome, Divergence) {
+    /// Our timeline against `leader`'s history: a read (the core asked for `RecoverCrashed` first when
+    /// pg_control needed it).
+    async fn check_divergence(&self, leader: &NodeName) -> Divergence {
         let Some(ep) = self.endpoint(leader) else {
-            let why = "no conn_url known".to_string();
-            let d = Divergence::Unknown {
+            return Divergence::Unknown {
                 leader: leader.clone(),
-                why,
+                why: "no conn_url known".to_string(),
             };
-            return (Outcome::Done, d);
         };
-        // A crashed server's pg_control does not say where its WAL ends: finish crash recovery
-        // first (single-user mode, as Patroni does), then compare.
-        if pg::controldata::read(&self.pg)
-            .await
-            .is_ok_and(|cd| cd.local_position().is_none())
-        {
-            if let Err(e) = pg::ctl::ensure_clean_shutdown(&self.pg).await {
-                // PostgreSQL cannot even run in single-user mode: a failed start, as far as the
-                // core's back-off goes.
-                let why = format!("crash recovery in single-user mode failed: {e}");
-                let d = Divergence::Unknown {
-                    leader: leader.clone(),
-                    why: why.clone(),
-                };
-                return (Outcome::Failed(why), d);
-            }
-        }
         let d = pg::rewind::check_divergence(&self.pg, &ep).await;
         if let Divergence::Unknown { why, .. } = &d {
             tracing::info!(%leader, %why, "divergence unknown");
         }
-        (Outcome::Done, d)
+        d
     }
 
     /// Every member ever seen, asked over REST (or PostgreSQL) what it is.
@@ -234,6 +225,14 @@ impl Executor {
                 local(async { pg::ctl::stop(&self.pg, *mode).await.map(|_| ()) }).await
             }
             Action::Checkpoint => local(pg::ctl::checkpoint(&self.pg)).await,
+            // PostgreSQL cannot even run in single-user mode: a failed start, as far as the core's
+            // back-off goes.
+            Action::RecoverCrashed => match pg::ctl::ensure_clean_shutdown(&self.pg).await {
+                Ok(()) => Outcome::Done,
+                Err(e) => {
+                    Outcome::Failed(format!("crash recovery in single-user mode failed: {e}"))
+                }
+            },
             Action::WriteFailsafe(members) => {
                 let members = members
                     .iter()
@@ -349,20 +348,37 @@ impl Executor {
             }
         };
         let kind = job.clone();
+        let timeout_ms = self.job_timeout_ms;
         let handle = tokio::spawn(async move {
-            let result = match (
-                &kind,
-                source.and_then(|cfg| cfg.upstream.clone().map(|ep| (ep, cfg))),
-            ) {
-                (Job::Bootstrap, _) => pg::ctl::bootstrap(&pg, &initdb).await,
-                (Job::Clone { .. }, Some((ep, cfg))) => pg::ctl::basebackup(&pg, &ep, &cfg).await,
-                (Job::Rewind { .. }, Some((ep, cfg))) => {
-                    pg::rewind::run_rewind(&pg, &ep, &cfg).await.map(|_| ())
+            let work = async {
+                match (
+                    &kind,
+                    source.and_then(|cfg| cfg.upstream.clone().map(|ep| (ep, cfg))),
+                ) {
+                    (Job::Bootstrap, _) => pg::ctl::bootstrap(&pg, &initdb).await,
+                    (Job::Clone { .. }, Some((ep, cfg))) => {
+                        pg::ctl::basebackup(&pg, &ep, &cfg).await
+                    }
+                    (Job::Rewind { .. }, Some((ep, cfg))) => {
+                        pg::rewind::run_rewind(&pg, &ep, &cfg).await.map(|_| ())
+                    }
+                    (Job::Reinit { .. }, Some((ep, cfg))) => pg::ctl::reinit(&pg, &ep, &cfg).await,
+                    _ => Ok(()),
                 }
-                (Job::Reinit { .. }, Some((ep, cfg))) => pg::ctl::reinit(&pg, &ep, &cfg).await,
-                _ => Ok(()),
             };
-            result.map_err(|e| e.to_string())
+            let bound = std::time::Duration::from_millis(timeout_ms);
+            match tokio::time::timeout(bound, work).await {
+                Ok(result) => result.map_err(|e| e.to_string()),
+                Err(_) => {
+                    if matches!(kind, Job::Clone { .. } | Job::Reinit { .. }) {
+                        // As after a failed pg_basebackup: the partial copy goes, so a retry starts empty.
+                        if let Err(e) = pg::ctl::remove_data_dir_contents(&pg) {
+                            tracing::warn!(error = %e, "could not remove a timed-out clone's partial copy");
+                        }
+                    }
+                    Err(format!("{kind} did not finish within {timeout_ms} ms"))
+                }
+            }
         });
         self.job = Some((job, handle));
         Outcome::Done

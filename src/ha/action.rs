@@ -58,7 +58,13 @@ pub enum Action {
     Stop { mode: StopMode },
     /// A CHECKPOINT before a graceful stop, so the candidate receives a short shutdown tail.
     Checkpoint,
+    /// Finish crash recovery of a stopped PostgreSQL whose pg_control gives no trustworthy WAL end
+    /// (`Controldata::needs_crash_recovery`): single-user mode replays the WAL and writes a shutdown
+    /// checkpoint, as Patroni's `ensure_clean_shutdown`. It runs PostgreSQL, so a failure counts as a failed
+    /// start for the back-off.
+    RecoverCrashed,
     /// Ask the shell to check our timeline against the leader's history (result in `Observation::divergence`).
+    /// A pure read: the core asks for `RecoverCrashed` first when pg_control needs it.
     CheckDivergence { leader: NodeName },
     /// Probe every member's REST API (results in `Observation::peers`).
     ProbePeers,

@@ -9,12 +9,11 @@ use super::Reason;
 /// The longest wait between two start attempts.
 pub const MAX_BACKOFF_MS: u64 = 60_000;
 
-/// Whether `a` starts PostgreSQL (a divergence check of a crashed data directory first runs it in
-/// single-user mode for crash recovery).
+/// Whether `a` starts PostgreSQL (crash recovery runs it in single-user mode).
 fn starts(a: &Action) -> bool {
     matches!(
         a,
-        Action::StartPrimary | Action::StartReplica { .. } | Action::CheckDivergence { .. }
+        Action::StartPrimary | Action::StartReplica { .. } | Action::RecoverCrashed
     )
 }
 
@@ -32,9 +31,8 @@ pub(crate) fn absorb(m: &mut Memory, o: &ActionOutcome) {
                 why: why.clone(),
             });
         }
-        Outcome::Done if !matches!(o.action, Action::CheckDivergence { .. }) => {
-            m.start_failure = None
-        }
+        // Single-user mode ran, but the server still has to start.
+        Outcome::Done if o.action != Action::RecoverCrashed => m.start_failure = None,
         _ => {}
     }
 }

@@ -145,8 +145,18 @@ fn rejoin(ctx: &Ctx, mem: &mut Memory, leader: &NodeName, running: bool) -> Plan
     }
 }
 
-/// Ask the shell for the check; its answer arrives in the next cycle, which runs at once.
+/// Ask the shell for the check; its answer arrives in the next cycle, which runs at once. A crashed data
+/// directory says where its WAL ends only after crash recovery: that comes first, in a cycle of its own.
 fn check_divergence(ctx: &Ctx, mem: &mut Memory, leader: &NodeName) -> Plan {
+    if matches!(ctx.local, Local::Stopped(cd) if cd.needs_crash_recovery) {
+        return Plan::act_now(
+            Reason::RecoveringCrashed {
+                leader: leader.clone(),
+            },
+            vec![Action::RecoverCrashed],
+            ctx.now,
+        );
+    }
     mem.divergence_asked_at = Some(ctx.now);
     Plan::act_now(
         Reason::CheckingDivergence {

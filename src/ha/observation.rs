@@ -370,6 +370,10 @@ pub struct Controldata {
     pub was_primary: bool,
     /// Cleanly shut down (not crashed).
     pub clean: bool,
+    /// pg_control gives no trustworthy end of our WAL (a primary that crashed, or a crash recovery that
+    /// was interrupted): crash recovery must finish before our position can be compared with a leader's
+    /// (`Action::RecoverCrashed`). A standby that crashed in archive recovery does not need it.
+    pub needs_crash_recovery: bool,
 }
 
 /// A running PostgreSQL.

@@ -59,6 +59,10 @@ pub enum Reason {
     CheckingDivergence {
         leader: NodeName,
     },
+    /// Stopped after a crash: crash recovery in single-user mode before the divergence check against `leader`.
+    RecoveringCrashed {
+        leader: NodeName,
+    },
     Rewinding {
         leader: NodeName,
     },
@@ -246,6 +250,11 @@ impl fmt::Display for Reason {
             StartingReplica { leader: None } => write!(f, "starting as a read-only replica without an upstream"),
             Reconfiguring { leader } => write!(f, "following the new leader {leader}"),
             CheckingDivergence { leader } => write!(f, "checking our timeline against {leader}'s history"),
+            RecoveringCrashed { leader } => write!(
+                f,
+                "PostgreSQL was not shut down cleanly: finishing crash recovery in single-user mode \
+                 before checking our timeline against {leader}'s history"
+            ),
             Rewinding { leader } => write!(f, "running pg_rewind from {leader}"),
             Reinitializing { leader } => write!(f, "reinitializing from {leader} (diverged timelines)"),
             DivergedNoRewind { leader } => write!(

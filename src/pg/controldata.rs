@@ -170,6 +170,7 @@ impl ControlData {
             lsn: pos.lsn,
             was_primary,
             clean,
+            needs_crash_recovery: self.local_position().is_none(),
         }
     }
 }

@@ -73,7 +73,13 @@ pub async fn bootstrap(settings: &PgSettings, opts: &InitdbOptions) -> Result<()
     initdb(settings, opts).await?;
     recovery::configure_primary(settings)?;
     start(settings).await?;
-    create_roles(settings).await
+    let roles = create_roles(settings);
+    super::bounded(
+        "creating the roles",
+        settings.local_step_timeout_ms(),
+        roles,
+    )
+    .await
 }
 
 /// Create (or update the passwords of) the replication and rewind roles; needs a running primary.
@@ -269,12 +275,16 @@ pub async fn stop(settings: &PgSettings, mode: StopMode) -> Result<Stopped, PgEr
 }
 
 /// `CHECKPOINT` on the local PostgreSQL (before a graceful stop, so the shutdown checkpoint is short).
+/// Bounded by `local_step_timeout_ms`: a hung server (or a checkpoint that cannot finish) is a failed step.
 pub async fn checkpoint(settings: &PgSettings) -> Result<(), PgError> {
-    probe::connect_local(settings)
-        .await?
-        .batch_execute("CHECKPOINT")
-        .await?;
-    Ok(())
+    let run = async {
+        probe::connect_local(settings)
+            .await?
+            .batch_execute("CHECKPOINT")
+            .await?;
+        Ok(())
+    };
+    super::bounded("CHECKPOINT", settings.local_step_timeout_ms(), run).await
 }
 
 /// `pg_ctl reload`: re-read config files (primary_conninfo is reloadable on PG13+).
@@ -318,7 +328,13 @@ pub async fn promote(settings: &PgSettings) -> Result<(), PgError> {
             cmd: "wait for pg_is_in_recovery() = false".into(),
             after_s: settings.pg_ctl_timeout_s,
         })??;
-    client.batch_execute("CHECKPOINT").await?;
+    let checkpoint = async { Ok(client.batch_execute("CHECKPOINT").await?) };
+    super::bounded(
+        "CHECKPOINT after promotion",
+        settings.local_step_timeout_ms(),
+        checkpoint,
+    )
+    .await?;
     recovery::configure_primary(settings)
 }
 
@@ -371,7 +387,9 @@ pub async fn basebackup(
 /// Finish crash recovery of a stopped cluster that was not shut down cleanly (Patroni's
 /// `ensure_clean_shutdown`): single-user `postgres` replays WAL, writes a shutdown checkpoint and exits at
 /// end of input. pg_control then gives a trustworthy position for the divergence check. Standby mode is
-/// not allowed in single-user mode, so `standby.signal` is set aside meanwhile.
+/// not allowed in single-user mode, so `standby.signal` is set aside meanwhile. Bounded by
+/// `local_step_timeout_ms` (`pg_ctl_timeout`): past it the single-user server is killed, and the next
+/// attempt starts the recovery again (raise `pg_ctl_timeout` for a recovery that needs longer).
 pub async fn ensure_clean_shutdown(settings: &PgSettings) -> Result<(), PgError> {
     write_config(settings)?;
     let signal = settings.data_path("standby.signal");
@@ -390,6 +408,7 @@ pub async fn ensure_clean_shutdown(settings: &PgSettings) -> Result<(), PgError>
         .arg("-c")
         .arg("archive_command=false")
         .arg("template1")
+        .timeout_ms(settings.local_step_timeout_ms())
         .run()
         .await;
     if had_signal {

@@ -111,7 +111,34 @@ pub struct PgSettings {
     pub pg_ctl_timeout_s: u64,
 }
 
+/// Bound for one step that talks to another member's PostgreSQL: the divergence check's history queries
+/// (connection included).
+pub const REMOTE_STEP_TIMEOUT_MS: u64 = 5_000;
+
+/// `step` bounded by `timeout_ms`: past it the future is dropped (its connection closes, the binaries it
+/// runs are killed with their process group) and the error names the step and the bound.
+pub async fn bounded<T>(
+    step: &str,
+    timeout_ms: u64,
+    f: impl std::future::Future<Output = Result<T, PgError>>,
+) -> Result<T, PgError> {
+    tokio::time::timeout(std::time::Duration::from_millis(timeout_ms), f)
+        .await
+        .unwrap_or_else(|_| {
+            Err(PgError::StepTimeout {
+                step: step.to_string(),
+                timeout_ms,
+            })
+        })
+}
+
 impl PgSettings {
+    /// Bound for a local step that has no bound of its own (`CHECKPOINT`, single-user crash recovery, the
+    /// role statements of a bootstrap): `pg_ctl_timeout`, the bound of the start and stop around them.
+    pub fn local_step_timeout_ms(&self) -> u64 {
+        self.pg_ctl_timeout_s.saturating_mul(1000)
+    }
+
     /// Path of a `pg` binary.
     pub fn bin(&self, name: &str) -> PathBuf {
         self.bin_dir.join(name)
@@ -159,6 +186,9 @@ pub enum PgError {
     },
     #[error("{cmd} did not finish within {after_s}s")]
     Timeout { cmd: String, after_s: u64 },
+    /// A step bounded by `bounded` ran out of time.
+    #[error("{step} did not finish within {timeout_ms} ms")]
+    StepTimeout { step: String, timeout_ms: u64 },
     /// Shown with its causes: "db error" or "error performing TLS handshake" alone says nothing.
     #[error("sql: {}", with_causes(.0))]
     Sql(#[from] tokio_postgres::Error),

@@ -31,7 +31,7 @@ pub(crate) struct Cmd<'a> {
     bin: String,
     args: Vec<OsString>,
     env: Vec<(String, OsString)>,
-    timeout_s: Option<u64>,
+    timeout_ms: Option<u64>,
 }
 
 impl<'a> Cmd<'a> {
@@ -42,7 +42,7 @@ impl<'a> Cmd<'a> {
             args: Vec::new(),
             // Output is parsed: pin the C locale so messages are in English.
             env: vec![("LANG".into(), "C".into()), ("LC_ALL".into(), "C".into())],
-            timeout_s: None,
+            timeout_ms: None,
         }
     }
 
@@ -57,7 +57,12 @@ impl<'a> Cmd<'a> {
     }
 
     pub fn timeout_s(mut self, s: u64) -> Self {
-        self.timeout_s = Some(s);
+        self.timeout_ms = Some(s.saturating_mul(1000));
+        self
+    }
+
+    pub fn timeout_ms(mut self, ms: u64) -> Self {
+        self.timeout_ms = Some(ms);
         self
     }
 
@@ -87,7 +92,11 @@ impl<'a> Cmd<'a> {
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
-            // A timed-out future is dropped: the child must not outlive it.
+            // A timed-out future is dropped: the child must not outlive it, nor must what it started
+            // (`runuser` does not pass a SIGKILL on to its child): it leads a process group of its own,
+            // which `GroupKill` kills. A postmaster `pg_ctl start` forks is not in it (pg_ctl puts it in
+            // a session of its own).
+            .process_group(0)
             .kill_on_drop(true);
         // Binaries run as `run_as` must be able to stat their working directory.
         cmd.current_dir("/");
@@ -95,17 +104,19 @@ impl<'a> Cmd<'a> {
         let child = cmd
             .spawn()
             .map_err(PgError::io(format!("spawn {describe}")))?;
+        let mut group = GroupKill(child.id().and_then(|id| i32::try_from(id).ok()));
         let waited = child.wait_with_output();
-        let out = match self.timeout_s {
-            Some(s) => tokio::time::timeout(Duration::from_secs(s), waited)
+        let out = match self.timeout_ms {
+            Some(ms) => tokio::time::timeout(Duration::from_millis(ms), waited)
                 .await
-                .map_err(|_| PgError::Timeout {
-                    cmd: describe.clone(),
-                    after_s: s,
+                .map_err(|_| PgError::StepTimeout {
+                    step: describe.clone(),
+                    timeout_ms: ms,
                 })?,
             None => waited.await,
         }
         .map_err(PgError::io(format!("wait {describe}")))?;
+        group.0 = None;
         Ok(Output {
             success: out.status.success(),
             status: out.status.to_string(),
@@ -126,6 +137,18 @@ impl<'a> Cmd<'a> {
                 status: out.status.clone(),
                 output: out.combined(),
             })
+        }
+    }
+}
+
+/// The process group of a binary still running when its future is dropped (timed out, or its job
+/// abandoned): SIGKILLed whole, so nothing it started is left running.
+struct GroupKill(Option<i32>);
+
+impl Drop for GroupKill {
+    fn drop(&mut self) {
+        if let Some(pgid) = self.0.take() {
+            let _ = nix::sys::signal::killpg(Pid::from_raw(pgid), Signal::SIGKILL);
         }
     }
 }

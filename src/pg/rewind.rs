@@ -134,7 +134,13 @@ pub async fn check_divergence(settings: &PgSettings, leader: &Endpoint) -> Diver
         leader: name.clone(),
         why,
     };
-    let (local, stopped) = match probe::observe_detailed(settings).await {
+    let local_state = probe::observe_detailed(settings);
+    let local_state = super::bounded(
+        "the local probe",
+        settings.local_step_timeout_ms(),
+        local_state,
+    );
+    let (local, stopped) = match local_state.await {
         Ok(Observed::Running(st)) => (st.local_position(), false),
         Ok(Observed::Stopped(cd)) => match cd.local_position() {
             Some(pos) => (pos, true),
@@ -149,10 +155,13 @@ pub async fn check_divergence(settings: &PgSettings, leader: &Endpoint) -> Diver
         Ok(Observed::Starting) => return unknown("local postgres is starting".into()),
         Err(e) => return unknown(format!("local state: {e}")),
     };
-    let (leader_tl, history) = match leader_history(settings, leader).await {
-        Ok(h) => h,
-        Err(e) => return unknown(format!("leader: {e}")),
-    };
+    let step = format!("the history queries to {}", leader.name);
+    let queries = leader_history(settings, leader);
+    let (leader_tl, history) =
+        match super::bounded(&step, super::REMOTE_STEP_TIMEOUT_MS, queries).await {
+            Ok(h) => h,
+            Err(e) => return unknown(format!("leader: {e}")),
+        };
     let end = if stopped && !local.in_recovery && local.timeline < leader_tl {
         checkpoint_end(settings, local.timeline, local.lsn).await
     } else {
@@ -175,16 +184,9 @@ pub async fn can_rewind(settings: &PgSettings) -> Result<bool, PgError> {
     Ok(super::controldata::read(settings).await?.can_rewind())
 }
 
-/// Rewind the local data directory onto `source`'s timeline, then configure it as a standby per `after`
-/// (a rewound directory is only consistent once it replays the source's WAL, so it must never start as a
-/// primary). Stops PostgreSQL first; makes sure the source's pg_control has its new timeline (CHECKPOINT as
-/// superuser). Returns pg_rewind's output.
-pub async fn run_rewind(
-    settings: &PgSettings,
-    source: &Endpoint,
-    after: &StandbyConfig,
-) -> Result<String, PgError> {
-    ctl::stop(settings, StopMode::Fast).await?;
+/// The rewind source is a primary whose pg_control already has its new timeline (a CHECKPOINT as superuser
+/// makes sure of that).
+async fn source_checks(settings: &PgSettings, source: &Endpoint) -> Result<(), PgError> {
     let client = probe::connect_to(source, &settings.superuser).await?;
     let row = client.query_one("SELECT pg_is_in_recovery()", &[]).await?;
     if row.get::<_, bool>(0) {
@@ -212,7 +214,22 @@ pub async fn run_rewind(
             source.name
         )));
     }
-    drop(client);
+    Ok(())
+}
+
+/// Rewind the local data directory onto `source`'s timeline, then configure it as a standby per `after`
+/// (a rewound directory is only consistent once it replays the source's WAL, so it must never start as a
+/// primary). Stops PostgreSQL first; makes sure the source's pg_control has its new timeline (CHECKPOINT as
+/// superuser). Returns pg_rewind's output.
+pub async fn run_rewind(
+    settings: &PgSettings,
+    source: &Endpoint,
+    after: &StandbyConfig,
+) -> Result<String, PgError> {
+    ctl::stop(settings, StopMode::Fast).await?;
+    let step = format!("the checks of rewind source {}", source.name);
+    let checks = source_checks(settings, source);
+    super::bounded(&step, settings.local_step_timeout_ms(), checks).await?;
     write_pgpass(settings, source, &settings.rewind)?;
     let mut dsn = conninfo(source, &settings.rewind, "postgres");
     let service = super::passphrase_service(settings, &settings.rewind, &mut dsn)?;

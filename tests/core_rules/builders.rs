@@ -242,6 +242,7 @@ fn stopped(tl: u32, lsn: u64, was_primary: bool, clean: bool) -> PgState {
         lsn: Lsn(lsn),
         was_primary,
         clean,
+        needs_crash_recovery: was_primary && !clean,
     })
 }
 

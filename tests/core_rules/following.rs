@@ -330,3 +330,66 @@ fn a_replica_not_streaming_checks_its_history_before_following_a_new_leader() {
         &[Action::CheckDivergence { leader: n("pg2") }],
     );
 }
+
+#[test]
+fn a_crashed_primary_is_not_asked_for_a_divergence_check_before_crash_recovery() {
+    // A former primary that crashed (pg_control: `in production`) does not know where its WAL ends. The
+    // divergence check is a read: it must not be what runs crash recovery behind the core's back.
+    let o = obs(1_000)
+        .pg_stopped_primary(1, 500, false)
+        .store(led_by_pg2());
+    let d = decide(&cfg("pg1"), &mem(), &o);
+    assert!(
+        !d.actions
+            .iter()
+            .any(|a| matches!(a, Action::CheckDivergence { .. })),
+        "{:?}",
+        d.actions
+    );
+}
+
+#[test]
+fn reason_recovering_crashed() {
+    let o = obs(1_000)
+        .pg_stopped_primary(1, 500, false)
+        .store(led_by_pg2());
+    let d = decide(&cfg("pg1"), &mem(), &o);
+    expect(
+        &d,
+        Reason::RecoveringCrashed { leader: n("pg2") },
+        &[Action::RecoverCrashed],
+    );
+    assert_eq!(d.wake_at, Millis(1_000), "the check follows at once");
+    assert_eq!(d.memory.divergence_asked_at, None, "no check asked yet");
+    // Recovered: pg_control says `shut down` now, and the check (a pure read) follows.
+    let o = obs(1_100)
+        .pg_stopped_primary(1, 600, true)
+        .store(led_by_pg2())
+        .outcome(Action::RecoverCrashed, 1_000, Outcome::Done);
+    let d = decide(&cfg("pg1"), &d.memory, &o);
+    expect(
+        &d,
+        Reason::CheckingDivergence { leader: n("pg2") },
+        &[Action::CheckDivergence { leader: n("pg2") }],
+    );
+}
+
+#[test]
+fn a_standby_that_crashed_checks_its_history_without_crash_recovery() {
+    // `in archive recovery`: its minimum recovery point is a trustworthy position.
+    let mut o = obs(1_000).store(led_by_pg2());
+    o.pg = PgState::Stopped(Controldata {
+        system_id: SystemId(SYSID),
+        timeline: Timeline(1),
+        lsn: Lsn(500),
+        was_primary: false,
+        clean: false,
+        needs_crash_recovery: false,
+    });
+    let d = decide(&cfg("pg1"), &mem(), &o);
+    expect(
+        &d,
+        Reason::CheckingDivergence { leader: n("pg2") },
+        &[Action::CheckDivergence { leader: n("pg2") }],
+    );
+}

@@ -189,19 +189,14 @@ fn an_operator_restart_is_not_held_back() {
 }
 
 #[test]
-fn a_divergence_check_whose_crash_recovery_failed_backs_off_as_a_start() {
-    // The check runs PostgreSQL in single-user mode first; with a broken configuration that fails too. It
-    // counts as a failed start, and the next check waits out the back-off instead of retrying at once.
+fn a_failed_crash_recovery_backs_off_as_a_start() {
+    // Crash recovery runs PostgreSQL in single-user mode; with a broken configuration that fails too. It
+    // counts as a failed start, and the next attempt waits out the back-off instead of retrying at once.
     let c = cluster().leader("pg2").member_primary("pg2", 900);
-    let check = Action::CheckDivergence { leader: n("pg2") };
     let o = obs(1_600)
         .pg_stopped_primary(1, 500, false)
-        .store(c)
-        .outcome(check.clone(), 1_500, Outcome::Failed(WHY.into()))
-        .divergence(Divergence::Unknown {
-            leader: n("pg2"),
-            why: WHY.into(),
-        });
+        .store(c.clone())
+        .outcome(Action::RecoverCrashed, 1_500, Outcome::Failed(WHY.into()));
     let d = decide(&cfg("pg1"), &failed(1, 1_000).leader_index(1), &o);
     assert_eq!(d.memory.start_failure.as_ref().map(|f| f.count), Some(2));
     assert!(
@@ -209,5 +204,12 @@ fn a_divergence_check_whose_crash_recovery_failed_backs_off_as_a_start() {
         "{:?}",
         d.reason
     );
-    assert!(!d.actions.contains(&check));
+    assert!(d.actions.is_empty(), "{:?}", d.actions);
+    // A recovery that succeeded is not a start: the count stays until PostgreSQL runs.
+    let o = obs(1_600)
+        .pg_stopped_primary(1, 600, true)
+        .store(c)
+        .outcome(Action::RecoverCrashed, 1_500, Outcome::Done);
+    let d = decide(&cfg("pg1"), &failed(1, 1_000).leader_index(1), &o);
+    assert_eq!(d.memory.start_failure.as_ref().map(|f| f.count), Some(1));
 }

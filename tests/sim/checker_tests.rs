@@ -155,3 +155,25 @@ fn no_acked_write_lost_fails_when_a_primary_lacks_an_acknowledged_commit() {
         sim.w.violations
     );
 }
+
+#[test]
+fn recovery_before_check_fails_on_a_check_of_a_crashed_primary_and_not_after_recovery() {
+    let mut sim = settled();
+    let p = sim.primary_now();
+    sim.w.nodes[p].pg.stop(false);
+    checkers::recovery_before_check(&mut sim.w, p);
+    assert!(
+        sim.w
+            .violations
+            .iter()
+            .any(|v| v.starts_with("RecoveryBeforeCheck")),
+        "{:?}",
+        sim.w.violations
+    );
+    sim.w.violations.clear();
+    if let Some(d) = &mut sim.w.nodes[p].pg.data {
+        d.clean = true;
+    }
+    checkers::recovery_before_check(&mut sim.w, p);
+    assert!(sim.w.violations.is_empty(), "{:?}", sim.w.violations);
+}

@@ -1,5 +1,6 @@
 //! Checkers run after every event: SingleWriter, LeaseCovers, HealthSingle, TimelineMonotone (at promotion),
 //! NoSilentDivergence, NoAckedWriteLost (`sync.rs`); ReadLagHonest after every decision; PauseHandsOff at every PostgreSQL action;
+//! RecoveryBeforeCheck at every divergence check;
 //! Liveness by `assert_converged` after faults heal.
 use tenure::ha::{health, Action, Job, NodeRole, NodeStatus, Observation, StoreView};
 
@@ -24,6 +25,7 @@ pub fn pause_hands_off(w: &mut World, i: usize, action: &Action) {
         action,
         Action::StartPrimary
             | Action::StartReplica { .. }
+            | Action::RecoverCrashed
             | Action::Promote
             | Action::Stop { .. }
             | Action::StartJob(
@@ -67,6 +69,20 @@ pub fn no_promote_after_veto(w: &mut World, i: usize, term: Option<u64>) {
     if vetoed.is_some() && vetoed == term {
         w.violations.push(format!(
             "NoPromoteAfterVeto: {} promoted in the term (key index {term:?}) its pre_promote vetoed",
+            w.nodes[i].name
+        ));
+    }
+}
+
+/// RecoveryBeforeCheck: a divergence check is a read; it is never asked of a stopped PostgreSQL whose
+/// pg_control gives no position yet (the core asks for `RecoverCrashed` first). Called before each check.
+pub fn recovery_before_check(w: &mut World, i: usize) {
+    let pg = &w.nodes[i].pg;
+    let crashed =
+        pg.run == Run::Stopped && pg.data.as_ref().is_some_and(|d| d.was_primary && !d.clean);
+    if crashed {
+        w.violations.push(format!(
+            "RecoveryBeforeCheck: {} was asked for a divergence check of a crashed data directory",
             w.nodes[i].name
         ));
     }

@@ -27,6 +27,7 @@ pub fn execute(
             return (kind, took, Some(Found::FailsafeReplies(replies)));
         }
         Action::CheckDivergence { leader } => {
+            crate::checkers::recovery_before_check(w, i);
             let d = crate::peers::check_divergence(w, i, leader);
             return (ActionOutcomeKind::Done, 10, Some(Found::Divergence(d)));
         }
@@ -55,7 +56,12 @@ fn act(w: &mut World, i: usize, action: &Action) -> (ActionOutcomeKind, u64) {
         crate::checkers::no_promote_after_veto(w, i, term);
     }
     let pg = &mut w.nodes[i].pg;
-    if pg.cannot_start && matches!(action, Action::StartReplica { .. } | Action::StartPrimary) {
+    if pg.cannot_start
+        && matches!(
+            action,
+            Action::StartReplica { .. } | Action::StartPrimary | Action::RecoverCrashed
+        )
+    {
         pg.failed_starts.push(t);
         return (Failed, 30);
     }
@@ -108,6 +114,14 @@ fn act(w: &mut World, i: usize, action: &Action) -> (ActionOutcomeKind, u64) {
             w.nodes[i].watchdog = None;
             (Done, 1)
         }
+        // Single-user mode replays the WAL and writes a shutdown checkpoint: pg_control says `shut down`.
+        Action::RecoverCrashed => match (&mut pg.data, &pg.run) {
+            (Some(d), Run::Stopped) => {
+                d.clean = true;
+                (Done, 100)
+            }
+            _ => (Failed, 5),
+        },
         Action::StartJob(job) => {
             start_job(w, i, job.clone());
             (Done, 1)

@@ -126,7 +126,9 @@ impl Pg {
                     lsn: Lsn(d.lsn),
                     was_primary: d.was_primary,
                     clean: d.clean,
-                })
+                    // A replica that crashed is `in archive recovery`: its pg_control has a position.
+                    needs_crash_recovery: d.was_primary && !d.clean,
+                });
             }
             Run::Primary => PgRole::Primary,
             Run::Replica { .. } => PgRole::Replica,
