@@ -148,7 +148,8 @@ fn rejoin(ctx: &Ctx, mem: &mut Memory, leader: &NodeName, running: bool) -> Plan
 /// Ask the shell for the check; its answer arrives in the next cycle, which runs at once. A crashed data
 /// directory says where its WAL ends only after crash recovery: that comes first, in a cycle of its own.
 fn check_divergence(ctx: &Ctx, mem: &mut Memory, leader: &NodeName) -> Plan {
-    if matches!(ctx.local, Local::Stopped(cd) if cd.needs_crash_recovery) {
+    let skip = ctx.cfg.mutant(MutantName::CheckWithoutRecovery);
+    if matches!(ctx.local, Local::Stopped(cd) if cd.needs_crash_recovery) && !skip {
         return Plan::act_now(
             Reason::RecoveringCrashed {
                 leader: leader.clone(),

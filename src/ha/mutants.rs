@@ -44,6 +44,9 @@ pub enum Mutant {
     /// Quorum mode: lower the key's quorum to its steady value as soon as PostgreSQL runs the new list,
     /// before the voters caught up with the commits acknowledged under the old one.
     QuorumShrinkUnconfirmed,
+    /// Check a crashed primary's data directory against the leader's history without crash recovery first
+    /// (pg_control gives no trustworthy end of its WAL).
+    CheckWithoutRecovery,
     /// The shell writes the member key before the decision's actions, waiting for it (tenure before the
     /// publisher of issue 15): under a slow store the lease renewal starts after the decision expired.
     PublishBeforeActions,

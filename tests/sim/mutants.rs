@@ -262,3 +262,11 @@ fn mutant_publish_before_actions_trips_slow_store_keeps_lease() {
     });
     assert_tripped(&msg, &["SlowStoreKeepsLease"]);
 }
+
+#[test]
+fn mutant_check_without_recovery_trips_recovery_before_check() {
+    let msg = first_failure(1..200, |seed| {
+        crate::random::run_seed(seed, |_, c| c.mutant = Some(Mutant::CheckWithoutRecovery))
+    });
+    assert_tripped(&msg, &["RecoveryBeforeCheck"]);
+}
