@@ -160,6 +160,16 @@ fn pg_states(cluster: &Cluster) -> Vec<PgState> {
             lsn: Lsn(50_331_744),
             was_primary: false,
             clean: true,
+            needs_crash_recovery: false,
+        }),
+        // A primary that crashed: pg_control gives no trustworthy end of its WAL.
+        PgState::Stopped(Controldata {
+            system_id: sysid,
+            timeline: Timeline(2),
+            lsn: Lsn(50_331_744),
+            was_primary: true,
+            clean: false,
+            needs_crash_recovery: true,
         }),
         running(PgRole::Replica),
         running(PgRole::Primary),
