@@ -388,8 +388,8 @@ pub async fn basebackup(
 /// `ensure_clean_shutdown`): single-user `postgres` replays WAL, writes a shutdown checkpoint and exits at
 /// end of input. pg_control then gives a trustworthy position for the divergence check. Standby mode is
 /// not allowed in single-user mode, so `standby.signal` is set aside meanwhile. Bounded by
-/// `local_step_timeout_ms` (`pg_ctl_timeout`): past it the single-user server is killed, and the next
-/// attempt starts the recovery again (raise `pg_ctl_timeout` for a recovery that needs longer).
+/// `crash_recovery_timeout_ms` (an hour, or `pg_ctl_timeout` if longer): past it the single-user server is
+/// killed, and the next attempt starts the recovery again.
 pub async fn ensure_clean_shutdown(settings: &PgSettings) -> Result<(), PgError> {
     write_config(settings)?;
     let signal = settings.data_path("standby.signal");
@@ -408,7 +408,7 @@ pub async fn ensure_clean_shutdown(settings: &PgSettings) -> Result<(), PgError>
         .arg("-c")
         .arg("archive_command=false")
         .arg("template1")
-        .timeout_ms(settings.local_step_timeout_ms())
+        .timeout_ms(settings.crash_recovery_timeout_ms())
         .run()
         .await;
     if had_signal {

@@ -132,11 +132,23 @@ pub async fn bounded<T>(
         })
 }
 
+/// The shortest bound of single-user crash recovery (`PgSettings::crash_recovery_timeout_ms`).
+pub const CRASH_RECOVERY_TIMEOUT_MS: u64 = 3_600_000;
+
 impl PgSettings {
-    /// Bound for a local step that has no bound of its own (`CHECKPOINT`, single-user crash recovery, the
-    /// role statements of a bootstrap): `pg_ctl_timeout`, the bound of the start and stop around them.
+    /// Bound for a local step that has no bound of its own (`CHECKPOINT`, the role statements of a
+    /// bootstrap): `pg_ctl_timeout`, the bound of the start and stop around them.
     pub fn local_step_timeout_ms(&self) -> u64 {
         self.pg_ctl_timeout_s.saturating_mul(1000)
+    }
+
+    /// Bound for single-user crash recovery: it replays all WAL since the last checkpoint, which on a busy
+    /// server takes longer than a start (that is bounded by `pg_ctl_timeout`, with recovery finishing after
+    /// it), and a recovery killed at its bound starts from the beginning next time, so a short bound could
+    /// keep a member from ever rejoining. Patroni waits without a bound; tenure waits at most an hour, and
+    /// never less than `pg_ctl_timeout`.
+    pub fn crash_recovery_timeout_ms(&self) -> u64 {
+        self.local_step_timeout_ms().max(CRASH_RECOVERY_TIMEOUT_MS)
     }
 
     /// Path of a `pg` binary.
