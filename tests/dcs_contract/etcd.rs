@@ -162,6 +162,28 @@ async fn etcd_renewals_keep_the_key_past_ttl() {
     assert_eq!(leader_name(&b).await.as_deref(), Some("a"));
 }
 
+/// The loop's acquire and the member key's writer beside it, both without a lease, at the same moment
+/// (after an outage ended): one lease is granted, the leader key is bound to it and the renewal finds it.
+/// Before the grant was serialized each could grant its own, and the leader's next renewal was refused
+/// ("the leader lock was lost"; `e2e_failsafe`, etcd frozen 35 s).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcd_concurrent_acquire_and_member_write_share_one_lease() {
+    let etcd = EtcdServer::start();
+    for round in 0..20 {
+        let a = agent(&etcd, &format!("a{round}"), 10_000);
+        let (acquired, session) =
+            tokio::join!(a.acquire_leader(dl(2000)), a.ensure_session(dl(2000)));
+        if acquired.is_err() {
+            continue; // an earlier round's agent still holds the key
+        }
+        session.expect("a session");
+        a.renew_leader(dl(2000))
+            .await
+            .unwrap_or_else(|e| panic!("round {round}: the renewal after acquiring: {e:?}"));
+        a.release_leader(dl(2000)).await.expect("released");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn etcd_frozen_server_yields_unavailable_by_the_deadline() {
     let etcd = EtcdServer::start();

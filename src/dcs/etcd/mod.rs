@@ -51,6 +51,9 @@ pub struct EtcdDcs {
     endpoint: AtomicUsize,
     /// Our lease, once granted; cleared when etcd says it is gone.
     lease: StdMutex<Option<i64>>,
+    /// One lease grant at a time: the loop's acquire and the member key's writer beside it must not each
+    /// grant one (the leader key would be bound to one lease and the renewals sent for the other).
+    granting: tokio::sync::Mutex<()>,
     /// CA and client certificate for https endpoints, read at construction.
     tls: Option<etcd_client::TlsOptions>,
     /// Our member key as the last read showed it: an unchanged record is not put again.
@@ -84,6 +87,7 @@ impl EtcdDcs {
             stale_client: AtomicBool::new(false),
             endpoint: AtomicUsize::new(0),
             lease: StdMutex::new(None),
+            granting: tokio::sync::Mutex::new(()),
             tls,
             own_member: Default::default(),
         })
@@ -210,10 +214,21 @@ impl EtcdDcs {
 
     /// Our lease, granting one first if we have none.
     async fn lease_or_grant(&self, deadline: Instant) -> Result<i64, DcsError> {
+        let _one = self.one_grant(deadline).await?;
         match self.lease_id() {
             Some(l) => Ok(l),
             None => self.grant(deadline).await,
         }
+    }
+
+    /// The right to grant a lease, waited for until `deadline` (another grant takes at most its own).
+    async fn one_grant(
+        &self,
+        deadline: Instant,
+    ) -> Result<tokio::sync::MutexGuard<'_, ()>, DcsError> {
+        tokio::time::timeout_at(deadline, self.granting.lock())
+            .await
+            .map_err(|_| DcsError::Unavailable("etcd lease grant: deadline passed".into()))
     }
 
     /// Drop our lease id if it is still `lease` (a concurrent call may already have a new one).
@@ -346,7 +361,11 @@ impl Dcs for EtcdDcs {
                 self.keep_alive(l, deadline).await?;
                 l
             }
-            None => self.grant(deadline).await?,
+            None if stale => {
+                let _one = self.one_grant(deadline).await?;
+                self.grant(deadline).await?
+            }
+            None => self.lease_or_grant(deadline).await?,
         };
         let k = self.keys.leader.as_str();
         let name = self.settings.name.as_str();
