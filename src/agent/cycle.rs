@@ -1,6 +1,6 @@
 //! The agent's cycle as a state machine without I/O or clock: what the shell asks of its world next, and
-//! how the answers become the next observation. `run_loop` drives it with tokio and the real adapters;
-//! the simulator drives the same machine with its event queue and models (raft-rs's `Ready`).
+//! how the answers become the next observation (raft-rs's `Ready`). `shell::run_loop` drives it, in the
+//! agent with the real world and in the simulator with its models.
 use std::collections::VecDeque;
 
 use crate::ha::{
@@ -99,11 +99,6 @@ impl Cycle {
             consistent: self.consistent_next,
             deadline: self.read_deadline,
         }
-    }
-
-    /// Whether this cycle skipped its store read (the store counts as unreachable).
-    pub fn skipped_read(&self) -> bool {
-        self.store.is_some()
     }
 
     /// The store's answer (`None`: an error). One that came after the read's deadline is no answer: an

@@ -14,9 +14,11 @@ pub mod publisher;
 pub mod reload;
 mod report;
 mod runtime;
+pub mod shell;
 mod sync_names;
 pub mod unique;
 pub mod watchdog;
+mod world;
 
 use std::sync::Arc;
 
@@ -25,7 +27,7 @@ use crate::dcs::consul::ConsulDcs;
 use crate::dcs::etcd::EtcdDcs;
 use crate::dcs::Dcs;
 
-pub use runtime::run_loop;
+pub use shell::run_loop;
 
 /// Why the agent could not run.
 #[derive(Debug, thiserror::Error)]
@@ -86,5 +88,5 @@ pub async fn run(
         ),
         unique::NameCheck::Free => {}
     }
-    run_loop(config, dcs, env).await
+    runtime::run_agent(config, dcs, env).await
 }

@@ -110,12 +110,12 @@ pub fn lease_covers(w: &mut World) {
         return;
     }
     for n in &mut w.nodes {
-        if !n.pg.is_primary() || (n.agent.alive && n.agent.cycle.memory().lease.is_some()) {
+        if !n.pg.is_primary() || (n.agent.alive && n.agent.memory.lease.is_some()) {
             n.left_running_in_pause = false;
         }
     }
     for (i, n) in w.nodes.iter().enumerate() {
-        if !n.pg.is_primary() || n.agent.cycle.memory().paused || n.left_running_in_pause {
+        if !n.pg.is_primary() || n.agent.memory.paused || n.left_running_in_pause {
             continue;
         }
         let covered = w
@@ -150,8 +150,7 @@ fn failsafe_covers(w: &World, i: usize) -> bool {
             .is_some_and(|g| &g.leader == leader && now < g.received_at.plus_ms(ttl));
         let young = n
             .agent
-            .cycle
-            .memory()
+            .memory
             .started_at
             .is_none_or(|s| now < s.plus_ms(ttl));
         let outside = w

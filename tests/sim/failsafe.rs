@@ -54,7 +54,7 @@ fn store_outage_with_every_member_reachable_keeps_the_primary_writing() {
         // Back on its lease: the next outage is survived the same way.
         sim.run_for(sim.ttl());
         assert!(
-            sim.w.nodes[p].agent.cycle.memory().lease.is_some(),
+            sim.w.nodes[p].agent.memory.lease.is_some(),
             "seed {seed}: lease retaken"
         );
     }

@@ -1,7 +1,9 @@
 //! Deterministic simulator: N agents running the real `decide` against a Consul model and a PostgreSQL model,
 //! with faults, and checkers after every event. `TENURE_SIM_SEEDS=n` runs n random seeds;
 //! `TENURE_SIM_SEED=s TENURE_SIM_TRACE=1 cargo test --test sim -- replay_seed --nocapture` replays one.
+mod agent;
 mod apply;
+mod calls;
 mod checker_tests;
 mod checkers;
 mod dsl;
@@ -18,7 +20,6 @@ mod quorum;
 mod random;
 mod rng;
 mod scenarios;
-mod shell;
 mod slow_store;
 mod start_failure;
 mod store;

@@ -52,7 +52,7 @@ pub fn post_failsafe(
     let mut replies = Vec::new();
     for (name, _) in members {
         let j = w.nodes.iter().position(|n| &n.name == name);
-        let rtt = 2 * crate::shell::latency(w);
+        let rtt = 2 * crate::calls::latency(w);
         let answer = j.filter(|&j| {
             let a = &w.nodes[j].agent;
             w.link(i, j) && a.alive && !a.frozen

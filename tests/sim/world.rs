@@ -2,9 +2,10 @@
 use std::cmp::Reverse;
 use std::collections::{BTreeSet, BinaryHeap};
 
-use tenure::agent::cycle::{Cycle, Found};
+use tenure::agent::cycle::Found;
 use tenure::ha::{
-    CoreConfig, FailsafeGrant, JobStatus, MemberStatus, Millis, NodeName, NodeStatus, Tags, Timing,
+    CoreConfig, FailsafeGrant, JobStatus, MemberStatus, Memory, Millis, NodeName, NodeStatus, Tags,
+    Timing,
 };
 
 use crate::pgmodel::{Data, Pg, Run};
@@ -80,13 +81,15 @@ pub struct Agent {
     pub alive: bool,
     pub frozen: bool,
     pub gen: u64,
-    /// The agent's own cycle machine: memory, the plan being carried out, what feeds the next observation.
-    pub cycle: Cycle,
+    /// The agent's own `run_loop`, and what it waits for.
+    pub task: Option<crate::agent::Task>,
+    pub waiting: crate::agent::Waiting,
+    /// The memory of its last decision.
+    pub memory: Memory,
     pub job: JobStatus,
     pub job_gen: u64,
     pub shutting_down: bool,
     pub session: Option<u64>,
-    pub busy: bool,
     pub in_flight: Option<tenure::ha::Action>,
     pub deferred: Vec<Ev>,
     pub status: Option<NodeStatus>,
@@ -102,17 +105,26 @@ pub struct Agent {
 }
 
 impl Agent {
+    /// Between cycles (or not started): a wake-up starts the next one.
+    pub fn sleeping(&self) -> bool {
+        matches!(
+            self.waiting,
+            crate::agent::Waiting::Start | crate::agent::Waiting::Sleep
+        )
+    }
+
     pub fn fresh(gen: u64) -> Agent {
         Agent {
             alive: true,
             frozen: false,
             gen,
-            cycle: Cycle::default(),
+            task: None,
+            waiting: crate::agent::Waiting::Start,
+            memory: Memory::default(),
             job: JobStatus::Idle,
             job_gen: 0,
             shutting_down: false,
             session: None,
-            busy: false,
             in_flight: None,
             deferred: Vec::new(),
             status: None,
@@ -373,7 +385,7 @@ impl World {
                 let next = self.t + 100;
                 self.schedule(next, Ev::Sample);
             }
-            other => crate::shell::agent_event(self, other),
+            other => crate::agent::agent_event(self, other),
         }
     }
 
@@ -434,7 +446,7 @@ impl World {
         self.store.leader_changed = false;
         for i in 0..self.nodes.len() {
             let a = &self.nodes[i].agent;
-            if a.alive && !a.frozen && !a.busy && self.reaches_store(i) {
+            if a.alive && !a.frozen && a.sleeping() && self.reaches_store(i) {
                 let gen = a.gen;
                 let at = self.t + 5;
                 self.schedule(at, Ev::Wake { node: i, gen });

@@ -1,9 +1,11 @@
-//! The simulated agent: the agent's own cycle machine (`tenure::agent::cycle`) driven by the event queue.
-//! Each step the machine asks for (read the store, run an action, write the member key, sleep) becomes
-//! events with latency; the sequencing, deadlines and what feeds the next observation are the agent's.
-use tenure::agent::cycle::{Found, Local, Step};
-use tenure::ha::{decide, Action, JobStatus, MemberStatus, Outcome, StoreView};
+//! The simulated world's answers to the agent loop's calls: the store's round trips with latency, the
+//! member key's writer beside the loop, actions against the models, and what a decision shows the checkers.
+use tenure::agent::cycle::{Found, Local};
+use tenure::ha::{
+    Action, Decision, JobStatus, MemberStatus, Millis, Observation, Outcome, StoreView,
+};
 
+use crate::agent::{resume, Reply};
 use crate::world::{ActionOutcomeKind, Ev, World};
 
 /// One-way latency of a message to the store or a peer.
@@ -19,80 +21,10 @@ pub fn latency(w: &mut World) -> u64 {
     }
 }
 
-/// Events addressed to an agent; deferred while it is frozen, dropped if it died since.
-pub fn agent_event(w: &mut World, ev: Ev) {
-    let (node, gen) = match &ev {
-        Ev::Wake { node, gen }
-        | Ev::ReadArrive { node, gen, .. }
-        | Ev::ReadReply { node, gen, .. }
-        | Ev::StoreArrive { node, gen, .. }
-        | Ev::ActionDone { node, gen, .. }
-        | Ev::PublishDone { node, gen, .. } => (*node, *gen),
-        _ => unreachable!("not an agent event"),
-    };
-    let a = &w.nodes[node].agent;
-    if a.gen != gen {
-        return;
-    }
-    if !a.alive {
-        // The member key handed over before `Exit` is still written (the runtime flushes it).
-        if let Ev::PublishDone { member, .. } = ev {
-            write_member(w, node, member.map(|m| *m));
-        }
-        return;
-    }
-    // A request already at the store is applied even if the agent froze meanwhile.
-    if a.frozen && !matches!(ev, Ev::StoreArrive { .. } | Ev::ReadArrive { .. }) {
-        w.nodes[node].agent.deferred.push(ev);
-        return;
-    }
-    match ev {
-        Ev::Wake { node, .. } => wake(w, node),
-        Ev::ReadArrive {
-            node,
-            gen,
-            consistent,
-        } => read_arrive(w, node, gen, consistent),
-        Ev::ReadReply { node, view, .. } => {
-            let now = w.local(node);
-            let step = w.nodes[node]
-                .agent
-                .cycle
-                .store_answered(now, view.map(|c| *c));
-            debug_assert_eq!(step, Step::Observe);
-            observe_and_decide(w, node);
-        }
-        Ev::StoreArrive {
-            node,
-            gen,
-            deadline,
-        } => store_arrive(w, node, gen, deadline),
-        Ev::ActionDone {
-            node,
-            outcome,
-            found,
-            ..
-        } => action_done(w, node, outcome, found),
-        Ev::PublishDone {
-            node, member, wait, ..
-        } => publish_done(w, node, member.map(|m| *m), wait),
-        _ => {}
-    }
-}
-
-fn wake(w: &mut World, i: usize) {
-    if w.nodes[i].agent.busy {
-        return;
-    }
-    w.nodes[i].agent.busy = true;
+/// The read goes out with latency; a store down answers 500 at once, a cut link times out after
+/// retry_timeout.
+pub fn start_read(w: &mut World, i: usize, consistent: bool, deadline: Millis) {
     let gen = w.nodes[i].agent.gen;
-    let retry = w.nodes[i].cfg.timing.retry_timeout_ms;
-    let now = w.local(i);
-    let consistent = match w.nodes[i].agent.cycle.begin(now, retry) {
-        Step::ReadStore { consistent, .. } => consistent,
-        Step::Observe => return observe_and_decide(w, i),
-        other => unreachable!("a cycle begins with a read: {other:?}"),
-    };
     if w.reaches_store(i) {
         let at = w.t + latency(w);
         w.schedule(
@@ -104,8 +36,11 @@ fn wake(w: &mut World, i: usize) {
             },
         );
     } else {
-        // Store down answers 500 at once; a cut link times out after retry_timeout.
-        let at = if w.store_down { w.t + 5 } else { w.t + retry };
+        let at = if w.store_down {
+            w.t + 5
+        } else {
+            w.t + deadline.0.saturating_sub(w.local(i).0)
+        };
         w.schedule(
             at,
             Ev::ReadReply {
@@ -117,7 +52,7 @@ fn wake(w: &mut World, i: usize) {
     }
 }
 
-fn read_arrive(w: &mut World, i: usize, gen: u64, consistent: bool) {
+pub fn read_arrive(w: &mut World, i: usize, gen: u64, consistent: bool) {
     let (names, tags) = (w.names(), w.tags());
     let view = if !w.reaches_store(i) {
         None
@@ -138,35 +73,40 @@ fn read_arrive(w: &mut World, i: usize, gen: u64, consistent: bool) {
     );
 }
 
-fn observe_and_decide(w: &mut World, i: usize) {
+/// The local half of the observation, and the settings the core runs with now.
+pub fn observe(w: &mut World, i: usize) -> Reply {
     let names = w.names();
     let now = w.local(i);
     let pg = probe(w, i, &names);
     let a = &mut w.nodes[i].agent;
-    let job = std::mem::replace(&mut a.job, JobStatus::Idle);
+    let job = a.job.clone();
+    // A finished job is seen once.
+    if let JobStatus::Finished(..) = job {
+        a.job = JobStatus::Idle;
+    }
     let local = Local {
         now,
         wall_ms: w.t,
         pg,
-        job: job.clone(),
+        job,
         shutting_down: a.shutting_down,
         request: a.request.take(),
         failsafe_grant: a.failsafe_grant.clone(),
         pg_reloaded: false,
     };
-    let obs = a.cycle.observation(local);
+    Reply::Observe(Box::new((local, w.nodes[i].cfg.clone())))
+}
+
+/// What the checkers and scenarios see of a decision, before its actions run.
+pub fn decided(w: &mut World, i: usize, obs: &Observation, d: &Decision) {
     if let StoreView::Available(c) = &obs.store {
         w.nodes[i].pause_seen = c.config.pause;
     }
-    let d = decide(&w.nodes[i].cfg, w.nodes[i].agent.cycle.memory(), &obs);
-    crate::checkers::read_lag_honest(w, i, &obs, &d.status);
+    crate::checkers::read_lag_honest(w, i, obs, &d.status);
     let a = &mut w.nodes[i].agent;
-    a.job = match job {
-        JobStatus::Finished(..) => JobStatus::Idle,
-        other => other,
-    };
     a.status = Some(d.status.clone());
     a.member = Some(d.member.clone());
+    a.memory = d.memory.clone();
     if let Some(answer) = &d.answer {
         crate::checkers::answered(w, i, obs.request.as_ref(), answer);
     }
@@ -175,9 +115,6 @@ fn observe_and_decide(w: &mut World, i: usize) {
         w.nodes[i].agent.last_reason = line.clone();
         w.note(line);
     }
-    let n = &mut w.nodes[i];
-    let step = n.agent.cycle.decided(&n.cfg, &obs, &d);
-    run_step(w, i, step);
 }
 
 /// The local probe: PostgreSQL's state, and a primary's walsenders.
@@ -191,38 +128,10 @@ fn probe(w: &World, i: usize, names: &[tenure::ha::NodeName]) -> tenure::ha::PgS
     pg
 }
 
-/// Carry out the step the cycle machine asked for.
-fn run_step(w: &mut World, i: usize, step: Step) {
-    match step {
-        Step::Run { action, deadline } => start_action(w, i, action, deadline.0),
-        Step::Publish { wait } => {
-            let member = w.nodes[i].agent.member.clone();
-            start_publish(w, i, member, wait);
-            if !wait {
-                let now = w.local(i);
-                let next = w.nodes[i].agent.cycle.published(now);
-                run_step(w, i, next);
-            }
-        }
-        Step::Sleep { until } => {
-            w.nodes[i].agent.busy = false;
-            let gen = w.nodes[i].agent.gen;
-            let at = w.true_at(i, until.0).max(w.t + 1);
-            w.schedule(at, Ev::Wake { node: i, gen });
-        }
-        Step::Exit => {
-            let n = &mut w.nodes[i];
-            n.left_running_in_pause = n.agent.cycle.memory().paused && n.pg.is_primary();
-            n.agent.alive = false;
-        }
-        Step::ReadStore { .. } | Step::Observe => unreachable!("a cycle reads only when it begins"),
-    }
-}
-
 /// The member key, written as the runtime's publisher does: one write at a time (a renewal of our session
 /// and a put, two round trips), the newest record replacing one not yet started. A frozen agent's writes
 /// wait until it thaws.
-fn start_publish(w: &mut World, i: usize, member: Option<MemberStatus>, wait: bool) {
+pub fn start_publish(w: &mut World, i: usize, member: Option<MemberStatus>, wait: bool) {
     let a = &mut w.nodes[i].agent;
     if a.publishing && !wait {
         a.publish_next = member;
@@ -249,7 +158,7 @@ fn start_publish(w: &mut World, i: usize, member: Option<MemberStatus>, wait: bo
     );
 }
 
-fn publish_done(w: &mut World, i: usize, member: Option<MemberStatus>, wait: bool) {
+pub fn publish_done(w: &mut World, i: usize, member: Option<MemberStatus>, wait: bool) {
     write_member(w, i, member);
     let a = &mut w.nodes[i].agent;
     a.publishing = false;
@@ -257,14 +166,12 @@ fn publish_done(w: &mut World, i: usize, member: Option<MemberStatus>, wait: boo
         start_publish(w, i, Some(next), false);
     }
     if wait {
-        let now = w.local(i);
-        let step = w.nodes[i].agent.cycle.published(now);
-        run_step(w, i, step);
+        resume(w, i, Some(Reply::Done));
     }
 }
 
 /// Touch our member key (renewing the session, creating one if needed), as Patroni's touch_member does.
-fn write_member(w: &mut World, i: usize, member: Option<MemberStatus>) {
+pub fn write_member(w: &mut World, i: usize, member: Option<MemberStatus>) {
     let Some(m) = member.filter(|_| w.reaches_store(i)) else {
         return;
     };
@@ -272,7 +179,7 @@ fn write_member(w: &mut World, i: usize, member: Option<MemberStatus>) {
     w.store.put_member(i, m, session);
 }
 
-fn start_action(w: &mut World, i: usize, action: Action, deadline: u64) {
+pub fn start_action(w: &mut World, i: usize, action: Action, deadline: u64) {
     w.nodes[i].agent.in_flight = Some(action.clone());
     let gen = w.nodes[i].agent.gen;
     if action.is_store_call() {
@@ -312,7 +219,7 @@ fn done_event(node: usize, gen: u64, outcome: ActionOutcomeKind, found: Option<F
     }
 }
 
-fn store_arrive(w: &mut World, i: usize, gen: u64, deadline: u64) {
+pub fn store_arrive(w: &mut World, i: usize, gen: u64, deadline: u64) {
     let action = w.nodes[i]
         .agent
         .in_flight
@@ -334,7 +241,7 @@ fn store_arrive(w: &mut World, i: usize, gen: u64, deadline: u64) {
     w.schedule(at.max(w.t), done_event(i, gen, outcome, None));
 }
 
-fn action_done(w: &mut World, i: usize, kind: ActionOutcomeKind, found: Option<Box<Found>>) {
+pub fn action_done(w: &mut World, i: usize, kind: ActionOutcomeKind, found: Option<Box<Found>>) {
     let action = w.nodes[i]
         .agent
         .in_flight
@@ -350,7 +257,5 @@ fn action_done(w: &mut World, i: usize, kind: ActionOutcomeKind, found: Option<B
         let name = w.nodes[i].name.clone();
         w.note(format!("{name}: {action:?} -> {result:?}"));
     }
-    let now = w.local(i);
-    let step = w.nodes[i].agent.cycle.done(now, result, found.map(|f| *f));
-    run_step(w, i, step);
+    resume(w, i, Some(Reply::Run(result, found)));
 }
