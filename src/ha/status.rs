@@ -122,7 +122,7 @@ pub(crate) fn node(ctx: &Ctx, mem: &Memory) -> NodeStatus {
         } else {
             // In pause the deadline is the fence's (extended while this agent cycles), so a frozen agent's
             // stale status stops answering "primary" just as its fencing process stops PostgreSQL.
-            super::decide::fence_deadline(ctx, mem).filter(|_| role == NodeRole::Primary)
+            super::fencing::fence_deadline(ctx, mem).filter(|_| role == NodeRole::Primary)
         },
         lag_bytes,
         sync_standby: mem.sync_listed && role == NodeRole::Replica,

@@ -9,6 +9,7 @@ mod checkers;
 mod dsl;
 mod failsafe;
 mod hooks;
+mod host;
 mod lag;
 mod local;
 #[cfg(feature = "mutants")]

@@ -5,6 +5,7 @@
 //! (`tokio::time::timeout_at`); a stopped or partitioned etcd yields `DcsError::Unavailable`, never a hang.
 //! There is no background keep-alive: the agent renews the lease explicitly, so a hung agent lets it expire.
 mod call;
+mod lease;
 mod settings;
 mod snapshot;
 mod sync;
@@ -98,21 +99,6 @@ impl EtcdDcs {
         self.ttl_s.load(Ordering::SeqCst)
     }
 
-    /// Our current lease, if any.
-    pub fn lease_id(&self) -> Option<i64> {
-        *self.lease.lock().expect("lease mutex poisoned")
-    }
-
-    fn set_lease(&self, lease: Option<i64>) {
-        *self.lease.lock().expect("lease mutex poisoned") = lease;
-    }
-
-    fn require_lease(&self) -> Result<i64, DcsError> {
-        self.lease_id().ok_or_else(|| {
-            DcsError::SessionInvalid("no etcd lease yet: call ensure_session".into())
-        })
-    }
-
     /// A connected client (cheap clone of shared channels), connecting lazily within the deadline.
     async fn client(&self, deadline: Instant) -> Result<Client, DcsError> {
         let mut slot = bounded(deadline, "connect", self.client.lock()).await?;
@@ -174,69 +160,6 @@ impl EtcdDcs {
             self.endpoint.fetch_add(1, Ordering::Relaxed);
         }
         self.stale_client.store(true, Ordering::Relaxed);
-    }
-
-    /// Grant a fresh lease and remember it.
-    async fn grant(&self, deadline: Instant) -> Result<i64, DcsError> {
-        let ttl_s = self.ttl_s();
-        let resp = self
-            .call(deadline, "lease grant", |mut c| async move {
-                c.lease_grant(ttl_s, None).await
-            })
-            .await?;
-        self.set_lease(Some(resp.id()));
-        self.lease_ttl_s.store(ttl_s, Ordering::SeqCst);
-        tracing::debug!(lease = resp.id(), ttl_s = resp.ttl(), "etcd lease granted");
-        Ok(resp.id())
-    }
-
-    /// One keep-alive round trip on a short-lived stream: opening it sends the keep-alive and waits for the
-    /// answer (TTL 0 means the lease is gone). A stream kept across calls could deliver a late answer to an
-    /// earlier, timed-out request as if it answered this one, and the caller would then date the lease
-    /// extension from the wrong send time.
-    async fn keep_alive(&self, lease: i64, deadline: Instant) -> Result<(), DcsError> {
-        let renewed = self
-            .call(deadline, "lease keep-alive", |mut c| async move {
-                c.lease_keep_alive(lease).await
-            })
-            .await;
-        match renewed {
-            Ok(_) => Ok(()),
-            Err(DcsError::SessionInvalid(why)) => {
-                self.forget_lease(lease);
-                Err(DcsError::SessionInvalid(format!(
-                    "etcd lease {lease:x}: {why}"
-                )))
-            }
-            Err(e) => Err(e),
-        }
-    }
-
-    /// Our lease, granting one first if we have none.
-    async fn lease_or_grant(&self, deadline: Instant) -> Result<i64, DcsError> {
-        let _one = self.one_grant(deadline).await?;
-        match self.lease_id() {
-            Some(l) => Ok(l),
-            None => self.grant(deadline).await,
-        }
-    }
-
-    /// The right to grant a lease, waited for until `deadline` (another grant takes at most its own).
-    async fn one_grant(
-        &self,
-        deadline: Instant,
-    ) -> Result<tokio::sync::MutexGuard<'_, ()>, DcsError> {
-        tokio::time::timeout_at(deadline, self.granting.lock())
-            .await
-            .map_err(|_| DcsError::Unavailable("etcd lease grant: deadline passed".into()))
-    }
-
-    /// Drop our lease id if it is still `lease` (a concurrent call may already have a new one).
-    fn forget_lease(&self, lease: i64) {
-        let mut l = self.lease.lock().expect("lease mutex poisoned");
-        if *l == Some(lease) {
-            *l = None;
-        }
     }
 
     async fn txn(
