@@ -59,10 +59,9 @@ impl Pki {
 /// A CA (`ca.pem`), a server certificate for 127.0.0.1 (`server.pem`, `server.key`) and a client
 /// certificate (`client.pem`, `client.key`) in `dir`. Needs the openssl CLI (`scripts/install-deps` installs it).
 pub fn pki(dir: &Path) {
-    assert!(
-        Command::new("openssl").arg("version").output().is_ok(),
-        "openssl not found: install it (scripts/install-deps does)"
-    );
+    if let Err(e) = openssl(dir, &["version"]) {
+        panic!("cannot run openssl ({e}): install it (scripts/install-deps does)");
+    }
     let ec = [
         "-newkey",
         "ec",
@@ -101,15 +100,21 @@ thread_local! {
     static PLAIN: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
-fn run(dir: &Path, args: &[&str]) {
+/// `openssl <args>` in `dir`, waited for past tenure's reaper when it runs in this process: a plain
+/// `Command::output` there can lose the exit status to the reaper and fail with ECHILD (CI, 12-03: the
+/// `openssl version` check failed so under parallel etcd_tls cases and was reported as "openssl not found").
+fn openssl(dir: &Path, args: &[&str]) -> std::io::Result<std::process::Output> {
     let mut cmd = Command::new("openssl");
     cmd.args(args).current_dir(dir);
-    let out = if PLAIN.with(|p| p.get()) {
+    if PLAIN.with(|p| p.get()) {
         cmd.output()
     } else {
         tenure::demo::local::reaper().output(&mut cmd)
     }
-    .unwrap();
+}
+
+fn run(dir: &Path, args: &[&str]) {
+    let out = openssl(dir, args).unwrap_or_else(|e| panic!("openssl {args:?}: {e}"));
     assert!(
         out.status.success(),
         "openssl {args:?}: {}",
