@@ -88,6 +88,8 @@ macro_rules! contract_tests {
 const DEADLINE_MS: u64 = 3_000;
 /// How late after its promised moment an event may still count as on time (scheduling on a busy 2-core box).
 const SLACK_MS: u64 = 250;
+/// Longer than the lock-delay a Consul client asks for (1 ms), so a key freed by expiry can be taken.
+const LOCK_DELAY_SLACK_MS: u64 = 20;
 
 fn deadline() -> Instant {
     Instant::now() + Duration::from_millis(DEADLINE_MS)
@@ -218,6 +220,9 @@ pub async fn expiry_frees_leader_not_before_ttl(b: &dyn Backend) {
         after_ack_ms <= max_ms + SLACK_MS + max_ms / 4,
         "expired only after {after_ack_ms} ms (max {max_ms})"
     );
+    // An invalidation starts the key's lock-delay (tenure sends Patroni's 1 ms): Consul refuses an acquire
+    // inside it, and `o` can see the key gone and send its acquire within that millisecond.
+    sleep(Duration::from_millis(LOCK_DELAY_SLACK_MS)).await;
     o.acquire_leader(deadline())
         .await
         .expect("the expired key is free to take");
