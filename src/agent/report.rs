@@ -1,10 +1,16 @@
-//! What the loop tells others each cycle: the REST API's published state and the cycle's log line.
+//! What the loop tells others each cycle: the REST API's published state, the member record, the log line.
+use std::collections::BTreeMap;
+
 use tokio::sync::watch;
 use tracing::{debug, info};
 
 use crate::api::Published;
-use crate::ha::{Decision, Observation, PgState};
+use crate::dcs::records::ScheduledRestartRecord;
+use crate::dcs::rfc3339::format_rfc3339_ms;
+use crate::dcs::MemberRecord;
+use crate::ha::{Decision, Lsn, Observation, PgState};
 use crate::logging::{CycleLine, CycleLog};
+use crate::pg::PgSettings;
 
 use super::execute::Executor;
 
@@ -93,4 +99,70 @@ pub(super) fn publish_api(
         p.dcs_last_seen_unix_s = dcs_last_seen;
         p.watchdog_failed = !exec.watchdog.is_healthy();
     });
+}
+
+/// Our member record, as Patroni writes it.
+pub fn member_record(
+    pg: &PgSettings,
+    api_url: &str,
+    tags: &BTreeMap<String, serde_json::Value>,
+    m: &crate::ha::MemberStatus,
+    streaming: bool,
+) -> MemberRecord {
+    let lsn = m.lsn.map(|Lsn(l)| l);
+    let replica = m.role == crate::ha::MemberRole::Replica;
+    MemberRecord {
+        conn_url: pg.conn_url(),
+        api_url: api_url.to_string(),
+        state: crate::dcs::records::wire_state(m.state).to_string(),
+        role: m.role.as_str().to_string(),
+        version: crate::api::VERSION.to_string(),
+        // patronictl computes lag from xlog_location even for replicas.
+        xlog_location: lsn,
+        timeline: m.timeline.map(|t| t.0),
+        // A replica's two positions, as Patroni publishes them: failover takes the greater, `/replica?lag=`
+        // and `/cluster`'s `replay_lag` the replayed one.
+        replay_lsn: m.replay_lsn.or(m.lsn).map(|Lsn(l)| l).filter(|_| replica),
+        receive_lsn: m.receive_lsn.or(m.lsn).map(|Lsn(l)| l).filter(|_| replica),
+        replication_state: crate::dcs::records::replication_state(replica, m.state, streaming)
+            .map(str::to_string),
+        tags: tags.clone(),
+        scheduled_restart: m.scheduled_restart.map(|s| ScheduledRestartRecord {
+            schedule: format_rfc3339_ms(s.at_wall_ms),
+            role: s.filter.role.map(|r| {
+                match r {
+                    crate::ha::PgRole::Primary => "primary",
+                    crate::ha::PgRole::Replica => "replica",
+                }
+                .to_string()
+            }),
+            restart_pending: s.filter.pending_only.then_some(true),
+            postgres_version: s
+                .filter
+                .below_version
+                .map(crate::dcs::records::format_version_num),
+        }),
+        pending_restart: m.pending_restart.then_some(true),
+        ..MemberRecord::default()
+    }
+}
+
+/// Patroni 4.x's `pending_restart_reason` from the probe, while the record says `pending_restart`.
+pub fn pending_reason(
+    running: Option<&crate::pg::probe::RunningStatus>,
+    record: &MemberRecord,
+) -> Option<BTreeMap<String, crate::dcs::records::ParamDiff>> {
+    let r = running.filter(|_| record.pending_restart == Some(true))?;
+    let diffs: BTreeMap<_, _> = r
+        .pending_restart_reason
+        .iter()
+        .map(|(name, old, new)| {
+            let diff = crate::dcs::records::ParamDiff {
+                old_value: old.clone(),
+                new_value: new.clone(),
+            };
+            (name.clone(), diff)
+        })
+        .collect();
+    (!diffs.is_empty()).then_some(diffs)
 }

@@ -20,8 +20,9 @@ use crate::pg::probe::{KeptConnection, RunningStatus};
 
 use super::control::{request_result, PendingRequest};
 use super::cycle::{Found, Local};
-use super::execute::{member_record, Executor};
+use super::execute::Executor;
 use super::publisher::MemberPublisher;
+use super::report::member_record;
 use super::runtime::{self as rt, instant_at};
 use super::shell::World;
 
@@ -175,7 +176,7 @@ impl World for RealWorld {
         // (`patronictl pause --wait` waits for exactly that).
         record.pause = d.status.paused;
         record.pending_restart_reason =
-            super::execute::pending_reason(self.running.as_ref(), &record);
+            super::report::pending_reason(self.running.as_ref(), &record);
         let (exec, counters) = (&self.exec, &self.counters);
         super::report::publish_api(
             &self.tx,
