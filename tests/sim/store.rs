@@ -19,7 +19,7 @@ pub struct Session {
     pub ttl_ms: u64,
 }
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Held {
     pub node: usize,
     pub session: u64,
@@ -45,6 +45,8 @@ pub struct Store {
     pub index: u64,
     /// Snapshots for stale reads: (true time, cluster).
     past: Vec<(u64, Cluster)>,
+    /// What the newest snapshot was read from: while it is unchanged, `remember` need not read again.
+    read_from: Option<ReadFrom>,
     /// Set whenever the leader key changes (watches wake).
     pub leader_changed: bool,
     /// etcd's leases instead of Consul's sessions: expiry within a lessor tick (500 ms) of the TTL, and a
@@ -76,6 +78,7 @@ impl Store {
             timeline: None,
             index: 1,
             past: Vec::new(),
+            read_from: None,
             leader_changed: false,
             etcd: false,
             frozen: false,
@@ -252,9 +255,17 @@ impl Store {
 
     /// Remember the current state for later stale reads.
     pub fn remember(&mut self, t: u64, names: &[NodeName], tags: &[Tags]) {
-        let c = self.read(names, tags);
-        if self.past.last().is_none_or(|(_, last)| *last != c) {
-            self.past.push((t, c));
+        // Reading builds a whole `Cluster`; after most events nothing it is read from has changed.
+        if self
+            .read_from
+            .as_ref()
+            .is_none_or(|r| !r.same(self, names, tags))
+        {
+            let c = self.read(names, tags);
+            if self.past.last().is_none_or(|(_, last)| *last != c) {
+                self.past.push((t, c));
+            }
+            self.read_from = Some(ReadFrom::of(self, names, tags));
         }
         let keep_from = t.saturating_sub(2_000);
         let first_kept = self
@@ -306,4 +317,59 @@ fn member(name: NodeName, m: &MemberStatus, tags: &Tags) -> Member {
 pub fn is_running(m: &Member) -> bool {
     matches!(m.state, MemberState::Running | MemberState::Streaming)
         && m.role != MemberRole::Uninitialized
+}
+
+/// Everything `Store::read` reads, as it was for the newest remembered snapshot.
+#[derive(PartialEq)]
+struct ReadFrom {
+    initialize: Option<String>,
+    pause: bool,
+    failsafe_mode: bool,
+    sync_settings: SyncSettings,
+    leader: Option<Held>,
+    members: BTreeMap<usize, (MemberStatus, u64)>,
+    switchover: Option<Switchover>,
+    optime: Option<u64>,
+    timeline: Option<(u32, usize)>,
+    failsafe: Option<BTreeMap<NodeName, String>>,
+    sync: Option<SyncKey>,
+    names: Vec<NodeName>,
+    tags: Vec<Tags>,
+}
+
+impl ReadFrom {
+    fn of(s: &Store, names: &[NodeName], tags: &[Tags]) -> ReadFrom {
+        ReadFrom {
+            initialize: s.initialize.clone(),
+            pause: s.pause,
+            failsafe_mode: s.failsafe_mode,
+            sync_settings: s.sync_settings,
+            leader: s.leader.clone(),
+            members: s.members.clone(),
+            switchover: s.switchover.clone(),
+            optime: s.optime,
+            timeline: s.timeline,
+            failsafe: s.failsafe.clone(),
+            sync: s.sync.clone(),
+            names: names.to_vec(),
+            tags: tags.to_vec(),
+        }
+    }
+
+    /// Compared in place, without a copy.
+    fn same(&self, s: &Store, names: &[NodeName], tags: &[Tags]) -> bool {
+        self.initialize == s.initialize
+            && self.pause == s.pause
+            && self.failsafe_mode == s.failsafe_mode
+            && self.sync_settings == s.sync_settings
+            && self.leader == s.leader
+            && self.members == s.members
+            && self.switchover == s.switchover
+            && self.optime == s.optime
+            && self.timeline == s.timeline
+            && self.failsafe == s.failsafe
+            && self.sync == s.sync
+            && self.names == names
+            && self.tags == tags
+    }
 }

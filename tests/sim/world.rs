@@ -8,7 +8,7 @@ use tenure::ha::{
     Timing,
 };
 
-use crate::pgmodel::{Data, Pg, Run};
+use crate::pgmodel::{Pg, Run};
 use crate::rng::Rng;
 use crate::store::Store;
 
@@ -409,7 +409,7 @@ impl World {
     }
 
     fn stream(&mut self, i: usize) {
-        let Run::Replica { upstream: Some(u) } = self.nodes[i].pg.run.clone() else {
+        let Run::Replica { upstream: Some(u) } = self.nodes[i].pg.run else {
             self.nodes[i].pg.streaming = false;
             return;
         };
@@ -419,18 +419,27 @@ impl World {
             && !up.frozen
             && !self.nodes[i].pg.frozen
             && self.link(i, u);
-        let src: Option<Data> = up.data.clone().filter(|_| up_ok);
         let lag_bytes = self.knobs.replication_lag_ms * WRITE_RATE;
-        let me = &mut self.nodes[i].pg;
+        // The upstream read and this node written in place (no copy of the upstream's data per event).
+        let (up, me) = if u < i {
+            let (left, right) = self.nodes.split_at_mut(i);
+            (&left[u].pg, &mut right[0].pg)
+        } else {
+            let (left, right) = self.nodes.split_at_mut(u);
+            (&right[0].pg, &mut left[i].pg)
+        };
+        let src = up.data.as_ref().filter(|_| up_ok);
         match (src, me.data.as_mut()) {
-            (Some(s), Some(d)) if d.compatible_with(&s) => {
+            (Some(s), Some(d)) if d.compatible_with(s) => {
                 // Behind by the lag on the upstream's timeline; a new timeline is joined at once.
                 let lsn = if d.tl == s.tl {
                     s.lsn.saturating_sub(lag_bytes).max(d.lsn)
                 } else {
                     s.lsn
                 };
-                d.history = s.history.clone();
+                if d.history != s.history {
+                    d.history.clone_from(&s.history);
+                }
                 d.tl = s.tl;
                 d.lsn = lsn;
                 me.streaming = true;
