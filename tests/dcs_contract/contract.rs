@@ -91,6 +91,12 @@ const SLACK_MS: u64 = 250;
 /// Longer than the lock-delay a Consul client asks for (1 ms), so a key freed by expiry can be taken.
 const LOCK_DELAY_SLACK_MS: u64 = 20;
 
+/// An invalidated session's keys are under Consul's lock-delay (tenure sends Patroni's 1 ms): an acquire
+/// inside it is refused, and a client can send one that soon after it saw the key go. Wait it out.
+async fn past_lock_delay() {
+    sleep(Duration::from_millis(LOCK_DELAY_SLACK_MS)).await;
+}
+
 fn deadline() -> Instant {
     Instant::now() + Duration::from_millis(DEADLINE_MS)
 }
@@ -220,9 +226,8 @@ pub async fn expiry_frees_leader_not_before_ttl(b: &dyn Backend) {
         after_ack_ms <= max_ms + SLACK_MS + max_ms / 4,
         "expired only after {after_ack_ms} ms (max {max_ms})"
     );
-    // An invalidation starts the key's lock-delay (tenure sends Patroni's 1 ms): Consul refuses an acquire
-    // inside it, and `o` can see the key gone and send its acquire within that millisecond.
-    sleep(Duration::from_millis(LOCK_DELAY_SLACK_MS)).await;
+    // `o` can see the key gone and send its acquire within the lock-delay.
+    past_lock_delay().await;
     o.acquire_leader(deadline())
         .await
         .expect("the expired key is free to take");
