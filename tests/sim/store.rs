@@ -338,38 +338,78 @@ struct ReadFrom {
 }
 
 impl ReadFrom {
+    /// Every field of `Store` is named here, so a new one must be sorted: read into a `Cluster` (and kept
+    /// here), or not.
     fn of(s: &Store, names: &[NodeName], tags: &[Tags]) -> ReadFrom {
+        let Store {
+            initialize,
+            pause,
+            failsafe_mode,
+            sync_settings,
+            leader,
+            members,
+            switchover,
+            optime,
+            timeline,
+            failsafe,
+            sync,
+            lock_delay_ms: _,
+            sessions: _,
+            next_session: _,
+            lock_delay_until: _,
+            index: _,
+            past: _,
+            read_from: _,
+            leader_changed: _,
+            etcd: _,
+            frozen: _,
+        } = s;
         ReadFrom {
-            initialize: s.initialize.clone(),
-            pause: s.pause,
-            failsafe_mode: s.failsafe_mode,
-            sync_settings: s.sync_settings,
-            leader: s.leader.clone(),
-            members: s.members.clone(),
-            switchover: s.switchover.clone(),
-            optime: s.optime,
-            timeline: s.timeline,
-            failsafe: s.failsafe.clone(),
-            sync: s.sync.clone(),
+            initialize: initialize.clone(),
+            pause: *pause,
+            failsafe_mode: *failsafe_mode,
+            sync_settings: *sync_settings,
+            leader: leader.clone(),
+            members: members.clone(),
+            switchover: switchover.clone(),
+            optime: *optime,
+            timeline: *timeline,
+            failsafe: failsafe.clone(),
+            sync: sync.clone(),
             names: names.to_vec(),
             tags: tags.to_vec(),
         }
     }
 
-    /// Compared in place, without a copy.
+    /// Compared in place, without a copy; every field of `ReadFrom` is named, as in `of`.
     fn same(&self, s: &Store, names: &[NodeName], tags: &[Tags]) -> bool {
-        self.initialize == s.initialize
-            && self.pause == s.pause
-            && self.failsafe_mode == s.failsafe_mode
-            && self.sync_settings == s.sync_settings
-            && self.leader == s.leader
-            && self.members == s.members
-            && self.switchover == s.switchover
-            && self.optime == s.optime
-            && self.timeline == s.timeline
-            && self.failsafe == s.failsafe
-            && self.sync == s.sync
-            && self.names == names
-            && self.tags == tags
+        let ReadFrom {
+            initialize,
+            pause,
+            failsafe_mode,
+            sync_settings,
+            leader,
+            members,
+            switchover,
+            optime,
+            timeline,
+            failsafe,
+            sync,
+            names: read_names,
+            tags: read_tags,
+        } = self;
+        *initialize == s.initialize
+            && *pause == s.pause
+            && *failsafe_mode == s.failsafe_mode
+            && *sync_settings == s.sync_settings
+            && *leader == s.leader
+            && *members == s.members
+            && *switchover == s.switchover
+            && *optime == s.optime
+            && *timeline == s.timeline
+            && *failsafe == s.failsafe
+            && *sync == s.sync
+            && read_names.as_slice() == names
+            && read_tags.as_slice() == tags
     }
 }

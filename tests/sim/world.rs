@@ -419,8 +419,13 @@ impl World {
             && !up.frozen
             && !self.nodes[i].pg.frozen
             && self.link(i, u);
+        if !up_ok {
+            self.nodes[i].pg.streaming = false;
+            return;
+        }
         let lag_bytes = self.knobs.replication_lag_ms * WRITE_RATE;
-        // The upstream read and this node written in place (no copy of the upstream's data per event).
+        // The upstream read and this node written in place (no copy of the upstream's data per event);
+        // `u != i` here.
         let (up, me) = if u < i {
             let (left, right) = self.nodes.split_at_mut(i);
             (&left[u].pg, &mut right[0].pg)
@@ -428,8 +433,7 @@ impl World {
             let (left, right) = self.nodes.split_at_mut(u);
             (&right[0].pg, &mut left[i].pg)
         };
-        let src = up.data.as_ref().filter(|_| up_ok);
-        match (src, me.data.as_mut()) {
+        match (up.data.as_ref(), me.data.as_mut()) {
             (Some(s), Some(d)) if d.compatible_with(s) => {
                 // Behind by the lag on the upstream's timeline; a new timeline is joined at once.
                 let lsn = if d.tl == s.tl {
