@@ -310,6 +310,23 @@ fn switchover_under_load(kind: StoreKind) {
         |c| c.first_writable(old, promoted_at + Duration::from_secs(1)),
     );
     let cand_last = last_true(&c.samples(), cand, promoted_at, c.epoch.elapsed());
+    // The agents keep `scheduled_at` by the wall clock, the samples by the monotonic one: map the scheduled
+    // time onto the samples' clock again now, as the wall clock reads after the switchover (a VM's clock
+    // can be stepped meanwhile: one CI run saw it move 0.5 s, and the switchover "ran early" by exactly that).
+    let now_wall = SystemTime::now();
+    let now_epoch = c.epoch.elapsed();
+    let due_then = due_epoch;
+    let due_epoch = match target.duration_since(now_wall) {
+        Ok(ahead) => now_epoch + ahead,
+        Err(e) => now_epoch.saturating_sub(e.duration()),
+    };
+    let stepped_s = due_then.as_secs_f64() - due_epoch.as_secs_f64();
+    if stepped_s.abs() > 0.05 {
+        log(
+            &c,
+            &format!("the wall clock moved {stepped_s:+.2} s against the monotonic one since the request"),
+        );
+    }
     log(
         &c,
         &format!(
