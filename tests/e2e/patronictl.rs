@@ -230,12 +230,16 @@ fn status_and_member_keys_carry_patronis_fields() {
         "both replicas streaming and listed by the primary",
         Duration::from_secs(30),
         |c| {
+            // Every row streaming: the clone's own walsender (`state: backup`, under the replica's
+            // application_name, as Patroni also lists it) can outlive the clone by a moment.
             let st = c.patroni(p);
-            let n = st.get("replication")?.as_array()?.len();
+            let rows = st.get("replication")?.as_array()?;
+            let listed =
+                rows.len() == replicas.len() && rows.iter().all(|w| w["state"] == "streaming");
             let streaming = replicas
                 .iter()
                 .all(|r| c.patroni(*r)["replication_state"] == "streaming");
-            (n == replicas.len() && streaming).then_some(st)
+            (listed && streaming).then_some(st)
         },
     );
     let sysid = ready["database_system_identifier"]
