@@ -310,6 +310,12 @@ async fn cluster_history_and_config_come_from_the_published_snapshot() {
     assert_eq!(members[1]["state"], "streaming");
     assert_eq!(members[1]["port"], 5433);
     assert_eq!(members[1]["lag"], 900);
+    // Patroni 4.1's positions: `format_lsn` strings beside the lags in bytes.
+    assert_eq!(members[1]["lsn"], "0/64");
+    assert_eq!(members[1]["receive_lsn"], "0/64");
+    assert_eq!(members[1]["receive_lag"], 900);
+    assert_eq!(members[1]["replay_lsn"], "0/5A");
+    assert_eq!(members[1]["replay_lag"], 910);
     assert_eq!(v["scheduled_switchover"]["to"], "pg2");
     let (_, body) = api.code(Method::GET, "/history").await;
     assert_eq!(

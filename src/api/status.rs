@@ -3,6 +3,7 @@ use serde_json::{json, Map, Value};
 
 use super::state::Published;
 use crate::dcs::{ClusterSnapshot, MemberRecord};
+use crate::ha::types::Lsn;
 
 /// tenure's version as `/patroni` and `patroni_version` report it.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
@@ -172,18 +173,30 @@ fn member_json(name: &str, m: &MemberRecord, role: &str, optime: Option<u64>) ->
             .into_iter()
             .flatten()
             .max();
-        let lag = |pos: Option<u64>| match (optime, pos) {
-            (Some(o), Some(l)) => json!(o.saturating_sub(l)),
-            _ => json!("unknown"),
-        };
-        out.insert("lsn".into(), json!(lsn));
-        out.insert("lag".into(), lag(lsn));
-        out.insert("receive_lsn".into(), json!(m.receive_lsn));
-        out.insert("receive_lag".into(), lag(m.receive_lsn));
-        out.insert("replay_lsn".into(), json!(m.replay_lsn));
-        out.insert("replay_lag".into(), lag(m.replay_lsn));
+        for (prefix, pos) in [
+            ("", lsn),
+            ("receive_", m.receive_lsn),
+            ("replay_", m.replay_lsn),
+        ] {
+            let (lsn, lag) = position_json(pos, optime);
+            out.insert(format!("{prefix}lsn"), lsn);
+            out.insert(format!("{prefix}lag"), lag);
+        }
     }
     Value::Object(out)
+}
+
+/// A replica's position and its lag behind the cluster's optime, as Patroni 4.1's `cluster_as_json` writes
+/// them: the position as `hi/lo` (`format_lsn`), both `"unknown"` without a position (or at 0), and a lag of
+/// 0 for a position past the optime (or without one, which Patroni reads as 0).
+fn position_json(pos: Option<u64>, optime: Option<u64>) -> (Value, Value) {
+    match pos.filter(|l| *l != 0) {
+        None => (json!("unknown"), json!("unknown")),
+        Some(l) => (
+            json!(Lsn(l).to_string()),
+            json!(optime.unwrap_or(0).saturating_sub(l)),
+        ),
+    }
 }
 
 /// Host and port of `postgres://[user[:pw]@]host[:port][/db][?..]` (Patroni shows both in `/cluster`).
@@ -207,7 +220,8 @@ fn host_port(conn_url: &str) -> (Option<String>, Option<u16>) {
 
 #[cfg(test)]
 mod tests {
-    use super::host_port;
+    use super::{host_port, position_json};
+    use serde_json::json;
 
     #[test]
     fn conn_urls_give_host_and_port() {
@@ -221,5 +235,22 @@ mod tests {
             (Some("::1".into()), Some(6000))
         );
         assert_eq!(host_port(""), (None, None));
+    }
+
+    /// Patroni 4.1's `cluster_as_json` cases: unknown (absent or 0), behind, past the optime, no optime.
+    #[test]
+    fn positions_are_written_as_patroni_writes_them() {
+        let unknown = (json!("unknown"), json!("unknown"));
+        assert_eq!(position_json(None, Some(1000)), unknown);
+        assert_eq!(position_json(Some(0), Some(1000)), unknown);
+        assert_eq!(
+            position_json(Some(0x1_0300_0060), Some(0x1_0300_0160)),
+            (json!("1/3000060"), json!(256))
+        );
+        assert_eq!(
+            position_json(Some(2000), Some(1000)),
+            (json!("0/7D0"), json!(0))
+        );
+        assert_eq!(position_json(Some(2000), None), (json!("0/7D0"), json!(0)));
     }
 }
