@@ -5,7 +5,8 @@ use std::net::TcpStream;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::support;
-use support::cluster::{Cluster, Sample, NODES};
+use support::checker::Sample;
+use support::cluster::{Cluster, NODES};
 use tenure::demo::local::{self, API_USER};
 
 /// The harness's ttl (`Timings::FAST`).

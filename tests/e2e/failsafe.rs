@@ -50,7 +50,7 @@ fn frozen_store(
     usize,
     Duration,
     Duration,
-    support::cluster::WriteLog,
+    support::writer::WriteLog,
 ) {
     let mut c = Cluster::start(kind);
     let p = c.primary().expect("one primary");

@@ -16,8 +16,9 @@ use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
 use support::blackhole::{through_blackhole, Blackhole};
-use support::cluster::{stored_ids, Cluster, StoreKind, WriteLog, NODES};
+use support::cluster::{stored_ids, Cluster, StoreKind, NODES};
 use support::consul_server::Fault;
+use support::writer::WriteLog;
 
 use common::*;
 

@@ -6,7 +6,8 @@ use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
 
-use crate::support::cluster::{stored_ids, Cluster, StoreKind, WriteLog, NODES};
+use crate::support::cluster::{stored_ids, Cluster, StoreKind, NODES};
+use crate::support::writer::WriteLog;
 
 /// ttl + loop_wait of the harness's timings, plus slack: a replica must have taken over by then.
 const FAILOVER_BUDGET: Duration = Duration::from_secs(10 + 1 + 5);

@@ -1,0 +1,75 @@
+//! The e2e writer: a client inserting ids one by one into the primary, recording what was acknowledged.
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio_postgres::Client;
+
+use super::cluster::connect;
+
+/// What a [`Writer`] saw.
+#[derive(Debug, Default)]
+pub struct WriteLog {
+    /// Committed and acknowledged: id and when the acknowledgement arrived (since the epoch).
+    pub acked: Vec<(i64, Duration)>,
+    /// Inserts that failed or whose outcome is unknown.
+    pub failed: u64,
+}
+
+/// A client inserting ids 1, 2, 3, ... into `e2e_writes (id bigint primary key)`, one per ~5 ms,
+/// reconnecting after any error; every id is tried once.
+pub struct Writer {
+    stop: Arc<AtomicBool>,
+    task: tokio::task::JoinHandle<WriteLog>,
+    rt: tokio::runtime::Handle,
+}
+
+impl Writer {
+    pub(super) fn start(rt: &tokio::runtime::Runtime, port: u16, epoch: Instant) -> Writer {
+        let stop = Arc::new(AtomicBool::new(false));
+        let s = stop.clone();
+        let task = rt.spawn(async move {
+            let mut log = WriteLog::default();
+            let mut client: Option<Client> = None;
+            let mut id: i64 = 0;
+            while !s.load(Ordering::SeqCst) {
+                let c = match client.take() {
+                    Some(c) if !c.is_closed() => c,
+                    _ => match connect(port).await {
+                        Ok(c) => c,
+                        Err(_) => {
+                            tokio::time::sleep(Duration::from_millis(50)).await;
+                            continue;
+                        }
+                    },
+                };
+                id += 1;
+                let params: [&(dyn tokio_postgres::types::ToSql + Sync); 1] = [&id];
+                let insert = c.execute("INSERT INTO e2e_writes (id) VALUES ($1)", &params);
+                match tokio::time::timeout(Duration::from_secs(1), insert).await {
+                    Ok(Ok(1)) => {
+                        log.acked.push((id, epoch.elapsed()));
+                        client = Some(c);
+                    }
+                    _ => {
+                        log.failed += 1;
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                    }
+                }
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            log
+        });
+        Writer {
+            stop,
+            task,
+            rt: rt.handle().clone(),
+        }
+    }
+
+    /// Stop writing; what was acknowledged.
+    pub fn stop(self) -> WriteLog {
+        self.stop.store(true, Ordering::SeqCst);
+        self.rt.block_on(self.task).expect("writer task panicked")
+    }
+}
