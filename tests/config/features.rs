@@ -1,0 +1,224 @@
+//! Settings of single features as Patroni writes them: fencer and watchdog, store addresses, failsafe, etcd TLS,
+//! hooks, synchronous modes and tags.
+use super::*;
+
+#[test]
+fn fencer_and_watchdog_rules() {
+    let e = err(&base_with("tenure.fencer", "{enabled: false}"));
+    assert!(
+        e.contains("tenure.fencer.enabled") && e.contains("watchdog.mode: required"),
+        "{e}"
+    );
+    let text = base_with("tenure.fencer", "{enabled: false}");
+    let c = ok(&(text + "watchdog: {mode: required}\n")).config;
+    assert!(!c.fencer.enabled);
+    assert_eq!(c.core_config().watchdog, WatchdogMode::Required);
+    let e = err(&base_with("tenure.fencer.fast_stop_timeout", "2"));
+    assert!(
+        e.contains("tenure.fencer.fast_stop_timeout") && e.contains("fence_budget"),
+        "{e}"
+    );
+    let c = ok(&base_with("watchdog", "{mode: 'off', safety_margin: -1}")).config;
+    assert_eq!(
+        (c.watchdog.mode, c.watchdog.timeout_ms(30_000)),
+        (WatchdogMode::Off, 15_000)
+    );
+    let e = err(&base_with("watchdog.safety_margin", "28"));
+    assert!(
+        e.contains("watchdog.safety_margin") && e.contains("loop_wait"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_consul_ttl_below_20_s_is_a_warning() {
+    let loaded = ok(&base_with(
+        "bootstrap.dcs",
+        "{ttl: 16, loop_wait: 2, retry_timeout: 2}",
+    ));
+    assert_eq!(loaded.config.timing().session_ttl_ms, 8_000);
+    let w: Vec<String> = loaded.warnings.iter().map(|w| w.to_string()).collect();
+    assert!(
+        w.iter()
+            .any(|w| w.contains("bootstrap.dcs.ttl") && w.contains("10 s")),
+        "{w:?}"
+    );
+}
+
+#[test]
+fn store_addresses_as_patroni_writes_them() {
+    let c = ok(&base_with(
+        "consul",
+        "{host: 'c1', port: 8501, scheme: https, token: t}",
+    ))
+    .config;
+    let s = c.consul_settings().unwrap();
+    assert_eq!(
+        (s.url.as_str(), s.token.as_deref()),
+        ("https://c1:8501", Some("t"))
+    );
+    let etcd = base_without("consul");
+    let vars = env(&[
+        ("TENURE_ETCD3_HOSTS", "['e1:2379','e2']"),
+        ("TENURE_ETCD3_PROTOCOL", "https"),
+        ("TENURE_ETCD3_CACERT", "/etc/etcd/ca.pem"),
+    ]);
+    let s = parse_with(&etcd, &vars)
+        .unwrap()
+        .config
+        .etcd_settings()
+        .unwrap();
+    assert_eq!(s.endpoints, ["https://e1:2379", "https://e2:2379"]);
+    let text = etcd + "etcd3: {hosts: [e1], username: u}\n";
+    assert!(err(&text).contains("etcd3.username"));
+}
+
+#[test]
+fn failsafe_settings_parse_and_a_timeout_that_cannot_land_is_refused() {
+    let c = ok(&base_with("tenure.failsafe_timeout", "1.5")).config;
+    assert_eq!(c.core_config().failsafe_timeout_ms, 1_500);
+    assert!(!c.bootstrap_failsafe_mode);
+    let c = ok(&base_with("bootstrap.dcs.failsafe_mode", "true"));
+    assert!(c.config.bootstrap_failsafe_mode);
+    assert!(
+        c.warnings
+            .iter()
+            .all(|w| !w.to_string().contains("failsafe")),
+        "failsafe_mode is no longer ignored"
+    );
+    let e = err(&base_with("tenure.failsafe_timeout", "60"));
+    assert!(e.contains("tenure.failsafe_timeout"), "{e}");
+    assert!(e.contains("failsafe"), "{e}");
+}
+
+/// etcd over TLS, as Patroni reads it: certificates without a protocol mean https; a half identity, an
+/// https endpoint without a CA, or certificates with an explicit http endpoint are refused by key.
+#[test]
+fn etcd_tls_settings_and_their_refusals() {
+    let etcd = |body: &str| base_without("consul") + &format!("etcd3: {{{body}}}\n");
+    let c = ok(&etcd(
+        "hosts: 'a:2379,b', cacert: /etc/ca.pem, cert: /etc/c.pem, key: /etc/k.pem",
+    ))
+    .config;
+    let s = c.etcd_settings().unwrap();
+    assert_eq!(s.endpoints, ["https://a:2379", "https://b:2379"]);
+    let tls = s.tls.as_ref().expect("tls");
+    assert_eq!(tls.ca_file.as_deref(), Some(Path::new("/etc/ca.pem")));
+    assert_eq!(tls.key_file.as_deref(), Some(Path::new("/etc/k.pem")));
+
+    let e = err(&etcd("hosts: a, cacert: /etc/ca.pem, cert: /etc/c.pem"));
+    assert!(
+        e.contains("etcd3.cert") && e.contains("etcd3.key go together"),
+        "{e}"
+    );
+    let e = err(&etcd("hosts: a, protocol: https"));
+    assert!(
+        e.contains("etcd3.cacert") && e.contains("trust store"),
+        "{e}"
+    );
+    let e = err(&etcd("hosts: 'http://a:2379', cacert: /etc/ca.pem"));
+    assert!(e.contains("etcd3.hosts") && e.contains("plain http"), "{e}");
+}
+
+#[test]
+fn hooks_are_split_as_patroni_splits_them() {
+    let mut doc: yaml_serde::Value = yaml_serde::from_str(BASE).unwrap();
+    let pg = doc["postgresql"].as_mapping_mut().unwrap();
+    let hooks: yaml_serde::Value = yaml_serde::from_str(
+        "{callbacks: {on_start: \"/usr/local/bin/cb.sh 'a b'\", on_role_change: /usr/local/bin/cb.sh}, \
+         pre_promote: /usr/local/bin/fence.sh --check, before_stop: /bin/sync}",
+    )
+    .unwrap();
+    pg.extend(hooks.as_mapping().unwrap().clone());
+    let text = yaml_serde::to_string(&doc).unwrap();
+    let c = ok(&text).config;
+    let hooks = &c.local_pg.hooks;
+    assert_eq!(
+        hooks.callbacks.get(&tenure::ha::CallbackEvent::OnStart),
+        Some(&vec!["/usr/local/bin/cb.sh".to_string(), "a b".to_string()])
+    );
+    assert_eq!(hooks.callbacks.len(), 2);
+    assert_eq!(
+        hooks.pre_promote,
+        Some(vec!["/usr/local/bin/fence.sh".into(), "--check".into()])
+    );
+    assert_eq!(hooks.before_stop, Some(vec!["/bin/sync".into()]));
+    let core = c.core_config();
+    assert!(core.hooks.callbacks && core.hooks.pre_promote && core.hooks.before_stop);
+}
+
+#[test]
+fn a_bad_hook_names_its_key() {
+    let e = err(&base_with(
+        "postgresql.callbacks",
+        "{on_promote: /bin/true}",
+    ));
+    assert!(e.contains("on_promote"), "{e}");
+    let e = err(&base_with("postgresql.pre_promote", "\"/bin/fence 'x\""));
+    assert!(
+        e.contains("postgresql.pre_promote") && e.contains("unclosed quote"),
+        "{e}"
+    );
+}
+
+/// `bootstrap.dcs`'s synchronous-replication keys are read (no longer ignored), checked, and carried into
+/// the `config` key a new cluster's leader uploads; `quorum` (Patroni 4's quorum commit) is uploaded as the
+/// word `quorum`, which the agents read as quorum mode.
+#[test]
+fn synchronous_mode_keys_are_carried_into_the_bootstrap_config() {
+    let text = base_with(
+        "bootstrap.dcs",
+        "{synchronous_mode: on, synchronous_mode_strict: true, \
+         synchronous_node_count: 2, maximum_lag_on_syncnode: -1}",
+    );
+    let c = ok(&text);
+    assert!(
+        c.warnings
+            .iter()
+            .all(|w| !w.to_string().contains("synchronous") && !w.to_string().contains("syncnode")),
+        "{:?}",
+        c.warnings
+    );
+    let uploaded = serde_json::Value::Object(c.config.bootstrap_sync.json());
+    assert_eq!(
+        uploaded,
+        serde_json::json!({"synchronous_mode": true, "synchronous_mode_strict": true,
+                           "synchronous_node_count": 2, "maximum_lag_on_syncnode": -1})
+    );
+    let d = tenure::config::dynamic::DynamicSettings::parse(&uploaded).unwrap();
+    assert!(d.sync.enabled && d.sync.strict && d.sync.node_count == 2);
+    assert!(!d.sync.quorum, "on is priority mode");
+    let quorum = ok(&base_with("bootstrap.dcs.synchronous_mode", "Quorum"));
+    let uploaded = serde_json::Value::Object(quorum.config.bootstrap_sync.json());
+    assert_eq!(uploaded, serde_json::json!({"synchronous_mode": "quorum"}));
+    let d = tenure::config::dynamic::DynamicSettings::parse(&uploaded).unwrap();
+    assert!(d.sync.enabled && d.sync.quorum, "{:?}", d.sync);
+    let off = ok(&base_with("bootstrap.dcs.synchronous_mode", "off"));
+    assert_eq!(
+        off.config.bootstrap_sync.json().get("synchronous_mode"),
+        Some(&serde_json::json!(false))
+    );
+    let none = ok(BASE);
+    assert!(
+        none.config.bootstrap_sync.json().is_empty(),
+        "nothing set, nothing uploaded"
+    );
+    for (key, value) in [
+        ("bootstrap.dcs.synchronous_mode", "maybe"),
+        ("bootstrap.dcs.synchronous_node_count", "0"),
+        ("bootstrap.dcs.maximum_lag_on_syncnode", "-2"),
+    ] {
+        let e = err(&base_with(key, value));
+        assert!(e.contains(key), "{key}: {e}");
+    }
+}
+
+/// The `nosync` tag is a flag like `nofailover`: it reaches the member key, and a value that is not
+/// true or false is refused.
+#[test]
+fn the_nosync_tag_is_a_flag() {
+    let c = ok(&base_with("tags", "{nosync: true}")).config;
+    assert_eq!(c.tags.get("nosync"), Some(&serde_json::json!(true)));
+    let e = err(&base_with("tags", "{nosync: perhaps}"));
+    assert!(e.contains("tags.nosync"), "{e}");
+}
