@@ -519,3 +519,23 @@ async fn the_probe_keeps_its_connection_and_replaces_a_lost_one() {
         "{second:?} -> {third:?}"
     );
 }
+
+/// A bootstrap whose PostgreSQL cannot start (a setting it refuses) fails and leaves no data behind: the
+/// next attempt, here or on another member, must not find a half-made cluster to start as primary.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_bootstrap_leaves_an_empty_data_directory() {
+    let mut node = PgNode::new("badboot");
+    node.settings
+        .parameters
+        .insert("shared_buffers".into(), "not-a-size".into());
+    let s = &node.settings;
+    let err = ctl::bootstrap(s, &InitdbOptions::default())
+        .await
+        .expect_err("PostgreSQL refuses the setting");
+    let left: Vec<_> = std::fs::read_dir(&s.data_dir)
+        .expect("the directory itself stays")
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert!(left.is_empty(), "after {err}: {left:?}");
+    assert!(node.postmaster_pid().is_none(), "no postmaster left");
+}

@@ -171,6 +171,7 @@ impl Executor {
                     .await,
             ),
             Action::WriteInitialize(s) => store(self.dcs.write_initialize(s, deadline).await),
+            Action::CancelInitialize => store(self.dcs.cancel_initialize(deadline).await),
             Action::WriteSync {
                 leader,
                 standbys,

@@ -70,6 +70,8 @@ pub trait Dcs: Send + Sync {
     async fn race_initialize(&self, value: &str, deadline: Instant) -> Result<(), DcsError>;
     /// Overwrite `initialize` (the system identifier after bootstrap).
     async fn write_initialize(&self, value: &str, deadline: Instant) -> Result<(), DcsError>;
+    /// Delete `initialize` after a failed bootstrap (Patroni's `cancel_initialization`).
+    async fn cancel_initialize(&self, deadline: Instant) -> Result<(), DcsError>;
     /// Write the `failover` key.
     async fn write_switchover(
         &self,

@@ -35,7 +35,7 @@ pub(crate) fn absorb(cfg: &CoreConfig, mem: &Memory, obs: &Observation) -> Memor
         m.divergence = Some(d.clone());
     }
     if let JobStatus::Finished(job, result) = &obs.job {
-        follower::absorb_job(&mut m, job, result);
+        follower::absorb_job(&mut m, job, result, obs.now);
     }
     if matches!(obs.pg, super::observation::PgState::Running(_)) {
         // It can start: whatever failed before is over.

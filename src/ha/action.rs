@@ -16,6 +16,9 @@ pub enum Action {
     RaceInitialize,
     /// Overwrite `initialize` with the system identifier once bootstrap is done.
     WriteInitialize(String),
+    /// Delete `initialize` after our bootstrap failed (Patroni's `cancel_initialization`), so that another
+    /// member can race for it.
+    CancelInitialize,
     /// Renew the session, then take the leader key with it (`?acquire`, or an etcd txn on create_revision).
     AcquireLeader,
     /// Renew the session/lease and confirm the leader key is still ours.
@@ -103,6 +106,7 @@ impl Action {
             self,
             Action::RaceInitialize
                 | Action::WriteInitialize(_)
+                | Action::CancelInitialize
                 | Action::AcquireLeader
                 | Action::RenewLeader
                 | Action::ReleaseLeader

@@ -277,7 +277,7 @@ fn with_store(
     if let Some(plan) = operator::scheduled(ctx, mem, c) {
         return plan;
     }
-    if let Some(plan) = job_in_progress(ctx, mem) {
+    if let Some(plan) = job_in_progress(ctx, mem, c) {
         return plan;
     }
     if mine {
@@ -293,7 +293,7 @@ fn with_store(
 }
 
 /// While a background job runs, only the lease is kept.
-fn job_in_progress(ctx: &Ctx, mem: &Memory) -> Option<Plan> {
+fn job_in_progress(ctx: &Ctx, mem: &Memory, c: &Cluster) -> Option<Plan> {
     // A failed rewind is explained by the rejoin path that follows (re-clone, or stay stopped and say why).
     let failed = match &ctx.obs.job {
         JobStatus::Finished(job, super::observation::JobResult::Failed(why))
@@ -304,17 +304,24 @@ fn job_in_progress(ctx: &Ctx, mem: &Memory) -> Option<Plan> {
         _ => None,
     };
     if let Some((job, why)) = failed {
-        // Say why, once; a failed bootstrap also gives the key up so another member can try.
+        // Say why, once; a failed bootstrap also gives the key and `initialize` up so another member can try.
         let reason = Reason::JobFailed {
             job: job.clone(),
             why: why.clone(),
         };
-        let bootstrap = matches!(job, super::action::Job::Bootstrap) && mem.lease.is_some();
-        let actions = if bootstrap {
-            vec![Action::ReleaseLeader]
-        } else {
-            vec![]
-        };
+        let mut actions = vec![];
+        if matches!(job, super::action::Job::Bootstrap) {
+            if mem.lease.is_some() {
+                actions.push(Action::ReleaseLeader);
+            }
+            if no_leader::holds_initialize(ctx, c)
+                && !ctx
+                    .cfg
+                    .mutant(MutantName::KeepInitializeAfterFailedBootstrap)
+            {
+                actions.push(Action::CancelInitialize);
+            }
+        }
         return Some(Plan::act_now(reason, actions, ctx.now));
     }
     let JobStatus::Running(job) = &ctx.obs.job else {

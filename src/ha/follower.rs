@@ -24,7 +24,7 @@ pub(crate) fn system_id_mismatch(ctx: &Ctx, c: &Cluster) -> Option<Plan> {
 }
 
 /// Fold a finished job into memory.
-pub(crate) fn absorb_job(m: &mut Memory, job: &Job, result: &JobResult) {
+pub(crate) fn absorb_job(m: &mut Memory, job: &Job, result: &JobResult, now: Millis) {
     match (job, result) {
         (Job::Rewind { from }, JobResult::Ok) | (Job::Reinit { from }, JobResult::Ok) => {
             m.divergence = Some(Divergence::NoNeed {
@@ -38,7 +38,10 @@ pub(crate) fn absorb_job(m: &mut Memory, job: &Job, result: &JobResult) {
                 leader: from.clone(),
             })
         }
-        (Job::Bootstrap, JobResult::Failed(_)) => m.bootstrapping = false,
+        (Job::Bootstrap, JobResult::Failed(_)) => {
+            m.bootstrapping = false;
+            m.bootstrap_failed_at = Some(now);
+        }
         _ => {}
     }
 }

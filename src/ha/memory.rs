@@ -20,6 +20,9 @@ pub struct Memory {
     pub primary_down_since: Option<Millis>,
     /// We won the initialize race and are bootstrapping.
     pub bootstrapping: bool,
+    /// When our last bootstrap failed: for a ttl we delete an `initialize` that still holds our name and do
+    /// not race for it again, so that another member tries first.
+    pub bootstrap_failed_at: Option<Millis>,
     /// The leader key's index when we last looked: a new index means a new leader term.
     pub leader_index: Option<u64>,
     /// The result of the last divergence check, and against whom (valid for one leader term only).

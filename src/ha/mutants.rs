@@ -50,6 +50,9 @@ pub enum Mutant {
     /// The shell writes the member key before the decision's actions, waiting for it (tenure before the
     /// publisher of issue 15): under a slow store the lease renewal starts after the decision expired.
     PublishBeforeActions,
+    /// After a failed bootstrap, keep the `initialize` key our race wrote and bootstrap again ourselves (tenure
+    /// before): a member whose bootstrap cannot succeed holds the cluster uninitialized.
+    KeepInitializeAfterFailedBootstrap,
     /// Simulator-only: the watchdog never fires.
     WatchdogNeverFires,
 }

@@ -12,7 +12,11 @@ use super::Reason;
 
 /// The leader key is free.
 pub(crate) fn no_leader(ctx: &Ctx, mem: &mut Memory, c: &Cluster) -> Plan {
-    if c.initialize.as_deref() == Some(ctx.cfg.name.as_str()) {
+    if holds_initialize(ctx, c) {
+        if failed_bootstrap_recently(ctx, mem) {
+            // Our bootstrap failed and its cancel has not landed yet: try the cancel again.
+            return Plan::act(Reason::CancellingBootstrap, vec![Action::CancelInitialize]);
+        }
         // Our create-only write landed, even if its reply was lost.
         mem.bootstrapping = true;
     }
@@ -267,6 +271,9 @@ fn bootstrap(ctx: &Ctx, mem: &mut Memory, c: &Cluster) -> Plan {
     if !ctx.cfg.can_promote() {
         return Plan::idle(Reason::NoFailoverNeverBootstraps);
     }
+    if failed_bootstrap_recently(ctx, mem) {
+        return Plan::idle(Reason::BootstrapBackingOff);
+    }
     let lost = ctx.obs.outcomes.iter().any(|o| {
         o.action == Action::RaceInitialize && o.result != super::observation::Outcome::Done
     });
@@ -327,4 +334,19 @@ fn catch_up(ctx: &Ctx, mem: &mut Memory, c: &Cluster) -> Option<Plan> {
         wanted,
     };
     Some(Plan::idle(reason).wake(ctx.now.plus_ms(poll_ms)))
+}
+
+/// `initialize` holds our name: we won the bootstrap race and no system identifier replaced it yet.
+pub(crate) fn holds_initialize(ctx: &Ctx, c: &Cluster) -> bool {
+    c.initialize.as_deref() == Some(ctx.cfg.name.as_str())
+}
+
+/// Our bootstrap failed less than a ttl ago: cancel it, and leave the next race to another member. Mutant
+/// `KeepInitializeAfterFailedBootstrap` forgets the failure: the key stays ours and we bootstrap again.
+pub(crate) fn failed_bootstrap_recently(ctx: &Ctx, mem: &Memory) -> bool {
+    !ctx.cfg
+        .mutant(MutantName::KeepInitializeAfterFailedBootstrap)
+        && mem
+            .bootstrap_failed_at
+            .is_some_and(|t| ctx.now < t.plus_ms(ctx.cfg.timing.ttl_ms))
 }

@@ -10,6 +10,8 @@ pub enum Reason {
     // bootstrap
     RacingInitialize,
     LostInitializeRace,
+    BootstrapBackingOff,
+    CancellingBootstrap,
     Bootstrapping,
     WaitingForBootstrap,
     NoFailoverNeverBootstraps,
@@ -216,6 +218,11 @@ impl fmt::Display for Reason {
         match self {
             RacingInitialize => write!(f, "racing for the initialize key"),
             LostInitializeRace => write!(f, "another member is bootstrapping the cluster"),
+            BootstrapBackingOff => write!(
+                f,
+                "our bootstrap failed: leaving the next attempt to another member for a ttl"
+            ),
+            CancellingBootstrap => write!(f, "our bootstrap failed: removing the initialize key"),
             Bootstrapping => write!(f, "bootstrapping a new cluster"),
             WaitingForBootstrap => write!(f, "waiting for the cluster to be bootstrapped"),
             NoFailoverNeverBootstraps => write!(f, "nofailover is set: not bootstrapping, waiting for a leader"),

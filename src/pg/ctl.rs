@@ -69,8 +69,26 @@ pub async fn initdb(settings: &PgSettings, opts: &InitdbOptions) -> Result<(), P
 }
 
 /// The core's `Job::Bootstrap`: initdb, start as a primary, create the roles. The caller writes `initialize`.
+/// A bootstrap that fails leaves no data behind (Patroni moves it aside and exits): what is in the directory
+/// is then initdb's own, since initdb refuses a directory that is not empty, and a half-made cluster must not
+/// be started as the next primary. The directory itself stays (its ownership and mode are the operator's).
 pub async fn bootstrap(settings: &PgSettings, opts: &InitdbOptions) -> Result<(), PgError> {
-    initdb(settings, opts).await?;
+    let result = match initdb(settings, opts).await {
+        // Killed at its deadline: the files are initdb's, half written. Any other initdb failure cleans up
+        // after itself, or touched nothing (a directory that was not empty).
+        Err(e @ PgError::Timeout { .. }) => Err(e),
+        Err(e) => return Err(e),
+        Ok(()) => after_initdb(settings).await,
+    };
+    if result.is_err() {
+        let _ = stop(settings, StopMode::Immediate).await;
+        remove_data_dir_contents(settings)?;
+    }
+    result
+}
+
+/// Bootstrap's steps after initdb: start as a primary and create the roles.
+async fn after_initdb(settings: &PgSettings) -> Result<(), PgError> {
     recovery::configure_primary(settings)?;
     start(settings).await?;
     let roles = create_roles(settings);

@@ -254,3 +254,57 @@ fn a_finished_clone_counts_as_verified_history() {
         }],
     );
 }
+
+/// Patroni's `cancel_initialization`: a bootstrap that failed gives up the leader key and the `initialize`
+/// our race wrote, so that another member can bootstrap; the failure is remembered.
+#[test]
+fn a_failed_bootstrap_gives_the_key_and_initialize_up() {
+    let o = obs(5_000)
+        .store(empty_cluster().initialize("pg1").leader("pg1"))
+        .job_finished(Job::Bootstrap, JobResult::Failed("start failed".into()));
+    let d = decide(&cfg("pg1"), &mem().leased(4_000).bootstrapping(), &o);
+    expect(
+        &d,
+        Reason::JobFailed {
+            job: Job::Bootstrap,
+            why: "start failed".into(),
+        },
+        &[
+            Action::ReleaseLeader,
+            Action::CancelInitialize,
+            Action::DisarmFence,
+        ],
+    );
+    assert!(!d.memory.bootstrapping);
+    assert_eq!(d.memory.bootstrap_failed_at, Some(Millis(5_000)));
+}
+
+/// `initialize` already holds another member's name or a system identifier: not ours to delete.
+#[test]
+fn a_failed_bootstrap_deletes_only_an_initialize_holding_our_name() {
+    for held in ["pg2", "7268000000000000001"] {
+        let o = obs(5_000)
+            .store(empty_cluster().initialize(held))
+            .job_finished(Job::Bootstrap, JobResult::Failed("start failed".into()));
+        let d = decide(&cfg("pg1"), &mem().bootstrapping(), &o);
+        assert_eq!(d.actions, vec![], "initialize = {held}");
+    }
+}
+
+/// For a ttl after the failure: an `initialize` still holding our name (the delete was lost) is deleted
+/// again, not taken as our won race; a free one is left to another member's race. After the ttl we race again.
+#[test]
+fn after_a_failed_bootstrap_we_cancel_and_stand_back_for_a_ttl() {
+    let failed = Memory {
+        bootstrap_failed_at: Some(Millis(5_000)),
+        ..mem()
+    };
+    let o = obs(6_000).store(empty_cluster().initialize("pg1"));
+    let d = decide(&cfg("pg1"), &failed, &o);
+    expect(&d, Reason::CancellingBootstrap, &[Action::CancelInitialize]);
+    assert!(!d.memory.bootstrapping);
+    let d = decide(&cfg("pg1"), &failed, &obs(14_999).store(empty_cluster()));
+    expect(&d, Reason::BootstrapBackingOff, &[]);
+    let d = decide(&cfg("pg1"), &failed, &obs(15_000).store(empty_cluster()));
+    expect(&d, Reason::RacingInitialize, &[Action::RaceInitialize]);
+}

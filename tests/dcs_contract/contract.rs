@@ -65,6 +65,7 @@ macro_rules! contract_tests {
             exclusive_acquire_under_contention, expiry_frees_leader_not_before_ttl, release_frees_at_once,
             renewing_after_expiry_is_session_invalid, member_keys_vanish_with_their_session,
             restarted_agent_takes_over_its_own_leader_key, cas_config_conflicts, race_initialize_is_create_only,
+            cancel_initialize_frees_the_race,
             snapshot_carries_every_key, failsafe_key_round_trips, watch_wakes_on_leader_change, watch_wakes_on_config_change,
             watch_times_out_without_change,
             passed_deadline_is_unavailable, no_cluster_leader_is_unavailable, frozen_store_answers_by_deadline,
@@ -438,6 +439,22 @@ pub async fn race_initialize_is_create_only(b: &dyn Backend) {
         snapshot(&*o).await.cluster.initialize.as_deref(),
         Some("7301234567890123456")
     );
+}
+
+/// A failed bootstrap deletes `initialize` (Patroni's `cancel_initialization`): the race is open again.
+pub async fn cancel_initialize_frees_the_race(b: &dyn Backend) {
+    let scope = scope("cancel-init");
+    let (a, o) = (client(b, &scope, "a").await, client(b, &scope, "o").await);
+    a.race_initialize("a", deadline()).await.expect("a wins");
+    a.cancel_initialize(deadline()).await.expect("cancel");
+    assert_eq!(snapshot(&*o).await.cluster.initialize, None);
+    o.race_initialize("o", deadline())
+        .await
+        .expect("o wins now");
+    assert_eq!(snapshot(&*a).await.cluster.initialize.as_deref(), Some("o"));
+    // Deleting a key that is already gone is no error: a retried cancel whose first reply was lost.
+    o.cancel_initialize(deadline()).await.expect("cancel");
+    o.cancel_initialize(deadline()).await.expect("cancel again");
 }
 
 /// The `failsafe` key (Patroni's JSON `{name: api_url}`) and `failsafe_mode` in `config` reach the snapshot.

@@ -22,6 +22,10 @@ pub fn apply(w: &mut World, i: usize, action: &Action) -> ActionOutcomeKind {
             w.store.initialize = Some(s.clone());
             Done
         }
+        Action::CancelInitialize => {
+            w.store.initialize = None;
+            Done
+        }
         Action::AcquireLeader => {
             crate::timing_change::drop_stale_session(w, i);
             let s = ensure_session(w, i);

@@ -219,7 +219,8 @@ pub fn job_done(w: &mut World, i: usize, job_gen: u64, ok: bool) {
 fn finish_job(w: &mut World, i: usize, job: &Job) -> bool {
     match job {
         Job::Bootstrap => {
-            if w.nodes[i].pg.data.is_some() {
+            // A configuration PostgreSQL cannot start with fails the bootstrap's start; the job leaves no data.
+            if w.nodes[i].pg.data.is_some() || w.nodes[i].pg.cannot_start {
                 return false;
             }
             let sysid = w.new_sysid();

@@ -3,6 +3,7 @@
 //! `TENURE_SIM_SEED=s TENURE_SIM_TRACE=1 cargo test --test sim -- replay_seed --nocapture` replays one.
 mod agent;
 mod apply;
+mod bootstrap_failure;
 mod calls;
 mod checker_tests;
 mod checkers;

@@ -270,3 +270,13 @@ fn mutant_check_without_recovery_trips_recovery_before_check() {
     });
     assert_tripped(&msg, &["RecoveryBeforeCheck"]);
 }
+
+#[test]
+fn mutant_keep_initialize_after_failed_bootstrap_trips_liveness() {
+    let msg = first_failure(1..11, |seed| {
+        crate::bootstrap_failure::two_members_cannot_bootstrap(seed, |_, c| {
+            c.mutant = Some(Mutant::KeepInitializeAfterFailedBootstrap)
+        });
+    });
+    assert_tripped(&msg, &["Liveness"]);
+}

@@ -312,6 +312,13 @@ impl Dcs for ConsulDcs {
             .await
     }
 
+    async fn cancel_initialize(&self, deadline: Instant) -> Result<(), DcsError> {
+        self.http
+            .kv_delete(&self.layout.initialize(), "", deadline)
+            .await
+            .map(|_| ())
+    }
+
     async fn clear_switchover(&self, deadline: Instant) -> Result<(), DcsError> {
         self.http
             .kv_delete(&self.layout.failover(), "", deadline)

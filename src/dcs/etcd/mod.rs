@@ -392,6 +392,15 @@ impl Dcs for EtcdDcs {
         self.put(&self.keys.failover, json, deadline).await
     }
 
+    async fn cancel_initialize(&self, deadline: Instant) -> Result<(), DcsError> {
+        let key = self.keys.initialize.as_str();
+        self.call(deadline, "delete initialize", |mut c| async move {
+            c.delete(key, None).await
+        })
+        .await?;
+        Ok(())
+    }
+
     async fn clear_switchover(&self, deadline: Instant) -> Result<(), DcsError> {
         let key = self.keys.failover.as_str();
         self.call(deadline, "delete failover", |mut c| async move {
