@@ -147,6 +147,7 @@ impl Demo {
                 store: StoreAddr::Etcd(format!("127.0.0.1:{etcd_port}")),
                 timings: Timings::FAST,
                 postgresql_extra: String::new(),
+                initdb_extra: String::new(),
             };
             spec.prepare(run_as.owner()).map_err(failed)?;
             demo.nodes.push(spec);

@@ -68,6 +68,8 @@ pub struct NodeSpec {
     pub timings: Timings,
     /// More `postgresql:` keys, as YAML lines indented by two spaces (the end-to-end hooks test).
     pub postgresql_extra: String,
+    /// More `bootstrap.initdb` items, as YAML lines indented by four spaces (the failed-bootstrap test).
+    pub initdb_extra: String,
 }
 
 impl NodeSpec {
@@ -132,7 +134,7 @@ restapi:
     - encoding: UTF8
     - locale: C
     - data-checksums
-postgresql:
+{initdb_extra}postgresql:
   data_dir: {dir}/data
   bin_dir: {bin}
   listen: 127.0.0.1:{pg}
@@ -174,6 +176,7 @@ tenure:
             su_pw = SUPERUSER.1,
             fence = t.fence_budget_s,
             pg_extra = self.postgresql_extra,
+            initdb_extra = self.initdb_extra,
         )
     }
 

@@ -107,6 +107,7 @@ pub fn replica_streams_over_hostssl_with_verify_ca() {
             store: StoreAddr::Etcd(etcd.host_port().to_string()),
             timings: Timings::FAST,
             postgresql_extra: HBA.into(),
+            initdb_extra: String::new(),
         })
         .collect();
     for s in &specs {

@@ -68,6 +68,10 @@ macro_rules! e2e_scenarios {
         fn j_a_second_agent_with_a_taken_name_exits_64() {
             scenarios::duplicate_name($kind);
         }
+        #[test]
+        fn k_a_failed_bootstrap_hands_over_to_a_member_that_can() {
+            scenarios::failed_bootstrap_hands_over($kind);
+        }
     };
 }
 

@@ -211,6 +211,7 @@ impl Cluster {
                 store: node_store(i, &addr),
                 timings: Timings::FAST,
                 postgresql_extra: String::new(),
+                initdb_extra: String::new(),
             })
             .collect();
         nodes.iter_mut().for_each(&mut adjust);
