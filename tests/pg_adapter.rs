@@ -22,14 +22,24 @@ async fn status(s: &PgSettings) -> probe::RunningStatus {
     probe::running_status(s, &client).await.expect("probe")
 }
 
-async fn sql(s: &PgSettings, q: &str) -> Vec<tokio_postgres::Row> {
+/// A helper session, renamed at once: it connects as the adapter does (`application_name`
+/// 'tenure'), and a dropped one lingers in `pg_stat_activity` while its backend exits, where it
+/// would pass for the probe's kept connection.
+async fn helper(s: &PgSettings) -> tokio_postgres::Client {
     let client = probe::connect_local(s).await.expect("connect");
-    client.query(q, &[]).await.expect(q)
+    client
+        .batch_execute("SET application_name = 'pg_adapter-test'")
+        .await
+        .expect("rename the helper session");
+    client
+}
+
+async fn sql(s: &PgSettings, q: &str) -> Vec<tokio_postgres::Row> {
+    helper(s).await.query(q, &[]).await.expect(q)
 }
 
 async fn exec(s: &PgSettings, q: &str) {
-    let client = probe::connect_local(s).await.expect("connect");
-    client.batch_execute(q).await.expect(q)
+    helper(s).await.batch_execute(q).await.expect(q)
 }
 
 async fn values(s: &PgSettings) -> Vec<String> {
