@@ -32,6 +32,8 @@ const SYSID: &str = "7268000000000000001";
 /// The leader's WAL position; the replica is 3 MiB behind.
 const LEADER_LSN: u64 = 0x3000060;
 const REPLICA_LSN: u64 = LEADER_LSN - 3 * 1024 * 1024;
+/// The replica replays a megabyte behind what it has received.
+const REPLAYED_LSN: u64 = REPLICA_LSN - 1024 * 1024;
 
 fn deadline() -> Instant {
     Instant::now() + Duration::from_secs(3)
@@ -107,7 +109,7 @@ impl Fixture {
             role: "replica".into(),
             version: "0.1.0".into(),
             receive_lsn: Some(REPLICA_LSN),
-            replay_lsn: Some(REPLICA_LSN),
+            replay_lsn: Some(REPLAYED_LSN),
             timeline: Some(3),
             replication_state: Some("streaming".into()),
             ..MemberRecord::default()

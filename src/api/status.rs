@@ -2,8 +2,8 @@
 use serde_json::{json, Map, Value};
 
 use super::state::Published;
+use crate::dcs::records::host_port;
 use crate::dcs::{ClusterSnapshot, MemberRecord};
-use crate::ha::types::Lsn;
 
 /// tenure's version as `/patroni` and `patroni_version` report it.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
@@ -190,52 +190,16 @@ fn member_json(name: &str, m: &MemberRecord, role: &str, optime: Option<u64>) ->
 /// them: the position as `hi/lo` (`format_lsn`), both `"unknown"` without a position (or at 0), and a lag of
 /// 0 for a position past the optime (or without one, which Patroni reads as 0).
 fn position_json(pos: Option<u64>, optime: Option<u64>) -> (Value, Value) {
-    match pos.filter(|l| *l != 0) {
+    match crate::dcs::records::replica_lag(pos, optime) {
         None => (json!("unknown"), json!("unknown")),
-        Some(l) => (
-            json!(Lsn(l).to_string()),
-            json!(optime.unwrap_or(0).saturating_sub(l)),
-        ),
-    }
-}
-
-/// Host and port of `postgres://[user[:pw]@]host[:port][/db][?..]` (Patroni shows both in `/cluster`).
-fn host_port(conn_url: &str) -> (Option<String>, Option<u16>) {
-    let rest = conn_url.split_once("://").map_or(conn_url, |(_, r)| r);
-    let authority = rest.split(['/', '?']).next().unwrap_or("");
-    let hostport = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
-    if hostport.is_empty() {
-        return (None, None);
-    }
-    if let Some(v6) = hostport.strip_prefix('[') {
-        let (host, after) = v6.split_once(']').unwrap_or((v6, ""));
-        let port = after.strip_prefix(':').and_then(|p| p.parse().ok());
-        return (Some(host.to_string()), port.or(Some(5432)));
-    }
-    match hostport.rsplit_once(':') {
-        Some((h, p)) => (Some(h.to_string()), p.parse().ok()),
-        None => (Some(hostport.to_string()), Some(5432)),
+        Some((lsn, lag)) => (json!(lsn.to_string()), json!(lag)),
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::{host_port, position_json};
+    use super::position_json;
     use serde_json::json;
-
-    #[test]
-    fn conn_urls_give_host_and_port() {
-        assert_eq!(
-            host_port("postgres://rep:pw@10.0.0.2:5433/postgres"),
-            (Some("10.0.0.2".into()), Some(5433))
-        );
-        assert_eq!(host_port("postgres://h/db"), (Some("h".into()), Some(5432)));
-        assert_eq!(
-            host_port("postgresql://[::1]:6000"),
-            (Some("::1".into()), Some(6000))
-        );
-        assert_eq!(host_port(""), (None, None));
-    }
 
     /// Patroni 4.1's `cluster_as_json` cases: unknown (absent or 0), behind, past the optime, no optime.
     #[test]

@@ -44,6 +44,8 @@ pub enum Format {
 pub enum Command {
     List {
         format: Format,
+        /// patronictl's `-e`: the optional columns always.
+        extended: bool,
     },
     Pause {
         wait: bool,
@@ -182,7 +184,7 @@ pub fn run(
 
 async fn dispatch(ctx: &Ctx, command: Command) -> Result<(), CliError> {
     match command {
-        Command::List { format } => list::list(ctx, format).await,
+        Command::List { format, extended } => list::list(ctx, format, extended).await,
         Command::History { format } => show::history(ctx, format).await,
         Command::ShowConfig => show::show_config(ctx).await,
         Command::Pause { wait } => control::pause(ctx, true, wait).await,

@@ -110,6 +110,35 @@ pub fn member_from_record(name: &str, record: &MemberRecord) -> Member {
     }
 }
 
+/// A replica's published position against the cluster's optime (the `status` key), Patroni 4.1's rule
+/// (`utils.py` `cluster_as_json`) for `/cluster` and `list`: `None` while unknown (absent, or 0); else the
+/// position and its lag in bytes, 0 for a position past the optime or without one (Patroni reads a missing
+/// optime as 0).
+pub fn replica_lag(position: Option<u64>, optime: Option<u64>) -> Option<(Lsn, u64)> {
+    position
+        .filter(|l| *l != 0)
+        .map(|l| (Lsn(l), optime.unwrap_or(0).saturating_sub(l)))
+}
+
+/// Host and port of `postgres://[user[:pw]@]host[:port][/db][?..]` (Patroni shows both in `/cluster`).
+pub fn host_port(conn_url: &str) -> (Option<String>, Option<u16>) {
+    let rest = conn_url.split_once("://").map_or(conn_url, |(_, r)| r);
+    let authority = rest.split(['/', '?']).next().unwrap_or("");
+    let hostport = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    if hostport.is_empty() {
+        return (None, None);
+    }
+    if let Some(v6) = hostport.strip_prefix('[') {
+        let (host, after) = v6.split_once(']').unwrap_or((v6, ""));
+        let port = after.strip_prefix(':').and_then(|p| p.parse().ok());
+        return (Some(host.to_string()), port.or(Some(5432)));
+    }
+    match hostport.rsplit_once(':') {
+        Some((h, p)) => (Some(h.to_string()), p.parse().ok()),
+        None => (Some(hostport.to_string()), Some(5432)),
+    }
+}
+
 /// The `state` a member key carries: PostgreSQL's state, as Patroni's `PostgresqlState`. A streaming
 /// replica is `running`; that it streams goes in `replication_state`.
 pub fn wire_state(state: MemberState) -> &'static str {

@@ -179,3 +179,27 @@ fn timeline_follows_patronis_history_rule() {
     assert_eq!(timeline_from_history(&serde_json::json!({"x": 1})), None);
     assert_eq!(timeline_from_history(&serde_json::json!([["x"]])), None);
 }
+
+#[test]
+fn conn_urls_give_host_and_port() {
+    assert_eq!(
+        host_port("postgres://rep:pw@10.0.0.2:5433/postgres"),
+        (Some("10.0.0.2".into()), Some(5433))
+    );
+    assert_eq!(host_port("postgres://h/db"), (Some("h".into()), Some(5432)));
+    assert_eq!(
+        host_port("postgresql://[::1]:6000"),
+        (Some("::1".into()), Some(6000))
+    );
+    assert_eq!(host_port(""), (None, None));
+}
+
+/// Patroni 4.1's `cluster_as_json` rule: unknown (absent or 0), behind, past the optime, no optime.
+#[test]
+fn replica_lag_is_measured_from_the_optime() {
+    assert_eq!(replica_lag(None, Some(1000)), None);
+    assert_eq!(replica_lag(Some(0), Some(1000)), None);
+    assert_eq!(replica_lag(Some(900), Some(1000)), Some((Lsn(900), 100)));
+    assert_eq!(replica_lag(Some(2000), Some(1000)), Some((Lsn(2000), 0)));
+    assert_eq!(replica_lag(Some(2000), None), Some((Lsn(2000), 0)));
+}

@@ -7,6 +7,7 @@ async fn list_shows_both_members_with_roles_and_lag() {
     let config = f.config();
     let (code, out, err) = tenure(&["list", "--config", path(&config)]).await;
     assert_eq!(code, 0, "{err}");
+    let table = out.clone();
     let lines: Vec<&str> = out.lines().collect();
     assert!(
         lines[0].starts_with(&format!("+ Cluster: {SCOPE} ({SYSID}) ")),
@@ -19,14 +20,14 @@ async fn list_shows_both_members_with_roles_and_lag() {
             .unwrap_or_else(|| panic!("no row for {name}:\n{out}"));
         line.split('|').map(|c| c.trim().to_string()).collect()
     };
-    // | Member | Host | Role | State | TL | Lag in MB | Pending restart | Pending restart reason |
-    // Scheduled restart | Tags |  (patronictl 4.x's columns)
+    // | Member | Host | Role | State | TL | Receive LSN | Lag | Replay LSN | Lag | Pending restart |
+    // Pending restart reason | Scheduled restart | Tags |  (patronictl 4.1's columns; lag behind the optime)
     assert!(
-        lines[1].contains("| Pending restart | Pending restart reason    | Scheduled restart "),
+        lines[1].contains("| TL | Receive LSN | Lag | Replay LSN | Lag | Pending restart |"),
         "{out}"
     );
     assert_eq!(
-        row("pg1")[1..11],
+        row("pg1")[1..14],
         [
             "pg1",
             "10.0.0.1:5432",
@@ -37,24 +38,30 @@ async fn list_shows_both_members_with_roles_and_lag() {
             "",
             "",
             "",
-            ""
-        ],
+            "",
+            "",
+            "",
+            "",
+        ][..],
         "{out}"
     );
     assert_eq!(
-        row("pg2")[1..11],
+        row("pg2")[1..14],
         [
             "pg2",
             "10.0.0.2:5433",
             "Replica",
             "streaming",
             "3",
+            "0/2D00060",
             "3",
+            "0/2C00060",
+            "4",
             "*",
             "max_connections: 100->200",
             "2030-01-01T12:00:00+00:00",
             "zone: a"
-        ],
+        ][..],
         "{out}"
     );
     assert!(!out.contains("Maintenance mode"), "{out}");
@@ -67,10 +74,14 @@ async fn list_shows_both_members_with_roles_and_lag() {
     assert_eq!(members[0]["Member"], "pg1");
     assert_eq!(members[0]["Role"], "Leader");
     assert_eq!(members[0]["Cluster"], SCOPE);
-    assert!(members[0].get("Lag in MB").is_none(), "{out}");
+    assert!(members[0].get("Receive LSN").is_none(), "{out}");
+    assert!(members[0].get("Replay Lag").is_none(), "{out}");
     assert_eq!(members[1]["Member"], "pg2");
     assert_eq!(members[1]["Role"], "Replica");
-    assert_eq!(members[1]["Lag in MB"], 3);
+    assert_eq!(members[1]["Receive LSN"], "0/2D00060");
+    assert_eq!(members[1]["Receive Lag"], 3);
+    assert_eq!(members[1]["Replay LSN"], "0/2C00060");
+    assert_eq!(members[1]["Replay Lag"], 4);
     assert_eq!(members[1]["TL"], 3);
     assert_eq!(members[1]["Tags"]["zone"], "a");
     assert_eq!(members[1]["Scheduled restart"], "2030-01-01T12:00:00+00:00");
@@ -82,6 +93,14 @@ async fn list_shows_both_members_with_roles_and_lag() {
     );
     assert!(members[0].get("Pending restart reason").is_none(), "{out}");
     assert!(members[0].get("Pending restart").is_none(), "{out}");
+
+    // `-f pretty` is patronictl's name for the table; `-e` is accepted (its columns are in the unit tests).
+    let (code, pretty, err) = tenure(&["list", "--config", path(&config), "-f", "pretty"]).await;
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(pretty, table, "pretty is the table");
+    let (code, extended, err) = tenure(&["list", "-e", "--config", path(&config)]).await;
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(extended, table, "every optional column already shows");
 
     // Paused: patronictl's line under the table. TENURE_CONFIG stands in for --config.
     f.set_pause(true).await;

@@ -14,13 +14,13 @@ fn postmaster_start(c: &Cluster, i: usize) -> String {
         .unwrap_or_else(|e| panic!("{}: {e}", c.nodes[i].name))
 }
 
-/// `tenure list --format json` run with node `i`'s config: the lag in MB the store's member records show for
-/// `member` (read from the store itself, as the REST API's switchover check reads it, not from a node's
-/// last snapshot), when a number.
+/// `tenure list --format json` run with node `i`'s config: how far `member`'s received WAL lags, in MB
+/// (patronictl 4.1's `Receive Lag`), as the store's member records show it (read from the store itself, as
+/// the REST API's switchover check reads it, not from a node's last snapshot), when a number.
 fn store_lag_mb(c: &Cluster, i: usize, member: &str) -> Option<u64> {
     let (code, out, _) = tenure_cli(c, i, &["list", "--format", "json"]);
     let v: serde_json::Value = serde_json::from_str(&out).ok().filter(|_| code == 0)?;
-    v.as_array()?.iter().find(|m| m["Member"] == member)?["Lag in MB"].as_u64()
+    v.as_array()?.iter().find(|m| m["Member"] == member)?["Receive Lag"].as_u64()
 }
 
 /// In pause: `tenure restart <primary>` restarts PostgreSQL (new postmaster, new start time) and it stays

@@ -111,6 +111,8 @@ struct ScopedArgs {
 
 #[derive(Clone, Copy, clap::ValueEnum)]
 enum FormatArg {
+    /// patronictl's default word for the table is `pretty`.
+    #[value(alias = "pretty")]
     Table,
     Json,
 }
@@ -132,6 +134,10 @@ struct ListArgs {
     /// Output format.
     #[arg(long, short = 'f', value_enum, default_value = "table")]
     format: FormatArg,
+    /// Always show the Pending restart, Pending restart reason, Scheduled restart and Tags columns
+    /// (patronictl's `-e`).
+    #[arg(long, short = 'e')]
+    extended: bool,
 }
 
 #[derive(Args)]
@@ -298,6 +304,7 @@ fn main() -> ExitCode {
             a.client.into(),
             tenure::cli::Command::List {
                 format: a.format.into(),
+                extended: a.extended,
             },
             &env,
         ),
