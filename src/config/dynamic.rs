@@ -127,10 +127,9 @@ fn flag(key: &str, v: Option<&Value>) -> Result<Option<bool>, DynamicError> {
     match v {
         None | Some(Value::Null) => Ok(None),
         Some(Value::Bool(b)) => Ok(Some(*b)),
-        Some(Value::String(s)) => match s.trim().to_ascii_lowercase().as_str() {
-            "true" | "on" | "yes" | "1" => Ok(Some(true)),
-            "false" | "off" | "no" | "0" => Ok(Some(false)),
-            _ => Err(invalid(key, format!("must be true or false (got {s:?})"))),
+        Some(Value::String(s)) => match crate::dcs::values::bool_word(s) {
+            Some(b) => Ok(Some(b)),
+            None => Err(invalid(key, format!("must be true or false (got {s:?})"))),
         },
         Some(Value::Number(n)) if n.as_i64() == Some(0) || n.as_i64() == Some(1) => {
             Ok(Some(n.as_i64() == Some(1)))

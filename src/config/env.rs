@@ -209,11 +209,7 @@ fn set<T: From<String>>(slot: &mut Option<T>, v: &str) -> Result<(), String> {
 }
 
 fn parse_bool(v: &str) -> Result<bool, String> {
-    match v.to_ascii_lowercase().as_str() {
-        "true" | "yes" | "on" | "1" => Ok(true),
-        "false" | "no" | "off" | "0" => Ok(false),
-        _ => Err("expected true or false".into()),
-    }
+    crate::dcs::values::bool_word(v).ok_or_else(|| "expected true or false".into())
 }
 
 /// Apply every `TENURE_*` variable of `env` to `raw` (empty values are skipped, as Patroni does). Returns which

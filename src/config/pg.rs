@@ -313,11 +313,7 @@ pub(crate) fn initdb(list: Vec<InitdbOption>, ctx: &mut Ctx) -> Option<InitdbOpt
 fn truthy(v: &yaml_serde::Value) -> Option<bool> {
     match v {
         yaml_serde::Value::Bool(b) => Some(*b),
-        yaml_serde::Value::String(s) => match s.to_ascii_lowercase().as_str() {
-            "true" | "yes" | "on" => Some(true),
-            "false" | "no" | "off" => Some(false),
-            _ => None,
-        },
+        yaml_serde::Value::String(s) => crate::dcs::values::bool_word(s),
         _ => None,
     }
 }

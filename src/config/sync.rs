@@ -92,11 +92,12 @@ pub(crate) fn bootstrap_sync(dcs: &RawDcs, ctx: &mut Ctx) -> BootstrapSync {
 }
 
 fn mode(m: &Scalar, ctx: &mut Ctx) -> Option<SyncMode> {
-    match m.0.trim().to_ascii_lowercase().as_str() {
-        "on" | "true" | "yes" | "1" => Some(SyncMode::On),
-        "quorum" => Some(SyncMode::Quorum),
-        "off" | "false" | "no" | "0" => Some(SyncMode::Off),
-        other => {
+    let word = m.0.trim().to_ascii_lowercase();
+    match (crate::dcs::values::bool_word(&word), word.as_str()) {
+        (Some(true), _) => Some(SyncMode::On),
+        (Some(false), _) => Some(SyncMode::Off),
+        (None, "quorum") => Some(SyncMode::Quorum),
+        (None, other) => {
             ctx.invalid(
                 "bootstrap.dcs.synchronous_mode",
                 format!("expected on, off or quorum, got {other:?}"),

@@ -56,26 +56,29 @@ pub fn truthy(v: &Value) -> bool {
         Value::Null => false,
         Value::Bool(b) => *b,
         Value::Number(n) => n.as_f64().is_some_and(|f| f != 0.0),
-        Value::String(s) => !matches!(
-            s.trim().to_ascii_lowercase().as_str(),
-            "" | "false" | "no" | "off" | "0"
-        ),
+        Value::String(s) => !s.trim().is_empty() && bool_word(s) != Some(false),
         Value::Array(a) => !a.is_empty(),
         Value::Object(o) => !o.is_empty(),
     }
 }
 
-/// A flag of the `config` key (`pause`, `failsafe_mode`) as Patroni's `parse_bool` reads it: `on`, `true`,
-/// `yes`, `1` and `off`, `false`, `no`, `0`, any case; anything else is no answer.
-pub fn parse_bool(v: &Value) -> Option<bool> {
-    let text = match v {
-        Value::String(s) => s.to_ascii_lowercase(),
-        other => other.to_string(),
-    };
-    match text.as_str() {
+/// The one word list for a yes/no value, wherever it is written (the config file, `TENURE_*` variables, the
+/// `config` key, tags): Patroni's `parse_bool` words, `on`, `true`, `yes`, `1` and `off`, `false`, `no`,
+/// `0`, in any case and with surrounding blanks; anything else is no answer.
+pub fn bool_word(s: &str) -> Option<bool> {
+    match s.trim().to_ascii_lowercase().as_str() {
         "on" | "true" | "yes" | "1" => Some(true),
         "off" | "false" | "no" | "0" => Some(false),
         _ => None,
+    }
+}
+
+/// A flag of the `config` key (`pause`, `failsafe_mode`) as Patroni's `parse_bool` reads it: a boolean, or
+/// a `bool_word` as a string or a number; anything else is no answer.
+pub fn parse_bool(v: &Value) -> Option<bool> {
+    match v {
+        Value::String(s) => bool_word(s),
+        other => bool_word(&other.to_string()),
     }
 }
 

@@ -222,3 +222,41 @@ fn the_nosync_tag_is_a_flag() {
     let e = err(&base_with("tags", "{nosync: perhaps}"));
     assert!(e.contains("tags.nosync"), "{e}");
 }
+
+/// One word list for every yes/no value (issue 15): a tag in the file, `bootstrap.dcs.synchronous_mode`,
+/// a flag of the `config` key and a member's tag as its peers read it agree on each word, in any case.
+#[test]
+fn every_yes_no_value_reads_the_same_words() {
+    use tenure::config::dynamic::DynamicSettings;
+    use tenure::dcs::values::tags_from_value;
+    for (word, yes) in [
+        ("Yes", true),
+        ("on", true),
+        ("1", true),
+        ("TRUE", true),
+        ("no", false),
+        ("Off", false),
+        ("0", false),
+        ("false", false),
+    ] {
+        let file = ok(&base_with("tags", &format!("{{nofailover: '{word}'}}")));
+        assert_eq!(
+            file.config.core_config().nofailover,
+            yes,
+            "tags.nofailover {word:?}"
+        );
+        let peers = tags_from_value(&serde_json::json!({ "nofailover": word }));
+        assert_eq!(peers.nofailover, yes, "a peer's nofailover {word:?}");
+        let key = DynamicSettings::parse(&serde_json::json!({ "pause": word })).expect(word);
+        assert_eq!(key.pause, yes, "the config key's pause {word:?}");
+        let sync = ok(&base_with(
+            "bootstrap.dcs.synchronous_mode",
+            &format!("'{word}'"),
+        ));
+        let uploaded = serde_json::Value::Object(sync.config.bootstrap_sync.json());
+        assert_eq!(
+            uploaded["synchronous_mode"], yes,
+            "synchronous_mode {word:?}"
+        );
+    }
+}
