@@ -75,35 +75,48 @@ mod tests {
     }
 
     /// A watcher stats the temporary name as fast as it can while the file is written over and over: no
-    /// mode wider than 0600 may ever be seen (the old write-then-chmod showed 0644 under umask 022).
+    /// mode wider than 0600 may ever be seen (the old write-then-chmod showed 0644 under umask 022). The
+    /// writes go on until the watcher has caught the temporary file 100 times (or 20 s pass): a fixed
+    /// number of writes could all finish before a loaded machine first schedules the watcher.
     #[test]
     fn the_file_never_exists_with_a_wider_mode() {
+        use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("pgpass");
         let tmp = dir.path().join("pgpass.tenure-tmp");
-        let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let done = std::sync::Arc::new(AtomicBool::new(false));
+        let seen = std::sync::Arc::new(AtomicU64::new(0));
         let watcher = {
-            let done = done.clone();
+            let (done, seen) = (done.clone(), seen.clone());
             std::thread::spawn(move || {
-                let (mut seen, mut wide) = (0u64, Vec::new());
-                while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                let mut wide = Vec::new();
+                while !done.load(Ordering::Relaxed) {
                     if let Ok(m) = std::fs::symlink_metadata(&tmp) {
-                        seen += 1;
+                        seen.fetch_add(1, Ordering::Relaxed);
                         if m.mode() & 0o077 != 0 && wide.len() < 5 {
                             wide.push(format!("{:o}", m.mode() & 0o777));
                         }
                     }
                 }
-                (seen, wide)
+                wide
             })
         };
         let body = vec![b'x'; 16 * 1024];
-        for _ in 0..300 {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        let mut writes = 0;
+        while writes < 300
+            || (seen.load(Ordering::Relaxed) < 100 && std::time::Instant::now() < deadline)
+        {
             replace_file(&path, &body, 0o600, None).unwrap();
+            writes += 1;
         }
-        done.store(true, std::sync::atomic::Ordering::Relaxed);
-        let (seen, wide) = watcher.join().unwrap();
-        assert!(seen > 0, "the watcher never saw the temporary file");
+        done.store(true, Ordering::Relaxed);
+        let wide = watcher.join().unwrap();
+        let seen = seen.load(Ordering::Relaxed);
+        assert!(
+            seen > 0,
+            "the watcher never saw the temporary file in {writes} writes"
+        );
         assert!(wide.is_empty(), "seen with modes {wide:?}");
     }
 }
