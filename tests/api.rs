@@ -24,6 +24,8 @@ mod quorum;
 #[path = "support/mod.rs"]
 #[allow(dead_code)]
 mod support;
+#[path = "api/switchover.rs"]
+mod switchover;
 #[path = "api/sync.rs"]
 mod sync;
 #[path = "api/tls.rs"]
