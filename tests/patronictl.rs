@@ -80,6 +80,37 @@ fn patronictl_config(etcd: &EtcdServer) -> (tempfile::TempDir, std::path::PathBu
     (dir, yaml)
 }
 
+/// A tenure config for `SCOPE` on `etcd`, beside patronictl's in `dir`.
+fn tenure_config(dir: &tempfile::TempDir, etcd: &EtcdServer) -> std::path::PathBuf {
+    let file = dir.path().join("tenure.yml");
+    let text = format!(
+        "scope: {SCOPE}\nname: ops\nrestapi:\n  listen: 127.0.0.1:8008\n  authentication: {{username: a, password: b}}\netcd3:\n  hosts: {}\n\
+         postgresql:\n  data_dir: /var/lib/pg/main\n  listen: 127.0.0.1:5432\n  authentication:\n    \
+         superuser: {{username: postgres, password: s}}\n    replication: {{username: r, password: r}}\n",
+        etcd.host_port()
+    );
+    std::fs::write(&file, text).unwrap();
+    file
+}
+
+/// `tenure <args> --config <config>`: its output, or a panic with its stderr.
+fn tenure(config: &std::path::Path, args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_tenure"))
+        .args(args)
+        .arg("--config")
+        .arg(config)
+        .env_clear()
+        .output()
+        .expect("run tenure");
+    assert!(
+        out.status.success(),
+        "tenure {args:?} failed ({}): {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 fn patronictl_list(config: &std::path::Path, format: &str) -> String {
     patronictl(config, &["list", SCOPE, "-f", format])
 }
@@ -159,7 +190,9 @@ async fn patronictl_lists_a_cluster_written_by_tenure() {
         "2026-11-30T12:00:00+00:00",
         "pg1"
     ]);
-    pg1.write_history(&serde_json::json!([line]), deadline())
+    // A line as Patroni before 1.6 wrote it: no timestamp, no new leader (patronictl fills in "").
+    let old_line = serde_json::json!([2, 83886080, "no recovery target specified"]);
+    pg1.write_history(&serde_json::json!([line, old_line]), deadline())
         .await
         .unwrap();
     let history = patronictl(&yaml, &["history", SCOPE, "-f", "json"]);
@@ -167,6 +200,19 @@ async fn patronictl_lists_a_cluster_written_by_tenure() {
     assert_eq!(history[0]["TL"], 1, "history:\n{history}");
     assert_eq!(history[0]["LSN"], 50331744, "history:\n{history}");
     assert_eq!(history[0]["New Leader"], "pg1", "history:\n{history}");
+    // `tenure history` prints what patronictl prints, in each machine-readable format.
+    let tenure_yaml = tenure_config(&_dir, &etcd);
+    for format in ["json", "yaml", "tsv"] {
+        let theirs = patronictl(&yaml, &["history", SCOPE, "-f", format]);
+        let ours = tenure(&tenure_yaml, &["history", "-f", format]);
+        if format == "json" {
+            // The same values; patronictl's separators and key order are json.dumps's.
+            let parse = |s: &str| serde_json::from_str::<serde_json::Value>(s).expect(format);
+            assert_eq!(parse(&ours), parse(&theirs), "history -f json");
+        } else {
+            assert_eq!(ours, theirs, "history -f {format}");
+        }
+    }
 
     // The leader key vanishing (released) is visible to patronictl too.
     pg1.release_leader(deadline()).await.unwrap();

@@ -51,6 +51,14 @@ pub async fn list(ctx: &Ctx, format: Format, extended: bool) -> Result<(), CliEr
             s.push('\n');
             s
         }
+        Format::Yaml => {
+            let v: Vec<Value> = rows
+                .iter()
+                .map(|r| row_json(&ctx.config.scope, r))
+                .collect();
+            super::yaml_rows::rows_yaml(&v)?
+        }
+        Format::Tsv => tsv(&ctx.config.scope, &rows, extended),
         Format::Table => render(&ctx.config.scope, &snapshot, &rows, extended),
     };
     print!("{out}");
@@ -233,35 +241,58 @@ fn row_json(scope: &str, r: &Row) -> Value {
     v
 }
 
-fn render(scope: &str, snapshot: &ClusterSnapshot, rows: &[Row], extended: bool) -> String {
-    let mut columns = vec![
-        ("Member", Align::Left),
-        ("Host", Align::Left),
-        ("Role", Align::Left),
-        ("State", Align::Left),
-        ("TL", Align::Right),
-        ("Receive LSN", Align::Right),
-        ("Lag", Align::Right),
-        ("Replay LSN", Align::Right),
-        ("Lag", Align::Right),
-    ];
-    // patronictl's optional columns: always with `-e`, else only while some member has a value for them.
-    let with_pending = extended || rows.iter().any(|r| r.pending_restart);
-    let with_reason = extended || rows.iter().any(|r| !r.pending_restart_reason.is_empty());
-    let with_scheduled = extended || rows.iter().any(|r| r.scheduled_restart.is_some());
-    let with_tags = extended || rows.iter().any(|r| !r.tags.is_empty());
-    for (shown, column) in [
-        (with_pending, "Pending restart"),
-        (with_reason, "Pending restart reason"),
-        (with_scheduled, "Scheduled restart"),
-        (with_tags, "Tags"),
-    ] {
-        if shown {
-            columns.push((column, Align::Left));
+/// patronictl's optional columns: always with `-e`, else only while some member has a value for them.
+struct Shown {
+    pending: bool,
+    reason: bool,
+    scheduled: bool,
+    tags: bool,
+}
+
+impl Shown {
+    fn of(rows: &[Row], extended: bool) -> Shown {
+        Shown {
+            pending: extended || rows.iter().any(|r| r.pending_restart),
+            reason: extended || rows.iter().any(|r| !r.pending_restart_reason.is_empty()),
+            scheduled: extended || rows.iter().any(|r| r.scheduled_restart.is_some()),
+            tags: extended || rows.iter().any(|r| !r.tags.is_empty()),
         }
     }
-    let mut table = Table::new(&columns);
-    for r in rows {
+
+    /// The columns in order. The table names both lag columns `Lag`, as patronictl's pretty format does.
+    fn columns(&self, table: bool) -> Vec<&'static str> {
+        let (receive_lag, replay_lag) = if table {
+            ("Lag", "Lag")
+        } else {
+            ("Receive Lag", "Replay Lag")
+        };
+        let mut columns = vec![
+            "Member",
+            "Host",
+            "Role",
+            "State",
+            "TL",
+            "Receive LSN",
+            receive_lag,
+            "Replay LSN",
+            replay_lag,
+        ];
+        for (shown, column) in [
+            (self.pending, "Pending restart"),
+            (self.reason, "Pending restart reason"),
+            (self.scheduled, "Scheduled restart"),
+            (self.tags, "Tags"),
+        ] {
+            if shown {
+                columns.push(column);
+            }
+        }
+        columns
+    }
+
+    /// A member's cells for `columns(table)`. The table keeps a member on one line (settings side by side,
+    /// tags as `k: v`); tsv writes them as patronictl does (one setting a line, tags in YAML flow style).
+    fn cells(&self, r: &Row, table: bool) -> Vec<String> {
         let mut cells = vec![
             r.member.clone(),
             r.host.clone(),
@@ -276,20 +307,61 @@ fn render(scope: &str, snapshot: &ClusterSnapshot, rows: &[Row], extended: bool)
         if r.positions.is_none() {
             cells.extend(std::iter::repeat_n(String::new(), 4));
         }
-        if with_pending {
+        if self.pending {
             cells.push(if r.pending_restart { "*" } else { "" }.into());
         }
-        if with_reason {
-            // One table line per member: the settings side by side.
-            cells.push(r.pending_restart_reason.join(", "));
+        if self.reason {
+            let sep = if table { ", " } else { "\n" };
+            cells.push(r.pending_restart_reason.join(sep));
         }
-        if with_scheduled {
+        if self.scheduled {
             cells.push(r.scheduled_restart.clone().unwrap_or_default());
         }
-        if with_tags {
-            cells.push(tags_text(&r.tags));
+        if self.tags {
+            let text = tags_text(&r.tags);
+            let flow = !table && !r.tags.is_empty();
+            cells.push(if flow { format!("{{{text}}}") } else { text });
         }
-        table.row(cells);
+        cells
+    }
+}
+
+/// patronictl's `-f tsv`: a `Cluster` column first, every lag column by its own name.
+fn tsv(scope: &str, rows: &[Row], extended: bool) -> String {
+    let shown = Shown::of(rows, extended);
+    let mut columns = vec!["Cluster"];
+    columns.extend(shown.columns(false));
+    let lines: Vec<Vec<String>> = rows
+        .iter()
+        .map(|r| {
+            let mut cells = vec![scope.to_string()];
+            cells.extend(shown.cells(r, false));
+            cells
+        })
+        .collect();
+    super::table::tsv(&columns, &lines)
+}
+
+fn render(scope: &str, snapshot: &ClusterSnapshot, rows: &[Row], extended: bool) -> String {
+    let shown = Shown::of(rows, extended);
+    let right = ["TL", "Receive LSN", "Lag", "Replay LSN"];
+    let columns: Vec<(&str, Align)> = shown
+        .columns(true)
+        .into_iter()
+        .map(|c| {
+            (
+                c,
+                if right.contains(&c) {
+                    Align::Right
+                } else {
+                    Align::Left
+                },
+            )
+        })
+        .collect();
+    let mut table = Table::new(&columns);
+    for r in rows {
+        table.row(shown.cells(r, true));
     }
     // patronictl 4.x's title: the `initialize` key's system identifier, or where bootstrap stands. While a
     // bootstrap runs the key holds the winner's name (docs/differences.md), not a number: "initializing".
@@ -321,179 +393,5 @@ fn render(scope: &str, snapshot: &ClusterSnapshot, rows: &[Row], extended: bool)
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// patronictl's rule (`cluster_as_json`): synchronous mode on and the `sync` key (with a leader) lists
-    /// the member; the key's leader itself is not a standby.
-    #[test]
-    fn a_listed_member_is_a_sync_standby_while_the_mode_is_on() {
-        use crate::ha::observation::{LeaderKey, SyncKey};
-        use crate::ha::types::NodeName;
-        let mut snap = ClusterSnapshot::default();
-        for n in ["pg1", "pg2", "pg3"] {
-            snap.members.insert(n.into(), MemberRecord::default());
-        }
-        snap.cluster.leader = Some(LeaderKey {
-            name: NodeName::new("pg1"),
-            session: None,
-            index: 1,
-        });
-        snap.cluster.sync = Some(SyncKey {
-            leader: Some(NodeName::new("pg1")),
-            standbys: [NodeName::new("pg2"), NodeName::new("pg1")].into(),
-            quorum: 0,
-            index: 2,
-        });
-        let roles = |s: &ClusterSnapshot| rows(s).iter().map(|r| r.role).collect::<Vec<_>>();
-        assert_eq!(roles(&snap), ["Leader", "Replica", "Replica"], "mode off");
-        snap.cluster.config.sync.enabled = true;
-        assert_eq!(roles(&snap), ["Leader", "Sync Standby", "Replica"]);
-        if let Some(k) = snap.cluster.sync.as_mut() {
-            k.leader = None;
-        }
-        assert_eq!(
-            roles(&snap),
-            ["Leader", "Replica", "Replica"],
-            "a key with no leader lists nobody"
-        );
-        // Quorum mode: the voters are quorum standbys.
-        if let Some(k) = snap.cluster.sync.as_mut() {
-            k.leader = Some(NodeName::new("pg1"));
-            k.quorum = 1;
-        }
-        snap.cluster.config.sync.quorum = true;
-        assert_eq!(roles(&snap), ["Leader", "Quorum Standby", "Replica"]);
-    }
-
-    fn replica(conn_url: &str) -> MemberRecord {
-        MemberRecord {
-            conn_url: conn_url.into(),
-            state: "running".into(),
-            ..MemberRecord::default()
-        }
-    }
-
-    /// patronictl's rule: `host:port` only when some member is off 5432 or two share a host.
-    #[test]
-    fn host_shows_the_port_only_when_it_tells_members_apart() {
-        let hosts = |urls: &[&str]| {
-            let mut snap = ClusterSnapshot::default();
-            for (i, u) in urls.iter().enumerate() {
-                snap.members.insert(format!("pg{i}"), replica(u));
-            }
-            rows(&snap).into_iter().map(|r| r.host).collect::<Vec<_>>()
-        };
-        assert_eq!(
-            hosts(&[
-                "postgres://u@10.0.0.1:5432/postgres",
-                "postgres://10.0.0.2/x"
-            ]),
-            ["10.0.0.1", "10.0.0.2"]
-        );
-        assert_eq!(
-            hosts(&[
-                "postgres://10.0.0.1:5432/postgres",
-                "postgres://u:p@h:5433/db?sslmode=require"
-            ]),
-            ["10.0.0.1:5432", "h:5433"]
-        );
-        assert_eq!(
-            hosts(&["postgres://h:5432/a", "postgres://h:5432/b", ""]),
-            ["h:5432", "h:5432", ""]
-        );
-    }
-
-    /// patronictl 4.1's columns: received and replayed WAL behind the optime, `unknown` with a blank lag
-    /// while a position is not published, the old `xlog_location` shown as received while streaming, lags in
-    /// MB rounded half to even as Python's `round`.
-    #[test]
-    fn replicas_show_received_and_replayed_wal_behind_the_optime() {
-        use crate::ha::types::Lsn;
-        let mut snap = ClusterSnapshot::default();
-        snap.cluster.optime = Some(Lsn(0x1_0600_0000));
-        let mut a = replica("postgres://a:5432/x");
-        a.receive_lsn = Some(0x1_0600_0000 - (5 << 19)); // 2.5 MB behind: 2
-        a.replay_lsn = Some(0x1_0600_0000 - (7 << 19)); // 3.5 MB behind: 4
-        let mut b = replica("postgres://b:5432/x");
-        b.xlog_location = Some(0x1_0580_0000);
-        b.replication_state = Some("streaming".into());
-        let mut c = replica("postgres://c:5432/x");
-        c.xlog_location = Some(0x1_0700_0000);
-        snap.members.insert("a".into(), a);
-        snap.members.insert("b".into(), b);
-        snap.members.insert("c".into(), c);
-        snap.members
-            .insert("d".into(), replica("postgres://d:5432/x"));
-        let p = |lsn: &str, lag_mb: Option<u64>| Position {
-            lsn: lsn.into(),
-            lag_mb,
-        };
-        let unknown = p("unknown", None);
-        let got: Vec<_> = rows(&snap).into_iter().map(|r| r.positions).collect();
-        assert_eq!(
-            got,
-            [
-                Some([p("1/5D80000", Some(2)), p("1/5C80000", Some(4))]),
-                Some([p("1/5800000", Some(8)), unknown.clone()]),
-                Some([unknown.clone(), p("1/7000000", Some(0))]),
-                Some([unknown.clone(), unknown]),
-            ]
-        );
-        let json = row_json("s", &rows(&snap)[0]);
-        assert_eq!(json["Receive LSN"], "1/5D80000");
-        assert_eq!(json["Replay Lag"], 4);
-        let json = row_json("s", &rows(&snap)[3]);
-        assert_eq!(json["Replay LSN"], "unknown");
-        assert!(
-            json.get("Replay Lag").is_none(),
-            "a blank lag is left out: {json}"
-        );
-    }
-
-    /// patronictl's optional columns show only while some member has a value, and always with `-e`.
-    #[test]
-    fn extended_shows_every_optional_column() {
-        let mut snap = ClusterSnapshot::default();
-        snap.members
-            .insert("a".into(), replica("postgres://a:5432/x"));
-        let header = |extended: bool| {
-            let out = render("b", &snap, &rows(&snap), extended);
-            out.lines().nth(1).unwrap_or("").to_string()
-        };
-        assert!(
-            header(false).ends_with("| Replay LSN | Lag |"),
-            "{}",
-            header(false)
-        );
-        let extended = header(true);
-        assert!(
-            extended.ends_with(
-                "| Lag | Pending restart | Pending restart reason | Scheduled restart | Tags |"
-            ),
-            "{extended}"
-        );
-    }
-
-    #[test]
-    fn the_title_says_where_bootstrap_stands() {
-        let mut snap = ClusterSnapshot::default();
-        let title = |s: &ClusterSnapshot| {
-            render("b", s, &[], false)
-                .lines()
-                .next()
-                .unwrap_or("")
-                .to_string()
-        };
-        assert!(title(&snap).starts_with("+ Cluster: b (uninitialized) "));
-        snap.cluster.initialize = Some(String::new());
-        assert!(title(&snap).starts_with("+ Cluster: b (initializing) "));
-        snap.cluster.initialize = Some("pg1".into());
-        assert!(
-            title(&snap).starts_with("+ Cluster: b (initializing) "),
-            "the winner's name"
-        );
-        snap.cluster.initialize = Some("7268".into());
-        assert!(title(&snap).starts_with("+ Cluster: b (7268) "));
-    }
-}
+#[path = "list_tests.rs"]
+mod tests;

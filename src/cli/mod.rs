@@ -12,6 +12,7 @@ mod rest;
 mod show;
 mod store;
 mod table;
+mod yaml_rows;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -31,12 +32,14 @@ pub const EXIT_INTERNAL: u8 = 70;
 /// The variable naming the config file when `--config` is not given.
 pub const CONFIG_ENV: &str = "TENURE_CONFIG";
 
-/// How `list` and `history` print.
+/// How `list` and `history` print: patronictl's `pretty` (the table), `json`, `yaml` and `tsv`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Format {
     #[default]
     Table,
     Json,
+    Yaml,
+    Tsv,
 }
 
 /// One operator command, parsed.

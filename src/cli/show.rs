@@ -9,19 +9,21 @@ const HISTORY_COLUMNS: [&str; 5] = ["TL", "LSN", "Reason", "Timestamp", "New Lea
 pub async fn history(ctx: &Ctx, format: Format) -> Result<(), CliError> {
     let snapshot = ctx.store.read().await?;
     let lines = history_lines(snapshot.history.as_ref());
+    // patronictl's keys, every one kept (a missing cell is ""), in `json` and `yaml` alike.
+    let objects = || -> Vec<Value> {
+        let v = lines.iter().map(|cells| {
+            let o = HISTORY_COLUMNS.iter().zip(cells);
+            Value::Object(o.map(|(k, c)| (k.to_string(), c.clone())).collect())
+        });
+        v.collect()
+    };
     match format {
-        Format::Json => {
-            let v: Vec<Value> = lines
-                .iter()
-                .map(|cells| {
-                    let mut o = serde_json::Map::new();
-                    for (k, c) in HISTORY_COLUMNS.iter().zip(cells) {
-                        o.insert(k.to_string(), c.clone());
-                    }
-                    Value::Object(o)
-                })
-                .collect();
-            println!("{}", Value::Array(v));
+        Format::Json => println!("{}", Value::Array(objects())),
+        Format::Yaml => print!("{}", super::yaml_rows::rows_yaml(&objects())?),
+        Format::Tsv => {
+            let rows: Vec<Vec<String>> =
+                lines.iter().map(|l| l.iter().map(text).collect()).collect();
+            print!("{}", super::table::tsv(&HISTORY_COLUMNS, &rows));
         }
         Format::Table => {
             let mut table = Table::new(&[
@@ -40,7 +42,8 @@ pub async fn history(ctx: &Ctx, format: Format) -> Result<(), CliError> {
     Ok(())
 }
 
-/// Each `[tl, lsn, reason, timestamp?, new_leader?]` line as five cells (missing ones null).
+/// Each `[tl, lsn, reason, timestamp?, new_leader?]` line as five cells (missing ones `""`, as patronictl
+/// fills them).
 fn history_lines(history: Option<&Value>) -> Vec<Vec<Value>> {
     let Some(lines) = history.and_then(Value::as_array) else {
         return Vec::new();
@@ -53,7 +56,7 @@ fn history_lines(history: Option<&Value>) -> Vec<Vec<Value>> {
                 .cloned()
                 .unwrap_or_else(|| vec![line.clone()]);
             (0..HISTORY_COLUMNS.len())
-                .map(|i| cells.get(i).cloned().unwrap_or(json!(null)))
+                .map(|i| cells.get(i).cloned().unwrap_or(json!("")))
                 .collect()
         })
         .collect()

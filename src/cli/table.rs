@@ -1,5 +1,13 @@
 //! A plain-text table in patronictl's (prettytable's) style, with the cluster title set into the top border.
 
+/// patronictl's `-f tsv`: the header line, then a line per row, cells joined by tabs.
+pub fn tsv(headers: &[&str], rows: &[Vec<String>]) -> String {
+    std::iter::once(headers.join("\t"))
+        .chain(rows.iter().map(|r| r.join("\t")))
+        .map(|line| line + "\n")
+        .collect()
+}
+
 /// Column alignment.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Align {

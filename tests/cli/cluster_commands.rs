@@ -94,6 +94,47 @@ async fn list_shows_both_members_with_roles_and_lag() {
     assert!(members[0].get("Pending restart reason").is_none(), "{out}");
     assert!(members[0].get("Pending restart").is_none(), "{out}");
 
+    // `-f yaml` holds what `-f json` holds; `-f tsv` is patronictl's: a Cluster column, each lag by name.
+    let (code, yaml, err) = tenure(&["list", "--config", path(&config), "-f", "yaml"]).await;
+    assert_eq!(code, 0, "{err}");
+    let from_yaml: Value = yaml_serde::from_str(&yaml).expect("list -f yaml is YAML");
+    assert_eq!(&from_yaml, &v, "yaml:\n{yaml}");
+    assert!(
+        yaml.contains("  Scheduled restart: '2030-01-01T12:00:00+00:00'\n"),
+        "{yaml}"
+    );
+    let (code, tsv, err) = tenure(&["list", "--config", path(&config), "-f", "tsv"]).await;
+    assert_eq!(code, 0, "{err}");
+    let tsv: Vec<Vec<&str>> = tsv.lines().map(|l| l.split('\t').collect()).collect();
+    assert_eq!(
+        tsv[0][..10],
+        [
+            "Cluster",
+            "Member",
+            "Host",
+            "Role",
+            "State",
+            "TL",
+            "Receive LSN",
+            "Receive Lag",
+            "Replay LSN",
+            "Replay Lag"
+        ]
+    );
+    assert_eq!(
+        tsv[2][5..],
+        [
+            "3",
+            "0/2D00060",
+            "3",
+            "0/2C00060",
+            "4",
+            "*",
+            "max_connections: 100->200",
+            "2030-01-01T12:00:00+00:00",
+            "{zone: a}"
+        ]
+    );
     // `-f pretty` is patronictl's name for the table; `-e` is accepted (its columns are in the unit tests).
     let (code, pretty, err) = tenure(&["list", "--config", path(&config), "-f", "pretty"]).await;
     assert_eq!(code, 0, "{err}");

@@ -115,6 +115,9 @@ enum FormatArg {
     #[value(alias = "pretty")]
     Table,
     Json,
+    #[value(alias = "yml")]
+    Yaml,
+    Tsv,
 }
 
 impl From<FormatArg> for tenure::cli::Format {
@@ -122,6 +125,8 @@ impl From<FormatArg> for tenure::cli::Format {
         match f {
             FormatArg::Table => tenure::cli::Format::Table,
             FormatArg::Json => tenure::cli::Format::Json,
+            FormatArg::Yaml => tenure::cli::Format::Yaml,
+            FormatArg::Tsv => tenure::cli::Format::Tsv,
         }
     }
 }
