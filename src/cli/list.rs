@@ -37,7 +37,46 @@ pub struct Row {
     pub pending_restart_reason: Vec<String>,
 }
 
-pub async fn list(ctx: &Ctx, format: Format, extended: bool) -> Result<(), CliError> {
+/// patronictl's `list` loop: once, or every `watch_ms` (the screen cleared first on a terminal, as
+/// `click.clear` does) until interrupted or the store cannot be read.
+pub async fn watch(
+    ctx: &Ctx,
+    format: Format,
+    extended: bool,
+    timestamp: bool,
+    watch_ms: Option<u64>,
+) -> Result<(), CliError> {
+    use std::io::{IsTerminal, Write};
+    let clear = watch_ms.is_some() && std::io::stdout().is_terminal();
+    loop {
+        let started = tokio::time::Instant::now();
+        if clear {
+            print!("\x1b[2J\x1b[1;1H");
+        }
+        if timestamp {
+            println!("{}", now_text());
+        }
+        list(ctx, format, extended).await?;
+        let _ = std::io::stdout().flush();
+        let Some(ms) = watch_ms else {
+            return Ok(());
+        };
+        tokio::time::sleep_until(started + std::time::Duration::from_millis(ms)).await;
+    }
+}
+
+/// patronictl's `timestamp(0)` (`2026-12-05 06:53:00`), in UTC: tenure reads no time zone database.
+fn now_text() -> String {
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() * 1000);
+    let iso = crate::dcs::rfc3339::format_rfc3339_ms(now_ms);
+    iso.replacen('T', " ", 1)
+        .trim_end_matches("+00:00")
+        .to_string()
+}
+
+async fn list(ctx: &Ctx, format: Format, extended: bool) -> Result<(), CliError> {
     let snapshot = ctx.store.read().await?;
     let rows = rows(&snapshot);
     let out = match format {

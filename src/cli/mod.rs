@@ -49,6 +49,10 @@ pub enum Command {
         format: Format,
         /// patronictl's `-e`: the optional columns always.
         extended: bool,
+        /// patronictl's `-t`: the time above each listing.
+        timestamp: bool,
+        /// patronictl's `-w`/`-W`: list again this often until interrupted.
+        watch_ms: Option<u64>,
     },
     Pause {
         wait: bool,
@@ -187,7 +191,12 @@ pub fn run(
 
 async fn dispatch(ctx: &Ctx, command: Command) -> Result<(), CliError> {
     match command {
-        Command::List { format, extended } => list::list(ctx, format, extended).await,
+        Command::List {
+            format,
+            extended,
+            timestamp,
+            watch_ms,
+        } => list::watch(ctx, format, extended, timestamp, watch_ms).await,
         Command::History { format } => show::history(ctx, format).await,
         Command::ShowConfig => show::show_config(ctx).await,
         Command::Pause { wait } => control::pause(ctx, true, wait).await,

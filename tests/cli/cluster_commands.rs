@@ -351,3 +351,40 @@ async fn history_and_config_are_read_and_edited() {
     let (code, _, err) = tenure(&["edit-config", "--config", path(&config)]).await;
     assert_eq!(code, 64, "{err}");
 }
+
+/// patronictl's `-w SECONDS` lists again until interrupted and `-t` puts the time above each listing; the
+/// screen is cleared only on a terminal. A watch interval that is not a number of seconds is a usage error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn list_watches_until_interrupted() {
+    let f = Fixture::start().await;
+    let config = f.config();
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_tenure"))
+        .args(["list", "-t", "-w", "0.2", "--config", path(&config)])
+        .env_clear()
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn tenure list -w");
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    child.start_kill().expect("kill tenure list -w");
+    let out = child.wait_with_output().await.expect("its output");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let titles = text.matches(&format!("+ Cluster: {SCOPE} (")).count();
+    assert!(titles >= 3, "listed {titles} times in 1.5 s:\n{text}");
+    let stamp = |l: &&str| {
+        let b = l.as_bytes();
+        l.len() == 19 && b[4] == b'-' && b[10] == b' ' && b[13] == b':'
+    };
+    assert_eq!(text.lines().filter(stamp).count(), titles, "{text}");
+    assert!(
+        !text.contains('\x1b'),
+        "stdout is not a terminal: no clearing"
+    );
+
+    for bad in ["0", "soon", "1e9"] {
+        let (code, _, err) = tenure(&["list", "-w", bad, "--config", path(&config)]).await;
+        assert_eq!(code, 64, "-w {bad}: {err}");
+        assert!(err.contains("number of seconds"), "-w {bad}: {err}");
+    }
+}

@@ -143,6 +143,25 @@ struct ListArgs {
     /// (patronictl's `-e`).
     #[arg(long, short = 'e')]
     extended: bool,
+    /// Print the time (UTC) above the listing (patronictl's `-t`).
+    #[arg(long, short = 't')]
+    timestamp: bool,
+    /// List again every 2 seconds until interrupted (patronictl's `-W`).
+    #[arg(short = 'W')]
+    watch_2s: bool,
+    /// List again every SECONDS until interrupted (patronictl's `-w`).
+    #[arg(long = "watch", short = 'w', value_name = "SECONDS", value_parser = watch_seconds)]
+    watch: Option<f64>,
+}
+
+/// `-w SECONDS`: a positive number, at least a tenth of a second.
+fn watch_seconds(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if (0.1..=86_400.0).contains(&v) => Ok(v),
+        _ => Err(format!(
+            "{s:?} is not a number of seconds between 0.1 and 86400"
+        )),
+    }
 }
 
 #[derive(Args)]
@@ -310,6 +329,11 @@ fn main() -> ExitCode {
             tenure::cli::Command::List {
                 format: a.format.into(),
                 extended: a.extended,
+                timestamp: a.timestamp,
+                watch_ms: a
+                    .watch
+                    .map(|s| (s * 1000.0) as u64)
+                    .or(a.watch_2s.then_some(2_000)),
             },
             &env,
         ),
