@@ -354,3 +354,104 @@ async fn patronictl_shows_the_sync_standby_tenure_wrote() {
     assert_eq!(role("pg2"), Some(serde_json::json!("Sync Standby")));
     assert_eq!(role("pg1"), Some(serde_json::json!("Leader")));
 }
+
+/// `tenure list` is the table patronictl 4.1 prints: tenure's `-f json` rows, laid out by this machine's
+/// patronictl (`print_output`: prettytable, the title in the border, tags in YAML, a long pending setting
+/// hidden, rules between rows once a cell has several lines) through `tests/patronictl_table.py`, which
+/// builds the columns as 4.1's `output_members` does, must come out byte for byte as tenure printed it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tenure_list_is_the_table_patronictl_prints() {
+    use tenure::dcs::records::{ParamDiff, ScheduledRestartRecord};
+    let etcd = EtcdServer::start();
+    let (pg1, pg2, pg3) = (
+        agent(&etcd, "pg1"),
+        agent(&etcd, "pg2"),
+        agent(&etcd, "pg3"),
+    );
+    pg1.race_initialize("7268000000000000001", deadline())
+        .await
+        .unwrap();
+    let config = serde_json::json!({"ttl": 30, "loop_wait": 10, "retry_timeout": 10});
+    pg1.cas_config(&config, None, deadline()).await.unwrap();
+    pg1.ensure_session(deadline()).await.unwrap();
+    pg1.acquire_leader(deadline()).await.unwrap();
+    let optime = 0x3000060;
+    let mut primary = record("127.0.0.11", "primary", "running");
+    primary.xlog_location = Some(optime);
+    pg1.publish_member(&primary, deadline()).await.unwrap();
+    pg1.write_status(optime, deadline()).await.unwrap();
+
+    let mut lagging = record("127.0.0.12", "replica", "running");
+    lagging.conn_url = "postgres://127.0.0.12:5433/postgres".into();
+    lagging.receive_lsn = Some(optime - 3 * 1024 * 1024);
+    lagging.replay_lsn = Some(optime - 5 * 1024 * 1024);
+    lagging.replication_state = Some("streaming".into());
+    lagging.tags.insert("zone".into(), serde_json::json!("a"));
+    lagging
+        .tags
+        .insert("nofailover".into(), serde_json::json!(false));
+    lagging.pending_restart = Some(true);
+    let diff = |old: &str, new: &str| ParamDiff {
+        old_value: old.into(),
+        new_value: new.into(),
+    };
+    lagging.pending_restart_reason = Some(
+        [
+            ("max_connections".to_string(), diff("100", "200")),
+            (
+                "shared_preload_libraries".to_string(),
+                diff("pg_stat_statements", "pg_stat_statements,auto_explain"),
+            ),
+        ]
+        .into(),
+    );
+    lagging.scheduled_restart = Some(ScheduledRestartRecord {
+        schedule: "2030-01-01T12:00:00+00:00".into(),
+        postgres_version: Some("15.9".into()),
+        ..Default::default()
+    });
+    pg2.ensure_session(deadline()).await.unwrap();
+    pg2.publish_member(&lagging, deadline()).await.unwrap();
+    let mut unknown = record("127.0.0.13", "replica", "starting");
+    unknown
+        .tags
+        .insert("clonefrom".into(), serde_json::json!(true));
+    pg3.ensure_session(deadline()).await.unwrap();
+    pg3.publish_member(&unknown, deadline()).await.unwrap();
+
+    let (dir, _) = patronictl_config(&etcd);
+    let config = tenure_config(&dir, &etcd);
+    let ours = tenure(&config, &["list"]);
+    let rows: serde_json::Value =
+        serde_json::from_str(&tenure(&config, &["list", "-f", "json"])).expect("list -f json");
+    let given = serde_json::json!({
+        "title": format!(" Cluster: {SCOPE} (7268000000000000001) "),
+        "members": rows,
+    });
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/patronictl_table.py");
+    let mut python = Command::new("/usr/bin/python3")
+        .arg(script)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("/usr/bin/python3 (installed with patroni)");
+    use std::io::Write;
+    python
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(given.to_string().as_bytes())
+        .unwrap();
+    let out = python.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{script}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let theirs = String::from_utf8_lossy(&out.stdout);
+    println!("tenure list:\n{ours}\npatronictl's printer:\n{theirs}");
+    assert!(ours.contains("[hidden - too long]"), "{ours}");
+    assert!(ours.contains("if version < 15.9"), "{ours}");
+    assert_eq!(ours, theirs);
+}

@@ -128,7 +128,13 @@ pub fn rows(snapshot: &ClusterSnapshot) -> Vec<Row> {
                 state,
                 timeline: rec.timeline,
                 tags: rec.tags.clone(),
-                scheduled_restart: rec.scheduled_restart.as_ref().map(|s| s.schedule.clone()),
+                // patronictl: the schedule, and its `postgres_version` condition when the request had one.
+                scheduled_restart: rec.scheduled_restart.as_ref().map(|s| {
+                    match &s.postgres_version {
+                        Some(v) => format!("{} if version < {v}", s.schedule),
+                        None => s.schedule.clone(),
+                    }
+                }),
                 pending_restart: rec.pending_restart == Some(true),
                 pending_restart_reason: rec
                     .pending_restart_reason
@@ -233,14 +239,26 @@ fn state(rec: &MemberRecord, is_leader: bool) -> String {
     }
 }
 
-fn tags_text(tags: &BTreeMap<String, Value>) -> String {
-    tags.iter()
-        .map(|(k, v)| match v {
-            Value::String(s) => format!("{k}: {s}"),
-            other => format!("{k}: {other}"),
-        })
-        .collect::<Vec<_>>()
-        .join(", ")
+/// Tags as PyYAML writes them: a `k: v` line each in the table (block style), `{k: v, ..}` in tsv (flow).
+fn tags_text(tags: &BTreeMap<String, Value>, table: bool) -> String {
+    let scalar = |v: &Value| super::yaml_rows::scalar(v).unwrap_or_else(|_| v.to_string());
+    let pairs = tags
+        .iter()
+        .map(|(k, v)| format!("{}: {}", scalar(&json!(k)), scalar(v)));
+    match (table, tags.is_empty()) {
+        (_, true) => String::new(),
+        (true, false) => pairs.collect::<Vec<_>>().join("\n"),
+        (false, false) => format!("{{{}}}", pairs.collect::<Vec<_>>().join(", ")),
+    }
+}
+
+/// A pending setting as patronictl's table shows it: `name: old->new`, or `name: [hidden - too long]` past
+/// 50 characters.
+fn reason_line(diff: &str) -> String {
+    match diff.split_once(": ") {
+        Some((name, _)) if diff.chars().count() > 50 => format!("{name}: [hidden - too long]"),
+        _ => diff.to_string(),
+    }
 }
 
 /// patronictl's `list -f json` keys.
@@ -329,8 +347,8 @@ impl Shown {
         columns
     }
 
-    /// A member's cells for `columns(table)`. The table keeps a member on one line (settings side by side,
-    /// tags as `k: v`); tsv writes them as patronictl does (one setting a line, tags in YAML flow style).
+    /// A member's cells for `columns(table)`, as patronictl writes them: one pending setting a line (in
+    /// the table a long one hidden), tags in YAML block style in the table and flow style in tsv.
     fn cells(&self, r: &Row, table: bool) -> Vec<String> {
         let mut cells = vec![
             r.member.clone(),
@@ -350,16 +368,18 @@ impl Shown {
             cells.push(if r.pending_restart { "*" } else { "" }.into());
         }
         if self.reason {
-            let sep = if table { ", " } else { "\n" };
-            cells.push(r.pending_restart_reason.join(sep));
+            let lines: Vec<String> = r
+                .pending_restart_reason
+                .iter()
+                .map(|d| if table { reason_line(d) } else { d.clone() })
+                .collect();
+            cells.push(lines.join("\n"));
         }
         if self.scheduled {
             cells.push(r.scheduled_restart.clone().unwrap_or_default());
         }
         if self.tags {
-            let text = tags_text(&r.tags);
-            let flow = !table && !r.tags.is_empty();
-            cells.push(if flow { format!("{{{text}}}") } else { text });
+            cells.push(tags_text(&r.tags, table));
         }
         cells
     }

@@ -44,7 +44,8 @@ impl Table {
             .map(|c| {
                 self.rows
                     .iter()
-                    .map(|r| r[c].chars().count())
+                    .flat_map(|r| r[c].split('\n'))
+                    .map(|l| l.chars().count())
                     .chain([self.headers[c].chars().count()])
                     .max()
                     .unwrap_or(0)
@@ -55,7 +56,7 @@ impl Table {
             s.push('+');
             s
         });
-        let line = |cells: &[String], align: &dyn Fn(usize) -> Align| {
+        let line = |cells: &[&str], align: &dyn Fn(usize) -> Align| {
             let mut s = "|".to_string();
             for (c, cell) in cells.iter().enumerate() {
                 let pad = " ".repeat(widths[c] - cell.chars().count());
@@ -72,13 +73,28 @@ impl Table {
             None => border.clone(),
         });
         out.push('\n');
-        out.push_str(&line(&self.headers, &|_| Align::Left));
+        let headers: Vec<&str> = self.headers.iter().map(String::as_str).collect();
+        out.push_str(&line(&headers, &|_| Align::Left));
         out.push('\n');
         out.push_str(&border);
         out.push('\n');
-        for r in &self.rows {
-            out.push_str(&line(r, &|c| self.align[c]));
-            out.push('\n');
+        // A cell of several lines makes its row as tall, and then a rule parts every row (prettytable's
+        // `hrules=ALL`, which patronictl asks for when any value has a newline).
+        let ruled = self.rows.iter().flatten().any(|c| c.contains('\n'));
+        for (i, r) in self.rows.iter().enumerate() {
+            let height = r.iter().map(|c| c.split('\n').count()).max().unwrap_or(1);
+            for k in 0..height {
+                let cells: Vec<&str> = r
+                    .iter()
+                    .map(|c| c.split('\n').nth(k).unwrap_or(""))
+                    .collect();
+                out.push_str(&line(&cells, &|c| self.align[c]));
+                out.push('\n');
+            }
+            if ruled && i + 1 < self.rows.len() {
+                out.push_str(&border);
+                out.push('\n');
+            }
         }
         out.push_str(&border);
         out.push('\n');
@@ -116,5 +132,23 @@ mod tests {
         assert!(t
             .render(Some("Cluster: a much longer title"))
             .starts_with("+ Cluster: a much longer title +\n"));
+    }
+
+    #[test]
+    fn a_cell_of_several_lines_makes_its_row_tall_and_rules_every_row() {
+        let mut t = Table::new(&[("Member", Align::Left), ("Tags", Align::Left)]);
+        t.row(vec!["pg1".into(), "a: 1\nzone: b".into()]);
+        t.row(vec!["pg2".into(), String::new()]);
+        assert_eq!(
+            t.render(None),
+            "+--------+---------+\n\
+             | Member | Tags    |\n\
+             +--------+---------+\n\
+             | pg1    | a: 1    |\n\
+             |        | zone: b |\n\
+             +--------+---------+\n\
+             | pg2    |         |\n\
+             +--------+---------+\n"
+        );
     }
 }

@@ -52,7 +52,7 @@ fn generic(rows: &[Value]) -> Result<String, CliError> {
 }
 
 /// One scalar on one line: yaml_serde's, or single-quoted where YAML 1.1 would read a timestamp.
-fn scalar(v: &Value) -> Result<String, CliError> {
+pub(super) fn scalar(v: &Value) -> Result<String, CliError> {
     match v {
         Value::String(s) if timestamp(s) => Ok(format!("'{s}'")),
         Value::Array(_) | Value::Object(_) => {
