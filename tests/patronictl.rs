@@ -124,8 +124,14 @@ async fn patronictl_lists_a_cluster_written_by_tenure() {
     pg1.write_initialize("7268000000000000001", deadline())
         .await
         .unwrap();
-    let config =
-        serde_json::json!({"ttl": 30, "loop_wait": 10, "retry_timeout": 10, "postgresql": {}});
+    // Values YAML could read as something else (`on`, `%m`, an empty string, a time) for show-config.
+    let config = serde_json::json!({"ttl": 30, "loop_wait": 10, "retry_timeout": 10,
+        "maximum_lag_on_failover": 1048576, "check_timeline": false, "postgresql": {
+            "use_pg_rewind": true, "pg_hba": ["local all all trust", "host replication all 0.0.0.0/0 md5"],
+            "parameters": {"hot_standby": "on", "max_connections": 100, "work_mem": "4MB",
+                "log_line_prefix": "%m [%p] ", "shared_preload_libraries": "", "wal_keep_size": "1GB",
+                "archive_timeout": "2026-11-30T12:00:00+00:00", "lc_messages": "C.UTF-8",
+                "checkpoint_completion_target": 0.9, "search_path": "'$user', public"}}});
     pg1.cas_config(&config, None, deadline()).await.unwrap();
     pg1.ensure_session(deadline()).await.unwrap();
     pg1.acquire_leader(deadline()).await.unwrap();
@@ -180,9 +186,14 @@ async fn patronictl_lists_a_cluster_written_by_tenure() {
     );
 
     // The dynamic configuration and the timeline history, as patronictl reads them.
-    let shown = patronictl(&yaml, &["show-config", SCOPE]);
-    let shown: serde_json::Value = yaml_serde::from_str(&shown).expect("show-config prints YAML");
+    let theirs = patronictl(&yaml, &["show-config", SCOPE]);
+    let shown: serde_json::Value = yaml_serde::from_str(&theirs).expect("show-config prints YAML");
     assert_eq!(shown, config, "show-config:\n{shown:?}");
+    let ours = tenure(&tenure_config(&_dir, &etcd), &["show-config"]);
+    assert_eq!(
+        ours, theirs,
+        "tenure show-config prints what patronictl prints"
+    );
     let line = serde_json::json!([
         1,
         50331744,

@@ -9,7 +9,6 @@ use tokio::time::Instant;
 
 use super::prompt::confirm;
 use super::rest::{targets, Target};
-use super::show::yaml;
 use super::{CliError, Ctx};
 use crate::dcs::rfc3339::parse_rfc3339_ms;
 
@@ -367,7 +366,7 @@ pub async fn edit_config(ctx: &Ctx, sets: &[String]) -> Result<(), CliError> {
         .accepted("edit-config")?;
     println!("Configuration changed.");
     if let Ok(v) = serde_json::from_str::<Value>(&merged) {
-        print!("{}", yaml(&v)?);
+        print!("{}", super::pyyaml::dump(&v));
     }
     Ok(())
 }

@@ -95,7 +95,8 @@ async fn list(ctx: &Ctx, format: Format, extended: bool) -> Result<(), CliError>
                 .iter()
                 .map(|r| row_json(&ctx.config.scope, r))
                 .collect();
-            super::yaml_rows::rows_yaml(&v)?
+            // patronictl's `click.echo` adds a blank line to PyYAML's text.
+            super::pyyaml::dump(&Value::Array(v)) + "\n"
         }
         Format::Tsv => tsv(&ctx.config.scope, &rows, extended),
         Format::Table => render(&ctx.config.scope, &snapshot, &rows, extended),
@@ -241,7 +242,7 @@ fn state(rec: &MemberRecord, is_leader: bool) -> String {
 
 /// Tags as PyYAML writes them: a `k: v` line each in the table (block style), `{k: v, ..}` in tsv (flow).
 fn tags_text(tags: &BTreeMap<String, Value>, table: bool) -> String {
-    let scalar = |v: &Value| super::yaml_rows::scalar(v).unwrap_or_else(|_| v.to_string());
+    let scalar = super::pyyaml::scalar;
     let pairs = tags
         .iter()
         .map(|(k, v)| format!("{}: {}", scalar(&json!(k)), scalar(v)));

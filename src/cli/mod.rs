@@ -8,11 +8,11 @@
 mod control;
 mod list;
 mod prompt;
+mod pyyaml;
 mod rest;
 mod show;
 mod store;
 mod table;
-mod yaml_rows;
 
 use std::collections::BTreeMap;
 use std::fmt;

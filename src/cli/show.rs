@@ -1,6 +1,7 @@
 //! `tenure history` and `tenure show-config`: the `history` and `config` keys as the store holds them.
 use serde_json::{json, Value};
 
+use super::pyyaml;
 use super::table::{Align, Table};
 use super::{CliError, Ctx, Format};
 
@@ -19,7 +20,8 @@ pub async fn history(ctx: &Ctx, format: Format) -> Result<(), CliError> {
     };
     match format {
         Format::Json => println!("{}", Value::Array(objects())),
-        Format::Yaml => print!("{}", super::yaml_rows::rows_yaml(&objects())?),
+        // patronictl's `click.echo` adds a blank line to PyYAML's text.
+        Format::Yaml => println!("{}", pyyaml::dump(&Value::Array(objects()))),
         Format::Tsv => {
             let rows: Vec<Vec<String>> =
                 lines.iter().map(|l| l.iter().map(text).collect()).collect();
@@ -78,11 +80,7 @@ pub async fn show_config(ctx: &Ctx) -> Result<(), CliError> {
             ctx.store.address, ctx.config.scope
         )));
     };
-    print!("{}", yaml(&config)?);
+    // As patronictl prints it (`click.echo` adds the blank line).
+    println!("{}", pyyaml::dump(&config));
     Ok(())
-}
-
-/// JSON as YAML, the way patronictl prints the config.
-pub fn yaml(v: &Value) -> Result<String, CliError> {
-    yaml_serde::to_string(v).map_err(|e| CliError::internal(format!("cannot render YAML: {e}")))
 }
