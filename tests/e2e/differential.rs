@@ -9,18 +9,24 @@ mod support;
 
 #[path = "differential_actions.rs"]
 mod actions;
+#[path = "differential_compare.rs"]
+mod compare;
+#[path = "differential_switchover.rs"]
+mod switchover;
 
 #[path = "patroni_harness.rs"]
 #[allow(dead_code)]
 mod patroni_harness;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use compare::{differences, glob, listed, record, shape, values};
 use patroni_harness::KvReader;
 use serde_json::Value;
 use support::cluster::{serial, Cluster, StoreKind};
+use switchover::operator_actions;
 
 /// One cluster as the probes see it.
 struct Target<'a> {
@@ -112,90 +118,6 @@ impl Target<'_> {
 
     fn kv_json(&self, key: &str) -> Option<Value> {
         serde_json::from_str(&self.kv_raw(key)?).ok()
-    }
-}
-
-/// The JSON's shape: every field path with its kind; arrays merge their elements (`a[].b`).
-fn shape(v: &Value, path: &str, out: &mut BTreeMap<String, String>) {
-    let kind = match v {
-        Value::Null => "null",
-        Value::Bool(_) => "bool",
-        Value::Number(_) => "number",
-        Value::String(_) => "string",
-        Value::Array(_) => "array",
-        Value::Object(_) => "object",
-    };
-    if !path.is_empty() {
-        // Array elements of different kinds (a number here, null there) show as `null|number`.
-        let merged = match out.get(path) {
-            Some(k) if k != kind => {
-                let mut kinds: Vec<&str> = k.split('|').chain([kind]).collect();
-                kinds.sort_unstable();
-                kinds.dedup();
-                kinds.join("|")
-            }
-            _ => kind.to_string(),
-        };
-        out.insert(path.to_string(), merged);
-    }
-    match v {
-        Value::Object(m) => {
-            for (k, x) in m {
-                let p = if path.is_empty() {
-                    k.clone()
-                } else {
-                    format!("{path}.{k}")
-                };
-                shape(x, &p, out);
-            }
-        }
-        Value::Array(a) => {
-            for x in a {
-                shape(x, &format!("{path}[]"), out);
-            }
-        }
-        _ => {}
-    }
-}
-
-fn record(seen: &mut Seen, probe: &str, code: u16, challenge: bool, body: &str) {
-    let mut fields = BTreeMap::new();
-    fields.insert("status".into(), code.to_string());
-    fields.insert(
-        "www-authenticate".into(),
-        if challenge { "present" } else { "absent" }.into(),
-    );
-    // `/config` (and `PATCH /config`'s answer) holds each cluster's own settings: only the status is compared.
-    let parsed = serde_json::from_str::<Value>(body).ok();
-    let own_settings = probe.starts_with("GET /config") || probe.starts_with("PATCH /config");
-    if let Some(v) = parsed.filter(|_| !own_settings) {
-        if v.is_object() {
-            shape(&v, "", &mut fields);
-            values(&v, &mut fields);
-        }
-    }
-    seen.insert(probe.to_string(), fields);
-}
-
-/// The values clients branch on, compared as values (`=role`), not only as kinds.
-fn values(v: &Value, fields: &mut BTreeMap<String, String>) {
-    for k in ["state", "role", "replication_state"] {
-        if let Some(x) = v.get(k).and_then(Value::as_str) {
-            fields.insert(format!("={k}"), x.to_string());
-        }
-    }
-}
-
-/// `*` matches any run of characters.
-fn glob(pattern: &str, s: &str) -> bool {
-    match pattern.split_once('*') {
-        None => pattern == s,
-        Some((head, rest)) => {
-            let Some(tail) = s.strip_prefix(head) else {
-                return false;
-            };
-            (0..=tail.len()).any(|i| tail.is_char_boundary(i) && glob(rest, &tail[i..]))
-        }
     }
 }
 
@@ -335,124 +257,6 @@ fn until<T>(limit: Duration, mut f: impl FnMut() -> Option<T>) -> Option<T> {
     }
 }
 
-/// Pause and resume through `PATCH /config` (the `config` key's `pause`, the member keys' `pause`), then a
-/// switchover to the replica that runs: its answer, the `failover` key afterwards, and both members' roles
-/// and states once the old primary has rejoined.
-fn operator_actions(t: &Target, seen: &mut Seen) {
-    let replica = replica_name(t);
-    let member_pause = |name: &str| {
-        t.kv_json(&format!("members/{name}"))
-            .and_then(|v| v.get("pause").cloned())
-    };
-    let (code, ch, text) = t.call(
-        t.primary,
-        "PATCH",
-        "/config",
-        Auth::Good,
-        Some(r#"{"pause":true}"#),
-    );
-    record(seen, "PATCH /config pause", code, ch, &text);
-    let mut fields = BTreeMap::new();
-    if let Some(v) = t.kv_json("config").and_then(|v| v.get("pause").cloned()) {
-        shape(&serde_json::json!({ "pause": v }), "", &mut fields);
-    }
-    for (role, name) in [
-        ("primary", t.leader.as_str()),
-        ("replica", replica.as_str()),
-    ] {
-        let p = until(Duration::from_secs(15), || member_pause(name));
-        fields.insert(
-            format!("member key ({role}).pause"),
-            p.map_or("absent".into(), |v| v.to_string()),
-        );
-    }
-    seen.insert("store after pause".into(), fields);
-    let (code, ch, text) = t.call(
-        t.primary,
-        "PATCH",
-        "/config",
-        Auth::Good,
-        Some(r#"{"pause":null}"#),
-    );
-    record(seen, "PATCH /config resume", code, ch, &text);
-    let mut fields = BTreeMap::new();
-    let cleared = until(Duration::from_secs(15), || {
-        [t.leader.as_str(), replica.as_str()]
-            .iter()
-            .all(|n| member_pause(n).is_none())
-            .then_some(())
-    });
-    fields.insert(
-        "member keys lose pause".into(),
-        format!("{}", cleared.is_some()),
-    );
-    fields.insert(
-        "config key pause".into(),
-        t.kv_json("config")
-            .and_then(|v| v.get("pause").cloned())
-            .map_or("absent".into(), |v| v.to_string()),
-    );
-    seen.insert("store after resume".into(), fields);
-
-    let body = format!(r#"{{"leader":"{}","candidate":"{replica}"}}"#, t.leader);
-    let (code, ch, text) = t.call(t.primary, "POST", "/switchover", Auth::Good, Some(&body));
-    record(seen, "POST /switchover to the replica", code, ch, &text);
-    let mut fields = BTreeMap::new();
-    let rejoined = until(Duration::from_secs(60), || {
-        let (_, _, body) = t.call(t.primary, "GET", "/patroni", Auth::None, None);
-        let old: Value = serde_json::from_str(&body).ok()?;
-        (old["role"] == "replica" && old["state"] == "running").then_some(old)
-    });
-    // The candidate's own answer once it runs as the primary (or what it says after 30 s).
-    let read_new = || {
-        let (_, _, body) = t.call(t.replica, "GET", "/patroni", Auth::None, None);
-        serde_json::from_str::<Value>(&body).unwrap_or_default()
-    };
-    let new = until(Duration::from_secs(30), || {
-        let v = read_new();
-        (v["role"] == "primary" || v["role"] == "master").then_some(v)
-    })
-    .unwrap_or_else(read_new);
-    fields.insert(
-        "new primary =role".into(),
-        new["role"].as_str().unwrap_or("?").into(),
-    );
-    fields.insert(
-        "old primary rejoined as a running replica".into(),
-        rejoined.is_some().to_string(),
-    );
-    fields.insert(
-        "leader key".into(),
-        if t.kv_raw("leader").as_deref() == Some(replica.as_str()) {
-            "the candidate"
-        } else {
-            "someone else"
-        }
-        .into(),
-    );
-    let mut key = BTreeMap::new();
-    if let Some(v) = t.kv_json("failover") {
-        shape(&v, "failover key", &mut key);
-    }
-    if key.is_empty() {
-        key.insert(
-            "failover key".into(),
-            if t.kv_raw("failover").is_some() {
-                "not JSON"
-            } else {
-                "absent"
-            }
-            .into(),
-        );
-    }
-    fields.extend(key);
-    seen.insert("after the switchover".into(), fields);
-    let primary = t
-        .wait_primary(Duration::from_secs(30), None)
-        .expect("a primary");
-    actions::run(t, seen, &primary.name);
-}
-
 fn replica_name(t: &Target) -> String {
     let (_, _, body) = t.call(t.replica, "GET", "/patroni", Auth::None, None);
     let v: Value = serde_json::from_str(&body).unwrap_or_default();
@@ -472,53 +276,6 @@ fn replica_name_from_cluster(t: &Target) -> String {
         .and_then(|m| m["name"].as_str())
         .unwrap_or_default()
         .to_string()
-}
-
-/// Every (probe, field, Patroni's, tenure's) where they differ; `absent` where one has no such field.
-fn differences(patroni: &Seen, tenure: &Seen) -> BTreeSet<(String, String, String, String)> {
-    let mut out = BTreeSet::new();
-    let probes: BTreeSet<&String> = patroni.keys().chain(tenure.keys()).collect();
-    let empty = BTreeMap::new();
-    for probe in probes {
-        let (p, t) = (
-            patroni.get(probe).unwrap_or(&empty),
-            tenure.get(probe).unwrap_or(&empty),
-        );
-        let fields: BTreeSet<&String> = p.keys().chain(t.keys()).collect();
-        for f in fields {
-            let pv = p.get(f).map_or("absent", String::as_str);
-            let tv = t.get(f).map_or("absent", String::as_str);
-            if pv != tv {
-                out.insert((probe.clone(), f.clone(), pv.to_string(), tv.to_string()));
-            }
-        }
-    }
-    out
-}
-
-/// The rows of `docs/differences.md`'s table: `| probe | field | Patroni 3.0.2 | tenure | why |` (`*` in
-/// any of the first four cells matches any run of characters).
-fn listed() -> BTreeSet<(String, String, String, String)> {
-    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/differences.md"))
-        .expect("docs/differences.md");
-    text.lines()
-        .filter(|l| l.starts_with("| `"))
-        .filter_map(|l| {
-            let cells: Vec<String> = l
-                .trim_matches('|')
-                .split(" | ")
-                .map(|c| c.trim().trim_matches('`').to_string())
-                .collect();
-            (cells.len() >= 5 && !cells[4].is_empty()).then(|| {
-                (
-                    cells[0].clone(),
-                    cells[1].clone(),
-                    cells[2].clone(),
-                    cells[3].clone(),
-                )
-            })
-        })
-        .collect()
 }
 
 #[test]
