@@ -61,6 +61,10 @@ impl Drop for Haproxy {
     }
 }
 
+/// How long before a crash a write the old primary acknowledged may still be only in its own WAL
+/// (asynchronous replication on loopback streams within milliseconds; a loaded machine, longer).
+const ASYNC_CRASH_WINDOW: Duration = Duration::from_secs(1);
+
 /// What the writer saw: acknowledged ids with the PostgreSQL port that acknowledged them, and errors.
 #[derive(Default)]
 struct Log {
@@ -182,7 +186,10 @@ fn haproxy_routes_writes_to_the_primary_through_failover_and_switchover() {
     let w = writer(write_port, stop.clone(), log.clone());
     wait_acks_from(&log, c.nodes[p].pg_port, Duration::from_secs(20));
 
-    // Crash failover: agent and postmaster SIGKILLed together.
+    // Crash failover: agent and postmaster SIGKILLed together. Replication is asynchronous here, so the
+    // writes the old primary acknowledged in the moment before the crash may not have reached the replicas
+    // (seen once in CI: the 4th write, acknowledged just before the kill, was not on the new primary).
+    let crashed_at = Instant::now();
     c.crash_host(p);
     let np = c.wait_until("a new primary", Duration::from_secs(30), |c| {
         c.primary().filter(|n| *n != p)
@@ -239,12 +246,21 @@ fn haproxy_routes_writes_to_the_primary_through_failover_and_switchover() {
         .into_iter()
         .filter_map(|r| r.first().and_then(|v| v.parse().ok()))
         .collect();
-    let missing: Vec<i64> = log
+    // Only the old primary's last acknowledgements before the crash may be missing: anything it acknowledged
+    // earlier had time to stream, and nothing acknowledged after the failover may be lost.
+    let crash_window = |port: u16, at: Instant| {
+        port == c.nodes[p].pg_port && at <= crashed_at && crashed_at - at < ASYNC_CRASH_WINDOW
+    };
+    let (in_window, missing): (Vec<_>, Vec<_>) = log
         .acked
         .iter()
-        .map(|(id, _, _)| *id)
-        .filter(|id| !stored.contains(id))
-        .collect();
+        .filter(|(id, _, _)| !stored.contains(id))
+        .partition(|(_, port, at)| crash_window(*port, *at));
+    let missing: Vec<i64> = missing.iter().map(|(id, _, _)| *id).collect();
+    eprintln!(
+        "{} writes acknowledged by the crashed primary in its last {ASYNC_CRASH_WINDOW:?} are not on the final primary",
+        in_window.len()
+    );
     eprintln!(
         "acknowledged {} writes, {} read-only refusals, {} other errors, {} missing",
         log.acked.len(),
