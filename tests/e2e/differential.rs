@@ -343,6 +343,14 @@ fn tenure_answers_as_patroni_does_except_where_the_docs_say_why() {
             },
         );
         let rp = (0..3).find(|i| *i != lp).unwrap();
+        // Likewise the replica: its agent publishes what its last loop saw, and a loop that ran just before
+        // PostgreSQL came up says `stopped` until the next (seen once in CI: the first five probes of the
+        // replica said `stopped`/`demoted`, the later ones `running`).
+        c.wait_until(
+            "the replica's /patroni saying running",
+            Duration::from_secs(10),
+            |c| (c.patroni(rp)["state"] == "running").then_some(()),
+        );
         let t = Target {
             rt: &rt,
             primary: c.nodes[lp].api_addr(),
