@@ -79,25 +79,18 @@ fn now_text() -> String {
 async fn list(ctx: &Ctx, format: Format, extended: bool) -> Result<(), CliError> {
     let snapshot = ctx.store.read().await?;
     let rows = rows(&snapshot);
+    // `json` and `yaml` print the same objects, patronictl's keys.
+    let objects = || {
+        Value::Array(
+            rows.iter()
+                .map(|r| row_json(&ctx.config.scope, r))
+                .collect(),
+        )
+    };
     let out = match format {
-        Format::Json => {
-            let v: Vec<Value> = rows
-                .iter()
-                .map(|r| row_json(&ctx.config.scope, r))
-                .collect();
-            let mut s = serde_json::to_string(&v)
-                .map_err(|e| CliError::internal(format!("cannot render JSON: {e}")))?;
-            s.push('\n');
-            s
-        }
-        Format::Yaml => {
-            let v: Vec<Value> = rows
-                .iter()
-                .map(|r| row_json(&ctx.config.scope, r))
-                .collect();
-            // patronictl's `click.echo` adds a blank line to PyYAML's text.
-            super::pyyaml::dump(&Value::Array(v)) + "\n"
-        }
+        Format::Json => format!("{}\n", objects()),
+        // patronictl's `click.echo` adds a blank line to PyYAML's text.
+        Format::Yaml => super::pyyaml::dump(&objects()) + "\n",
         Format::Tsv => tsv(&ctx.config.scope, &rows, extended),
         Format::Table => render(&ctx.config.scope, &snapshot, &rows, extended),
     };

@@ -92,12 +92,12 @@ pub(crate) fn bootstrap_sync(dcs: &RawDcs, ctx: &mut Ctx) -> BootstrapSync {
 }
 
 fn mode(m: &Scalar, ctx: &mut Ctx) -> Option<SyncMode> {
-    let word = m.0.trim().to_ascii_lowercase();
-    match (crate::dcs::values::bool_word(&word), word.as_str()) {
-        (Some(true), _) => Some(SyncMode::On),
-        (Some(false), _) => Some(SyncMode::Off),
-        (None, "quorum") => Some(SyncMode::Quorum),
-        (None, other) => {
+    match crate::dcs::values::bool_word(&m.0) {
+        Some(true) => Some(SyncMode::On),
+        Some(false) => Some(SyncMode::Off),
+        None if m.0.trim().eq_ignore_ascii_case("quorum") => Some(SyncMode::Quorum),
+        None => {
+            let other = m.0.trim().to_ascii_lowercase();
             ctx.invalid(
                 "bootstrap.dcs.synchronous_mode",
                 format!("expected on, off or quorum, got {other:?}"),
