@@ -6,6 +6,10 @@ use crate::ha::{Lsn, NodeName, PeerProbe, PeerStatus, PgRole, Tags, Timeline};
 
 /// Patroni probes with 2 s and no retries.
 pub const PROBE_TIMEOUT_MS: u64 = 2_000;
+/// The largest `/patroni` answer believed. A real one is about 1 KiB (a few hundred bytes more with many
+/// tags or replicas); a member answering megabytes, or without end, is not believed and its PostgreSQL is
+/// asked instead.
+pub const MAX_PEER_ANSWER_BYTES: usize = 1 << 20;
 
 /// The client for requests to the other members' REST APIs (probes, failsafe rounds), built once at start.
 /// As Patroni's peer requests do, it trusts `restapi.cafile` besides the system roots and, when the
@@ -96,16 +100,21 @@ async fn rest(client: &reqwest::Client, url: &str) -> Option<PeerStatus> {
     if url.is_empty() {
         return None;
     }
-    let v: serde_json::Value = client
+    let resp = client
         .get(url)
         .timeout(Duration::from_millis(PROBE_TIMEOUT_MS))
         .send()
         .await
-        .ok()?
-        .json()
-        .await
         .ok()?;
-    status_from_json(&v)
+    let body = match crate::http_body::read_capped(resp, MAX_PEER_ANSWER_BYTES).await {
+        Ok(b) => b,
+        Err(e @ crate::http_body::BodyError::TooLarge { .. }) => {
+            tracing::warn!(url, error = %e, "peer REST probe: answer not believed");
+            return None;
+        }
+        Err(_) => return None,
+    };
+    status_from_json(&serde_json::from_slice(&body).ok()?)
 }
 
 /// What a member's `GET /patroni` answer tells the race.
