@@ -1,11 +1,16 @@
 //! Issue 29 item 11: what another member or the store sends is bounded in memory. Answers past the caps
-//! are refused quickly.
+//! are refused quickly, and the records the agent remembers are capped.
+#[path = "support/pg.rs"]
+mod pg_support;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use tenure::agent::execute::Executor;
 use tenure::dcs::consul::{ConsulDcs, ConsulSettings};
-use tenure::dcs::{Dcs, MemberRecord};
+use tenure::dcs::{ClusterSnapshot, Dcs, MemberRecord};
 use tenure::ha::types::NodeName;
+use tenure::pg::ctl::InitdbOptions;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// A server that answers every request with `head` then `body`, then keeps the connection open and
@@ -84,4 +89,43 @@ async fn a_peer_answer_past_the_cap_is_no_answer() {
         .await;
         assert_eq!(probes[0].answer.is_some(), believed, "pad {pad}");
     }
+}
+
+/// Members come and go (or a store writer invents them): the agent remembers departed members up to a cap,
+/// forgetting the longest gone first, and never one the last read showed.
+#[tokio::test]
+async fn the_members_seen_are_capped_oldest_departed_first() {
+    let node = pg_support::PgNode::new("me");
+    let nobody = pg_support::free_port();
+    let store = ConsulSettings::new(&format!("http://127.0.0.1:{nobody}"), "s", "me", 10_000);
+    let dcs = Arc::new(ConsulDcs::new(store).expect("consul client"));
+    let mut exec = Executor::new(dcs, node.settings.clone(), InitdbOptions::default());
+    let name = |i: usize| format!("m{i:05}");
+    for round in 0..50 {
+        let mut snap = ClusterSnapshot::default();
+        for i in round * 100..(round + 1) * 100 {
+            snap.members.insert(name(i), MemberRecord::default());
+        }
+        exec.remember(&snap);
+    }
+    assert!(
+        exec.seen.len() <= tenure::agent::seen::MAX_SEEN_MEMBERS,
+        "{} members remembered",
+        exec.seen.len()
+    );
+    for i in 4_900..5_000 {
+        assert!(
+            exec.seen.get(&name(i)).is_some(),
+            "{} (in the last read) forgotten",
+            name(i)
+        );
+    }
+    assert!(
+        exec.seen.get(&name(4_899)).is_some(),
+        "the latest departed forgotten"
+    );
+    assert!(
+        exec.seen.get(&name(0)).is_none(),
+        "the oldest departed kept"
+    );
 }
