@@ -10,5 +10,6 @@ pub mod config;
 pub mod dcs;
 pub mod demo;
 pub mod ha;
+pub mod http_body;
 pub mod logging;
 pub mod pg;

@@ -1,7 +1,6 @@
 //! The executor: the one place an `Action` becomes I/O. It translates; it never decides.
 //! What an action finds (peer probes, a divergence verdict, failsafe answers) it returns, for the next
 //! observation (`cycle::Found`); nothing is parked here between cycles.
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use tokio::task::JoinHandle;
@@ -33,10 +32,10 @@ pub struct Executor {
     pub initdb: pg::ctl::InitdbOptions,
     /// The dynamic settings the leader uploads when the store has no `config` key.
     pub bootstrap_config: serde_json::Value,
-    /// The last good store snapshot, and every member record ever seen (a dead leader's key vanishes,
-    /// but it must still be probed and rewound from).
+    /// The last good store snapshot, and the member records seen (a dead leader's key vanishes, but it
+    /// must still be probed and rewound from; the longest departed are forgotten past a cap).
     pub snapshot: Option<ClusterSnapshot>,
-    pub seen: BTreeMap<String, MemberRecord>,
+    pub seen: super::seen::SeenMembers,
     /// Who we are in a failsafe round (the runtime fills it in from the config).
     pub failsafe: super::peers::FailsafePoster,
     /// For requests to the other members' REST APIs (`peers::client`; the runtime installs it).
@@ -69,7 +68,7 @@ impl Executor {
             initdb,
             bootstrap_config: serde_json::json!({}),
             snapshot: None,
-            seen: BTreeMap::new(),
+            seen: Default::default(),
             failsafe: Default::default(),
             // Replaced by `peers::client` at start; never a client that honours HTTP(S)_PROXY.
             peer_client: reqwest::Client::builder()
@@ -151,7 +150,7 @@ impl Executor {
         d
     }
 
-    /// Every member ever seen, asked over REST (or PostgreSQL) what it is.
+    /// Every member seen (the departed up to a cap), asked over REST (or PostgreSQL) what it is.
     async fn probe_peers(&self) -> Vec<PeerProbe> {
         let members: Vec<(String, MemberRecord)> = self
             .seen
@@ -385,9 +384,7 @@ impl Executor {
 
     /// Remember a fresh snapshot and its member records.
     pub fn remember(&mut self, snap: &ClusterSnapshot) {
-        for (name, rec) in &snap.members {
-            self.seen.insert(name.clone(), rec.clone());
-        }
+        self.seen.remember(&snap.members);
         self.snapshot = Some(snap.clone());
     }
 

@@ -14,6 +14,7 @@ pub mod publisher;
 pub mod reload;
 mod report;
 mod runtime;
+pub mod seen;
 pub mod shell;
 mod sync_names;
 pub mod unique;

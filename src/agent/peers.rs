@@ -6,6 +6,10 @@ use crate::ha::{Lsn, NodeName, PeerProbe, PeerStatus, PgRole, Tags, Timeline};
 
 /// Patroni probes with 2 s and no retries.
 pub const PROBE_TIMEOUT_MS: u64 = 2_000;
+/// The largest `/patroni` answer believed. A real one is about 1 KiB (a few hundred bytes more with many
+/// tags or replicas); a member answering megabytes, or without end, is not believed and its PostgreSQL is
+/// asked instead.
+pub const MAX_PEER_ANSWER_BYTES: usize = 1 << 20;
 
 /// The client for requests to the other members' REST APIs (probes, failsafe rounds), built once at start.
 /// As Patroni's peer requests do, it trusts `restapi.cafile` besides the system roots and, when the
@@ -96,16 +100,21 @@ async fn rest(client: &reqwest::Client, url: &str) -> Option<PeerStatus> {
     if url.is_empty() {
         return None;
     }
-    let v: serde_json::Value = client
+    let resp = client
         .get(url)
         .timeout(Duration::from_millis(PROBE_TIMEOUT_MS))
         .send()
         .await
-        .ok()?
-        .json()
-        .await
         .ok()?;
-    status_from_json(&v)
+    let body = match crate::http_body::read_capped(resp, MAX_PEER_ANSWER_BYTES).await {
+        Ok(b) => b,
+        Err(e @ crate::http_body::BodyError::TooLarge { .. }) => {
+            tracing::warn!(url, error = %e, "peer REST probe: answer not believed");
+            return None;
+        }
+        Err(_) => return None,
+    };
+    status_from_json(&serde_json::from_slice(&body).ok()?)
 }
 
 /// What a member's `GET /patroni` answer tells the race.
@@ -243,16 +252,25 @@ pub async fn post_failsafe(
     out
 }
 
+/// URLs warned about, at most: they come from member records (store data, so a writer cycling `api_url`s
+/// could grow the set for ever); past the cap the oldest is forgotten, and warned about again if it recurs.
+const MAX_WARNED_URLS: usize = 256;
+
+static WARNED: std::sync::Mutex<std::collections::VecDeque<String>> =
+    std::sync::Mutex::new(std::collections::VecDeque::new());
+
 /// Credentials are about to go to `url`: warn (once per URL) when that is plain HTTP, where anyone on the
 /// path reads them. Patroni sends them the same way; refusing would break clusters without TLS.
 pub(crate) fn warn_plain_http(url: &str) {
-    static WARNED: std::sync::Mutex<std::collections::BTreeSet<String>> =
-        std::sync::Mutex::new(std::collections::BTreeSet::new());
     if !url.starts_with("http://") {
         return;
     }
     let mut warned = WARNED.lock().unwrap_or_else(|e| e.into_inner());
-    if warned.insert(url.to_string()) {
+    if !warned.iter().any(|u| u == url) {
+        if warned.len() >= MAX_WARNED_URLS {
+            warned.pop_front();
+        }
+        warned.push_back(url.to_string());
         tracing::warn!(
             url,
             "credentials are sent over plain HTTP; configure TLS to protect them"
@@ -271,6 +289,20 @@ pub fn failsafe_url(api_url: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::{failsafe_url, status_from_json};
+
+    #[test]
+    fn the_warned_once_urls_are_capped() {
+        // Member records are store data: a writer cycling api_urls must not grow this set for ever.
+        for i in 0..5_000 {
+            super::warn_plain_http(&format!(
+                "http://10.9.{}.{}:8008/failsafe",
+                i / 256,
+                i % 256
+            ));
+        }
+        let warned = super::WARNED.lock().unwrap().len();
+        assert!(warned <= super::MAX_WARNED_URLS, "{warned} URLs remembered");
+    }
 
     #[test]
     fn a_peer_tagged_nofailover_yes_is_not_a_candidate() {

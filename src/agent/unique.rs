@@ -63,7 +63,11 @@ async fn answers_as(api_url: &str, scope: &str, name: &str) -> bool {
         return false;
     };
     let answer = async {
-        let v: serde_json::Value = client.get(api_url).send().await.ok()?.json().await.ok()?;
+        let resp = client.get(api_url).send().await.ok()?;
+        let body = crate::http_body::read_capped(resp, super::peers::MAX_PEER_ANSWER_BYTES)
+            .await
+            .ok()?;
+        let v: serde_json::Value = serde_json::from_slice(&body).ok()?;
         let p = v.get("patroni")?;
         Some(
             p.get("name").and_then(|n| n.as_str()) == Some(name)

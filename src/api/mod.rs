@@ -5,6 +5,7 @@ pub mod failsafe;
 pub mod health;
 mod limiter;
 mod metrics;
+mod refusals;
 pub mod requests;
 mod router;
 mod server;
@@ -104,6 +105,7 @@ pub async fn serve(
         auth,
         ttl_ms: settings.ttl_ms,
         limiter: limiter::Limiter::default(),
+        refusals: refusals::RefusalLog::new("refused control requests"),
     });
     let task = tokio::spawn(async move {
         server::run(listener, tls, router::filter(ctx), shutdown).await;

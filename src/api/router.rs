@@ -13,6 +13,7 @@ use super::auth::{Auth, Denied};
 use super::control::{Accepted, ControlError};
 use super::health::{healthy, Check, HealthQuery};
 use super::limiter::Limiter;
+use super::refusals::RefusalLog;
 use super::requests::{self, FailoverOrSwitchover};
 use super::server::PeerAddr;
 use super::state::ApiState;
@@ -42,6 +43,8 @@ pub struct Ctx {
     pub auth: Auth,
     pub ttl_ms: u64,
     pub limiter: Limiter,
+    /// Rate of the refusals' log lines: a flood of bad credentials must not flood the log too.
+    pub refusals: RefusalLog,
 }
 
 /// The whole API as one warp filter.
@@ -238,11 +241,14 @@ where
 }
 
 /// `None` when the request may go on; else the refusal (401/403, or 429 for a client over the limit),
-/// logged with the client's address.
+/// logged with the client's address (a few lines per interval, then a count: `RefusalLog`).
 fn authorize(ctx: &Ctx, rq: &Rq<'_>) -> Option<Response<Body>> {
     let now_ms = (ctx.state.clock)().0;
     let client = rq.peer.map(|p| p.ip());
     let log = |status: u16| {
+        if !ctx.refusals.admit(now_ms) {
+            return;
+        }
         let client = client.map(|c| c.to_string()).unwrap_or_else(|| "?".into());
         tracing::warn!(
             method = rq.method,

@@ -19,6 +19,7 @@ use tokio_rustls::TlsAcceptor;
 use warp::Filter;
 
 use super::health::Check;
+use super::refusals::RefusalLog;
 use super::transport::Conn;
 
 /// Open connections at most. Patroni has no cap; an agent under an idle-connection flood must keep file
@@ -37,6 +38,9 @@ pub const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(3);
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Pause after a failed accept (out of file descriptors) before trying again.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
+/// A connection flood, or a descriptor shortage that lasts, writes a few lines per interval and a count.
+static BUSY_LOG: RefusalLog = RefusalLog::new("connections closed while all were busy");
+static ACCEPT_LOG: RefusalLog = RefusalLog::new("failed accepts");
 
 /// The peer's address, put into every request's extensions for the router's log lines.
 #[derive(Clone, Copy, Debug)]
@@ -140,7 +144,9 @@ pub async fn run<F>(
             accepted = listener.accept() => match accepted {
                 Ok(a) => a,
                 Err(e) => {
-                    tracing::warn!(error = %e, "REST API: accept failed");
+                    if ACCEPT_LOG.admit(crate::clock::monotonic().0) {
+                        tracing::warn!(error = %e, "REST API: accept failed");
+                    }
                     tokio::time::sleep(ACCEPT_BACKOFF).await;
                     continue;
                 }
@@ -148,7 +154,9 @@ pub async fn run<F>(
         };
         while conns.try_join_next().is_some() {}
         let Some(slot) = pool.admit() else {
-            tracing::warn!(%peer, "REST API: {MAX_CONNECTIONS} connections busy, closing a new one");
+            if BUSY_LOG.admit(crate::clock::monotonic().0) {
+                tracing::warn!(%peer, "REST API: {MAX_CONNECTIONS} connections busy, closing a new one");
+            }
             continue;
         };
         let _ = stream.set_nodelay(true);

@@ -10,6 +10,9 @@ use crate::dcs::ClusterSnapshot;
 
 /// Connecting to a member's API may take this long before the next member is tried.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
+/// The largest answer read from a member's API. The biggest real one is `/cluster` or `/history` of a big
+/// cluster (well under a MiB); a member answering without end must not fill the operator's memory.
+const MAX_ANSWER_BYTES: usize = 16 << 20;
 
 /// How the unsafe endpoints are authorised.
 enum Auth {
@@ -198,10 +201,10 @@ impl Rest {
             }
         })?;
         let status = r.status().as_u16();
-        let body = r
-            .text()
+        let body = crate::http_body::read_capped(r, MAX_ANSWER_BYTES)
             .await
             .map_err(|e| Failure::Other(error_chain(&e)))?;
+        let body = String::from_utf8_lossy(&body).into_owned();
         Ok(Answer {
             status,
             body,
@@ -258,4 +261,70 @@ fn error_chain(e: &dyn std::error::Error) -> String {
         source = s.source();
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// A server that answers every request with `body` (JSON, with its length) and closes.
+    async fn answering(body: Vec<u8>) -> Url {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            while let Ok((mut s, _)) = listener.accept().await {
+                let body = body.clone();
+                tokio::spawn(async move {
+                    let mut buf = [0u8; 4096];
+                    let _ = s.read(&mut buf).await;
+                    let head = format!(
+                        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                        body.len()
+                    );
+                    let _ = s.write_all(head.as_bytes()).await;
+                    let _ = s.write_all(&body).await;
+                    let _ = s.shutdown().await;
+                });
+            }
+        });
+        Url::parse(&format!("http://{addr}/")).unwrap()
+    }
+
+    fn rest() -> Rest {
+        Rest::new(&RestApiConfig {
+            listen: "127.0.0.1:0".parse().unwrap(),
+            connect_address: String::new(),
+            auth: crate::config::RestAuth {
+                basic: None,
+                token: None,
+                allow_unauthenticated: true,
+            },
+            tls: None,
+        })
+        .unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_member_answer_past_the_cap_is_no_answer() {
+        let big = format!(
+            r#"{{"state": "running", "pad": "{}"}}"#,
+            "x".repeat(17 << 20)
+        );
+        let small = r#"{"state": "running"}"#.to_string();
+        let rest = rest();
+        for (body, expect) in [(small, true), (big, false)] {
+            let target = Target {
+                name: "m".into(),
+                base: answering(body.into_bytes()).await,
+            };
+            let got = rest.get_json(&target, "/patroni").await;
+            assert_eq!(
+                got.is_some(),
+                expect,
+                "{:?}",
+                got.map(|v| v["state"].clone())
+            );
+        }
+    }
 }

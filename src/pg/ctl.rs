@@ -227,20 +227,13 @@ pub async fn start(settings: &PgSettings) -> Result<(), PgError> {
         Err(_) if read_postmaster_pid(settings).is_some_and(|(pid, _)| pid_alive(pid)) => Ok(()),
         Err(e) => Err(PgError::StartFailed {
             why: e.to_string(),
-            log_tail: log_tail(&settings.log_file, START_LOG_LINES),
+            log_tail: super::log_tail::log_tail(&settings.log_file, START_LOG_LINES),
         }),
     }
 }
 
 /// How many of the server log's last lines a failed start reports.
 const START_LOG_LINES: usize = 5;
-
-/// The last `lines` non-empty lines of PostgreSQL's log, joined with " | " (empty if unreadable).
-pub(crate) fn log_tail(path: &std::path::Path, lines: usize) -> String {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
-    let all: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
-    all[all.len().saturating_sub(lines)..].join(" | ")
-}
 
 /// Stop PostgreSQL: `Fast` escalates to `Immediate`, and either to SIGKILL of the postmaster from `postmaster.pid`.
 pub async fn stop(settings: &PgSettings, mode: StopMode) -> Result<Stopped, PgError> {

@@ -109,3 +109,35 @@ async fn a_config_body_past_the_cap_is_413() {
     assert!(api.control.calls().is_empty());
     api.shutdown().await;
 }
+
+/// A flood of refused requests writes a few lines, then one line counting the rest (issue 29 item 11).
+#[tokio::test]
+async fn a_flood_of_refusals_is_logged_a_few_lines_at_a_time() {
+    let log = Captured::default();
+    let writer = log.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(move || writer.clone())
+        .with_ansi(false)
+        .finish();
+    let _guard = tracing::subscriber::set_default(subscriber);
+    let api = Api::start(settings(), primary(NOW + 10_000)).await;
+    let wrong = Auth::Basic("admin", "guess");
+    for _ in 0..200 {
+        let (status, _) = api.send(Method::POST, "/reload", wrong, "").await;
+        assert!(status == 401 || status == 429, "{status}");
+    }
+    let lines = |t: &str| t.matches("refused a control request").count();
+    let flood = lines(&log.text());
+    assert!((1..=20).contains(&flood), "{flood} lines for 200 refusals");
+    // The interval passes: the next refusal is logged, with how many were left out.
+    api.now.fetch_add(
+        2 * api::AUTH_FAILURE_WINDOW_MS,
+        std::sync::atomic::Ordering::SeqCst,
+    );
+    let (status, _) = api.send(Method::POST, "/reload", wrong, "").await;
+    assert_eq!(status, 401);
+    let text = log.text();
+    assert_eq!(lines(&text), flood + 1, "{text}");
+    assert!(text.contains("suppressed"), "{text}");
+    api.shutdown().await;
+}
