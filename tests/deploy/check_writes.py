@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Compares the writer's acknowledged ids with what the primary (through HAProxy) has. Prints
 "acked=N lost=M max_gap_s=G" (G: the longest time between two consecutive acknowledgements, i.e. the
-write unavailability, and how many gaps exceed 1 s; optional SINCE: first ack after that unix time is also reported as first_ack_after_s)."""
+write unavailability, and how many gaps exceed 1 s; optional SINCE: first ack after that unix time is also reported as first_ack_after_s). The role: $TENURE_TEST_PGUSER (default postgres)."""
+import os
 import sys
 
 import psycopg2
@@ -13,7 +14,7 @@ with open(acked_path) as f:
     for line in f:
         i, t = line.split()
         acks.append((int(i), float(t)))
-conn = psycopg2.connect(host=host, port=port, user="postgres", password=password, dbname="postgres",
+conn = psycopg2.connect(host=host, port=port, user=os.environ.get("TENURE_TEST_PGUSER", "postgres"), password=password, dbname="postgres",
                         connect_timeout=5)
 with conn.cursor() as cur:
     cur.execute("SELECT id FROM tenure_writes")

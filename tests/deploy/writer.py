@@ -1,7 +1,9 @@
 #!/usr/bin/python3
 """A writer through HAProxy for the deployment test: inserts increasing ids into tenure_writes, one
 transaction each, every INTERVAL seconds, until SIGTERM. Every acknowledged commit is appended to ACKED as
-"<id> <unix time>"; reconnects after any error (a failover cuts the session)."""
+"<id> <unix time>"; reconnects after any error (a failover cuts the session). The role: $TENURE_TEST_PGUSER
+(default postgres)."""
+import os
 import signal
 import sys
 import time
@@ -25,7 +27,7 @@ with open(acked_path, "a", buffering=1) as acked:
     while not stop:
         try:
             if conn is None:
-                conn = psycopg2.connect(host=host, port=port, user="postgres", password=password,
+                conn = psycopg2.connect(host=host, port=port, user=os.environ.get("TENURE_TEST_PGUSER", "postgres"), password=password,
                                         dbname="postgres", connect_timeout=2)
                 conn.autocommit = True
             with conn.cursor() as cur:
