@@ -14,6 +14,10 @@ mod cluster_commands;
 mod exits_and_habits;
 #[path = "cli/member_commands.rs"]
 mod member_commands;
+#[path = "cli/more_commands.rs"]
+mod more_commands;
+#[path = "cli/packaging.rs"]
+mod packaging;
 
 use std::path::PathBuf;
 use std::process::Stdio;
