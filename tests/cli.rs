@@ -4,6 +4,9 @@
 #[allow(dead_code)]
 mod support;
 
+#[path = "support/pg.rs"]
+mod pg_support;
+
 #[path = "api/harness.rs"]
 #[allow(dead_code)]
 mod harness;
@@ -18,6 +21,8 @@ mod member_commands;
 mod more_commands;
 #[path = "cli/packaging.rs"]
 mod packaging;
+#[path = "cli/query.rs"]
+mod query;
 
 use std::path::PathBuf;
 use std::process::Stdio;

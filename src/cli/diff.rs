@@ -61,10 +61,10 @@ fn range(start: usize, stop: usize) -> String {
 fn longest(a: &[String], b: &[String], (alo, ahi, blo, bhi): (usize, usize, usize, usize)) -> Op {
     let (mut bi, mut bj, mut bk) = (alo, blo, 0);
     let mut prev = vec![0usize; bhi - blo + 1];
-    for i in alo..ahi {
+    for (i, line) in a.iter().enumerate().take(ahi).skip(alo) {
         let mut cur = vec![0usize; bhi - blo + 1];
-        for j in blo..bhi {
-            if a[i] == b[j] {
+        for (j, other) in b.iter().enumerate().take(bhi).skip(blo) {
+            if line == other {
                 let k = prev[j - blo] + 1;
                 cur[j - blo + 1] = k;
                 if k > bk {
@@ -148,7 +148,8 @@ fn grouped(ops: &[Op], n: usize) -> Vec<Vec<Op>> {
         }
         group.push((tag, i1, i2, j1, j2));
     }
-    if !group.is_empty() && !(group.len() == 1 && group[0].0 == Tag::Equal) {
+    let only_equal = group.len() == 1 && group[0].0 == Tag::Equal;
+    if !group.is_empty() && !only_equal {
         groups.push(group);
     }
     groups

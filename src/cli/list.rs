@@ -66,7 +66,7 @@ pub async fn watch(
 }
 
 /// patronictl's `timestamp(0)` (`2026-12-05 06:53:00`), in UTC: tenure reads no time zone database.
-fn now_text() -> String {
+pub(super) fn now_text() -> String {
     let now_ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs() * 1000);

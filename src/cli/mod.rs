@@ -1,7 +1,7 @@
 //! The operator commands, as patronictl has them: `list`, `topology`, `history`, `show-config` and `dsn`
 //! read the store through the `Dcs` adapter; `pause`, `resume`, `switchover`, `failover` and `edit-config`
 //! go through a member's REST API (the leader first), `restart`, `reinit`, `reload` and `version` through
-//! the named members' own APIs, so the agents act on them through `decide()`.
+//! the named members' own APIs, so the agents act on them through `decide()`; `query` runs SQL on a member.
 //!
 //! Nothing here writes to the store: when no member's API answers, the command fails (exit 69) instead of
 //! falling back to writing the `config` or `failover` key as patronictl does.
@@ -12,6 +12,7 @@ mod list;
 mod members;
 mod prompt;
 mod pyyaml;
+mod query;
 mod rest;
 mod show;
 mod store;
@@ -24,6 +25,7 @@ use std::path::{Path, PathBuf};
 use crate::config::Config;
 pub use edit::EditArgs;
 pub use members::{version_line, Role};
+pub use query::QueryArgs;
 
 /// The request was refused (by the API, by the cluster's state, or by the operator at the prompt).
 pub const EXIT_REFUSED: u8 = 1;
@@ -99,6 +101,8 @@ pub enum Command {
     Version {
         members: Vec<String>,
     },
+    /// SQL on a member, connecting as the user gives.
+    Query(QueryArgs),
     /// Restart PostgreSQL on one member (`POST /restart` on its API).
     Restart {
         node: String,
@@ -238,6 +242,7 @@ async fn dispatch(ctx: &Ctx, command: Command) -> Result<(), CliError> {
         } => members::reload(ctx, members, role, force).await,
         Command::Dsn { role, member } => members::dsn(ctx, role, member).await,
         Command::Version { members } => members::version(ctx, members).await,
+        Command::Query(args) => query::query(ctx, &args).await,
         Command::Restart {
             node,
             scheduled,

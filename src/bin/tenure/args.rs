@@ -2,7 +2,9 @@
 //! spells them, and the library command each one becomes.
 use clap::{Args, Subcommand};
 
-use super::{watch_seconds, Scope, ScopedArgs, EXIT_CODES};
+use std::path::PathBuf;
+
+use super::{watch_seconds, FormatArg, Scope, ScopedArgs, EXIT_CODES};
 use tenure::cli::{Command, Format, Role};
 
 /// patronictl's `--role` choices (`master` is `primary`).
@@ -171,6 +173,99 @@ impl EditConfigArgs {
         });
         (self.client.into(), command)
     }
+}
+
+#[derive(Args)]
+#[command(after_help = EXIT_CODES)]
+pub(crate) struct QueryArgs {
+    #[command(flatten)]
+    client: ScopedArgs,
+    /// The SQL to run (patronictl's `-c/--command`: `-c` is tenure's --config).
+    #[arg(
+        long,
+        value_name = "SQL",
+        conflicts_with = "file",
+        required_unless_present = "file"
+    )]
+    command: Option<String>,
+    /// Run the SQL in FILE.
+    #[arg(long, short = 'f', value_name = "FILE")]
+    file: Option<PathBuf>,
+    /// Ask for the password (else $PGPASSWORD, if set).
+    #[arg(long)]
+    password: bool,
+    /// The database user (default: $PGUSER, else the OS user).
+    #[arg(long, short = 'U', value_name = "NAME")]
+    username: Option<String>,
+    /// The database (default: $PGDATABASE, else the user's name).
+    #[arg(long, short = 'd', value_name = "NAME")]
+    dbname: Option<String>,
+    /// Query the leader (default), or a member with this role.
+    #[arg(long, short = 'r', value_enum, conflicts_with = "member")]
+    role: Option<RoleArg>,
+    /// Query this member.
+    #[arg(long, short = 'm', value_name = "NAME")]
+    member: Option<String>,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "tsv")]
+    format: FormatArg,
+    /// The column delimiter of tsv.
+    #[arg(long, default_value = "\t")]
+    delimiter: String,
+    /// Run again every 2 seconds until interrupted.
+    #[arg(short = 'W')]
+    watch_2s: bool,
+    /// Run again every SECONDS until interrupted.
+    #[arg(long = "watch", short = 'w', value_name = "SECONDS", value_parser = watch_seconds)]
+    watch: Option<f64>,
+}
+
+impl QueryArgs {
+    /// The SQL read from --file, the password asked for: errors are usage errors.
+    pub(crate) fn command(self) -> Result<(Scope, Command), String> {
+        let sql = match (&self.command, &self.file) {
+            (Some(sql), _) => sql.clone(),
+            (None, Some(f)) => std::fs::read_to_string(f)
+                .map_err(|e| format!("cannot read --file {}: {e}", f.display()))?,
+            (None, None) => return Err("You need to specify either --command or --file".into()),
+        };
+        let password = match self.password {
+            true => Some(ask_password().map_err(|e| format!("cannot read the password: {e}"))?),
+            false => None,
+        };
+        let command = Command::Query(tenure::cli::QueryArgs {
+            sql,
+            role: self.role.map(Role::from),
+            member: self.member,
+            username: self.username,
+            password,
+            dbname: self.dbname,
+            format: self.format.into(),
+            delimiter: self.delimiter,
+            watch_ms: watch_ms(self.watch, self.watch_2s),
+        });
+        Ok((self.client.into(), command))
+    }
+}
+
+/// `Password: ` on stderr, the answer read without echo on a terminal (`stty -echo`).
+fn ask_password() -> std::io::Result<String> {
+    use std::io::{IsTerminal, Write};
+    let terminal = std::io::stdin().is_terminal();
+    let stty = |arg: &str| std::process::Command::new("stty").arg(arg).status();
+    eprint!("Password: ");
+    std::io::stderr().flush()?;
+    if terminal {
+        stty("-echo")?;
+    }
+    let mut line = String::new();
+    let read = std::io::stdin().read_line(&mut line);
+    if terminal {
+        stty("echo")?;
+        eprintln!();
+    }
+    read?;
+    Ok(line.trim_end_matches(['\r', '\n']).to_string())
 }
 
 #[derive(Subcommand)]

@@ -8,7 +8,9 @@ use clap::{Args, CommandFactory, Parser, Subcommand};
 mod args;
 mod commands;
 mod generate;
-use args::{DsnArgs, EditConfigArgs, GenerateWhat, ReloadArgs, TopologyArgs, VersionArgs};
+use args::{
+    DsnArgs, EditConfigArgs, GenerateWhat, QueryArgs, ReloadArgs, TopologyArgs, VersionArgs,
+};
 use commands::{agent, demo, operator, usage, validate, EXIT_USAGE};
 
 pub(crate) const EXIT_CODES: &str = "\
@@ -68,6 +70,8 @@ enum Command {
     Dsn(DsnArgs),
     /// Print tenure's version; with CLUSTER, each member's too (from its GET /patroni).
     Version(VersionArgs),
+    /// Run SQL on a member (the leader by default), connecting as -U / --password / $PGUSER / $PGPASSWORD.
+    Query(QueryArgs),
     /// Write the man page or a shell's completions to stdout (for packagers).
     #[command(hide = true)]
     Generate {
@@ -128,7 +132,7 @@ pub(crate) struct ScopedArgs {
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
-enum FormatArg {
+pub(crate) enum FormatArg {
     /// patronictl's default word for the table is `pretty`.
     #[value(alias = "pretty")]
     Table,
@@ -403,6 +407,10 @@ fn main() -> ExitCode {
             let (scope, command) = a.command();
             operator(scope, command, &env)
         }
+        Command::Query(a) => match a.command() {
+            Ok((scope, command)) => operator(scope, command, &env),
+            Err(why) => usage(&why),
+        },
         Command::Generate { what } => generate::generate(what, Cli::command()),
         Command::Restart(a) => {
             let (scope, node) = a.node.target();
