@@ -4,6 +4,8 @@
 //! tool is missing the test says so and fails, rather than pass without checking anything.
 #[path = "support/etcd.rs"]
 mod etcd_server;
+#[path = "support/pg.rs"]
+mod pg_support;
 
 use std::process::Command;
 use std::time::Duration;
@@ -555,4 +557,54 @@ async fn dsn_topology_and_the_edit_config_diff_are_patronictls() {
         their_diff.contains("+synchronous_mode: true"),
         "{their_diff}"
     );
+}
+
+/// `tenure query` prints what `patronictl query` prints, on a real PostgreSQL 15 a member key points at.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn query_prints_what_patronictl_prints() {
+    let etcd = EtcdServer::start();
+    let mut node = pg_support::PgNode::new("q1");
+    node.settings.pg_hba = vec![
+        "local all all trust".into(),
+        "host all all 127.0.0.1/32 trust".into(),
+    ];
+    tenure::pg::ctl::bootstrap(&node.settings, &Default::default())
+        .await
+        .unwrap_or_else(|e| panic!("bootstrap: {e}\n{}", node.log()));
+    let pg1 = agent(&etcd, "pg1");
+    pg1.race_initialize("7268000000000000001", deadline())
+        .await
+        .unwrap();
+    pg1.ensure_session(deadline()).await.unwrap();
+    pg1.acquire_leader(deadline()).await.unwrap();
+    let mut primary = record("127.0.0.1", "primary", "running");
+    primary.conn_url = format!(
+        "postgres://127.0.0.1:{}/postgres",
+        node.settings.listen_port
+    );
+    pg1.publish_member(&primary, deadline()).await.unwrap();
+    let (dir, yaml) = patronictl_config(&etcd);
+    let ours = tenure_config(&dir, &etcd);
+    let sql = "SELECT 1 AS a, NULL AS b, 'x y' AS c UNION ALL SELECT 22, 'z', ''";
+    for format in [&["--delimiter", ","][..], &["--format", "pretty"], &[]] {
+        let mut theirs = vec![
+            "query", SCOPE, "-U", "postgres", "-d", "postgres", "-c", sql,
+        ];
+        theirs.extend_from_slice(format);
+        let mut mine = vec![
+            "query",
+            "-U",
+            "postgres",
+            "-d",
+            "postgres",
+            "--command",
+            sql,
+        ];
+        mine.extend_from_slice(format);
+        assert_eq!(
+            tenure(&ours, &mine),
+            patronictl(&yaml, &theirs),
+            "query {format:?}"
+        );
+    }
 }
