@@ -4,6 +4,9 @@
 #[allow(dead_code)]
 mod support;
 
+#[path = "support/pg.rs"]
+mod pg_support;
+
 #[path = "api/harness.rs"]
 #[allow(dead_code)]
 mod harness;
@@ -14,6 +17,12 @@ mod cluster_commands;
 mod exits_and_habits;
 #[path = "cli/member_commands.rs"]
 mod member_commands;
+#[path = "cli/more_commands.rs"]
+mod more_commands;
+#[path = "cli/packaging.rs"]
+mod packaging;
+#[path = "cli/query.rs"]
+mod query;
 
 use std::path::PathBuf;
 use std::process::Stdio;

@@ -4,6 +4,8 @@
 //! tool is missing the test says so and fails, rather than pass without checking anything.
 #[path = "support/etcd.rs"]
 mod etcd_server;
+#[path = "support/pg.rs"]
+mod pg_support;
 
 use std::process::Command;
 use std::time::Duration;
@@ -465,4 +467,144 @@ async fn tenure_list_is_the_table_patronictl_prints() {
     assert!(ours.contains("[hidden - too long]"), "{ours}");
     assert!(ours.contains("if version < 15.9"), "{ours}");
     assert_eq!(ours, theirs);
+}
+
+/// `tenure dsn`, `tenure topology`'s tree and `tenure edit-config`'s diff next to patronictl's, on the same
+/// etcd keys.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dsn_topology_and_the_edit_config_diff_are_patronictls() {
+    let etcd = EtcdServer::start();
+    let (pg1, pg2) = (agent(&etcd, "pg1"), agent(&etcd, "pg2"));
+    pg1.race_initialize("7268000000000000001", deadline())
+        .await
+        .unwrap();
+    let config = serde_json::json!({"ttl": 30, "loop_wait": 10, "retry_timeout": 10,
+        "postgresql": {"use_pg_rewind": true, "parameters": {"work_mem": "4MB", "max_connections": 100}}});
+    pg1.cas_config(&config, None, deadline()).await.unwrap();
+    pg1.ensure_session(deadline()).await.unwrap();
+    pg1.acquire_leader(deadline()).await.unwrap();
+    pg1.publish_member(&record("127.0.0.11", "primary", "running"), deadline())
+        .await
+        .unwrap();
+    pg2.ensure_session(deadline()).await.unwrap();
+    let mut replica = record("127.0.0.12", "replica", "running");
+    replica.conn_url = "postgres://127.0.0.12:5433/postgres".into();
+    pg2.publish_member(&replica, deadline()).await.unwrap();
+    let (dir, yaml) = patronictl_config(&etcd);
+    let ours = tenure_config(&dir, &etcd);
+
+    for args in [&[][..], &["-r", "replica"], &["-m", "pg2"], &["-r", "any"]] {
+        let mut theirs_args = vec!["dsn", SCOPE];
+        theirs_args.extend_from_slice(args);
+        let mut our_args = vec!["dsn"];
+        our_args.extend_from_slice(args);
+        assert_eq!(
+            tenure(&ours, &our_args),
+            patronictl(&yaml, &theirs_args),
+            "dsn {args:?}"
+        );
+    }
+
+    let names = |table: &str| -> Vec<String> {
+        table
+            .lines()
+            .filter(|l| l.starts_with("| ") && !l.starts_with("| Member"))
+            .filter_map(|l| l.split('|').nth(1).map(|c| c.trim().to_string()))
+            .collect()
+    };
+    let theirs = patronictl(&yaml, &["topology", SCOPE]);
+    assert_eq!(
+        names(&tenure(&ours, &["topology"])),
+        names(&theirs),
+        "{theirs}"
+    );
+    assert_eq!(names(&theirs), ["pg1", "+ pg2"], "{theirs}");
+
+    // The same change, without --force: patronictl prints its diff and asks (stdin is no terminal, so it
+    // aborts); tenure prints its diff and goes on to the leader's API, which is not there (exit 69).
+    let change = [
+        "-s",
+        "loop_wait=5",
+        "-p",
+        "work_mem=8MB",
+        "-s",
+        "postgresql.use_pg_rewind=null",
+        "-s",
+        "synchronous_mode=true",
+    ];
+    let theirs = Command::new(PATRONICTL)
+        .arg("-c")
+        .arg(&yaml)
+        .args(["edit-config", SCOPE])
+        .args(change)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("run patronictl");
+    let theirs = String::from_utf8_lossy(&theirs.stdout).into_owned();
+    let (their_diff, _) = theirs
+        .split_once("Apply these changes?")
+        .unwrap_or_else(|| panic!("patronictl asked nothing:\n{theirs}"));
+    let mine = Command::new(env!("CARGO_BIN_EXE_tenure"))
+        .args(["edit-config", "--config", ours.to_str().unwrap()])
+        .args(change)
+        .env_clear()
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("run tenure");
+    assert_eq!(mine.status.code(), Some(69), "no API answers");
+    assert_eq!(String::from_utf8_lossy(&mine.stdout), their_diff);
+    assert!(
+        their_diff.contains("+synchronous_mode: true"),
+        "{their_diff}"
+    );
+}
+
+/// `tenure query` prints what `patronictl query` prints, on a real PostgreSQL 15 a member key points at.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn query_prints_what_patronictl_prints() {
+    let etcd = EtcdServer::start();
+    let mut node = pg_support::PgNode::new("q1");
+    node.settings.pg_hba = vec![
+        "local all all trust".into(),
+        "host all all 127.0.0.1/32 trust".into(),
+    ];
+    tenure::pg::ctl::bootstrap(&node.settings, &Default::default())
+        .await
+        .unwrap_or_else(|e| panic!("bootstrap: {e}\n{}", node.log()));
+    let pg1 = agent(&etcd, "pg1");
+    pg1.race_initialize("7268000000000000001", deadline())
+        .await
+        .unwrap();
+    pg1.ensure_session(deadline()).await.unwrap();
+    pg1.acquire_leader(deadline()).await.unwrap();
+    let mut primary = record("127.0.0.1", "primary", "running");
+    primary.conn_url = format!(
+        "postgres://127.0.0.1:{}/postgres",
+        node.settings.listen_port
+    );
+    pg1.publish_member(&primary, deadline()).await.unwrap();
+    let (dir, yaml) = patronictl_config(&etcd);
+    let ours = tenure_config(&dir, &etcd);
+    let sql = "SELECT 1 AS a, NULL AS b, 'x y' AS c UNION ALL SELECT 22, 'z', ''";
+    for format in [&["--delimiter", ","][..], &["--format", "pretty"], &[]] {
+        let mut theirs = vec![
+            "query", SCOPE, "-U", "postgres", "-d", "postgres", "-c", sql,
+        ];
+        theirs.extend_from_slice(format);
+        let mut mine = vec![
+            "query",
+            "-U",
+            "postgres",
+            "-d",
+            "postgres",
+            "--command",
+            sql,
+        ];
+        mine.extend_from_slice(format);
+        assert_eq!(
+            tenure(&ours, &mine),
+            patronictl(&yaml, &theirs),
+            "query {format:?}"
+        );
+    }
 }

@@ -1,10 +1,10 @@
 //! The commands that change the cluster, each one request to a member's REST API (the leader first):
-//! `pause`/`resume` and `edit-config` (`PATCH /config`), `switchover`, `failover`; `restart` and `reinit`
-//! go to the named member's own API.
+//! `pause`/`resume` (`PATCH /config`), `switchover`, `failover`; `restart` and `reinit` go to the named
+//! member's own API (`edit-config` is in `edit.rs`).
 use std::time::Duration;
 
 use reqwest::Method;
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 use tokio::time::Instant;
 
 use super::prompt::confirm;
@@ -13,7 +13,7 @@ use super::{CliError, Ctx};
 use crate::dcs::rfc3339::parse_rfc3339_ms;
 
 /// `PATCH /config` answers once the store is written.
-const CONFIG_TIMEOUT: Duration = Duration::from_secs(15);
+pub(super) const CONFIG_TIMEOUT: Duration = Duration::from_secs(15);
 /// The API answers a switchover once it happened or after `2 * max(10, loop_wait)` s, as Patroni's does.
 const SWITCHOVER_TIMEOUT: Duration = Duration::from_secs(90);
 /// `--wait` gives the members this long to report the new pause state.
@@ -348,95 +348,4 @@ pub async fn failover(ctx: &Ctx, candidate: Option<String>, force: bool) -> Resu
         .accepted("failover")?;
     println!("{}", message.trim());
     Ok(())
-}
-
-/// `PATCH /config` with every `--set dotted.key=value` merged into one object.
-pub async fn edit_config(ctx: &Ctx, sets: &[String]) -> Result<(), CliError> {
-    let patch = config_patch(sets)?;
-    let snapshot = ctx.store.read().await?;
-    let leader = snapshot
-        .cluster
-        .leader_name()
-        .map(|n| n.as_str().to_string());
-    let to = targets(&snapshot, leader.as_deref());
-    let merged = ctx
-        .rest
-        .first_reachable(&to, Method::PATCH, "/config", Some(&patch), CONFIG_TIMEOUT)
-        .await?
-        .accepted("edit-config")?;
-    println!("Configuration changed.");
-    if let Ok(v) = serde_json::from_str::<Value>(&merged) {
-        print!("{}", super::pyyaml::dump(&v));
-    }
-    Ok(())
-}
-
-/// `["loop_wait=10", "postgresql.parameters.work_mem=8MB", "pause=null"]` ->
-/// `{"loop_wait": 10, "postgresql": {"parameters": {"work_mem": "8MB"}}, "pause": null}`.
-/// Values are YAML (`10` a number, `true` a boolean, `null` deletes the key, anything else text).
-pub fn config_patch(sets: &[String]) -> Result<Value, CliError> {
-    if sets.is_empty() {
-        return Err(CliError::usage(
-            "edit-config needs at least one --set KEY=VALUE (e.g. --set loop_wait=10)",
-        ));
-    }
-    let mut root = Map::new();
-    for set in sets {
-        let bad = |why: &str| CliError::usage(format!("--set {set:?}: {why}"));
-        let (key, value) = set
-            .split_once('=')
-            .ok_or_else(|| bad("expected KEY=VALUE"))?;
-        let path: Vec<&str> = key.trim().split('.').collect();
-        if path.iter().any(|p| p.is_empty()) {
-            return Err(bad("the key has an empty part"));
-        }
-        let value: Value = if value.trim().is_empty() {
-            Value::String(String::new())
-        } else {
-            yaml_serde::from_str(value).map_err(|e| bad(&format!("not a YAML value: {e}")))?
-        };
-        let (last, parents) = path.split_last().ok_or_else(|| bad("empty key"))?;
-        let mut node = &mut root;
-        for p in parents {
-            let child = node
-                .entry(p.to_string())
-                .or_insert_with(|| Value::Object(Map::new()));
-            if !child.is_object() {
-                return Err(bad(&format!("{p} is set to a value and used as a section")));
-            }
-            node = child.as_object_mut().ok_or_else(|| bad("not a section"))?;
-        }
-        node.insert(last.to_string(), value);
-    }
-    Ok(Value::Object(root))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn config_patch_nests_dotted_keys_and_parses_yaml_scalars() {
-        let sets: Vec<String> = [
-            "loop_wait=10",
-            "postgresql.parameters.work_mem=8MB",
-            "postgresql.use_pg_rewind=true",
-            "pause=null",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-        assert_eq!(
-            config_patch(&sets).unwrap(),
-            json!({"loop_wait": 10, "pause": null,
-                   "postgresql": {"parameters": {"work_mem": "8MB"}, "use_pg_rewind": true}})
-        );
-        assert_eq!(
-            config_patch(&[]).unwrap_err().code,
-            super::super::EXIT_USAGE
-        );
-        assert!(config_patch(&["novalue".into()]).is_err());
-        assert!(config_patch(&["a..b=1".into()]).is_err());
-        assert!(config_patch(&["a=1".into(), "a.b=2".into()]).is_err());
-    }
 }

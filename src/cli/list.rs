@@ -66,7 +66,7 @@ pub async fn watch(
 }
 
 /// patronictl's `timestamp(0)` (`2026-12-05 06:53:00`), in UTC: tenure reads no time zone database.
-fn now_text() -> String {
+pub(super) fn now_text() -> String {
     let now_ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs() * 1000);
@@ -92,10 +92,35 @@ async fn list(ctx: &Ctx, format: Format, extended: bool) -> Result<(), CliError>
         // patronictl's `click.echo` adds a blank line to PyYAML's text.
         Format::Yaml => super::pyyaml::dump(&objects()) + "\n",
         Format::Tsv => tsv(&ctx.config.scope, &rows, extended),
-        Format::Table => render(&ctx.config.scope, &snapshot, &rows, extended),
+        Format::Table => render(&ctx.config.scope, &snapshot, &rows, extended, false),
+        Format::Topology => render(
+            &ctx.config.scope,
+            &snapshot,
+            &topology(rows),
+            extended,
+            true,
+        ),
     };
     print!("{out}");
     Ok(())
+}
+
+/// The table `reload` shows before its question, as patronictl's `output_members`.
+pub fn table_text(scope: &str, snapshot: &ClusterSnapshot) -> String {
+    render(scope, snapshot, &rows(snapshot), false, false)
+}
+
+/// patronictl's `topology_sort` for a cluster without cascading replication (tenure has none): the
+/// leader, then every other member one level down, `+ ` before its name; without a leader every member
+/// is one level down.
+fn topology(rows: Vec<Row>) -> Vec<Row> {
+    let (leaders, others): (Vec<Row>, Vec<Row>) =
+        rows.into_iter().partition(|r| r.positions.is_none());
+    let below = others.into_iter().map(|r| Row {
+        member: format!("+ {}", r.member),
+        ..r
+    });
+    leaders.into_iter().take(1).chain(below).collect()
 }
 
 /// The rows, by member name.
@@ -395,7 +420,14 @@ fn tsv(scope: &str, rows: &[Row], extended: bool) -> String {
     super::table::tsv(&columns, &lines)
 }
 
-fn render(scope: &str, snapshot: &ClusterSnapshot, rows: &[Row], extended: bool) -> String {
+/// The pretty table; `flow_tags`: tags in YAML flow style, as patronictl's topology prints them.
+fn render(
+    scope: &str,
+    snapshot: &ClusterSnapshot,
+    rows: &[Row],
+    extended: bool,
+    flow_tags: bool,
+) -> String {
     let shown = Shown::of(rows, extended);
     let right = ["TL", "Receive LSN", "Lag", "Replay LSN"];
     let columns: Vec<(&str, Align)> = shown
@@ -414,7 +446,13 @@ fn render(scope: &str, snapshot: &ClusterSnapshot, rows: &[Row], extended: bool)
         .collect();
     let mut table = Table::new(&columns);
     for r in rows {
-        table.row(shown.cells(r, true));
+        let mut cells = shown.cells(r, true);
+        if flow_tags && shown.tags {
+            if let Some(last) = cells.last_mut() {
+                *last = tags_text(&r.tags, false);
+            }
+        }
+        table.row(cells);
     }
     // patronictl 4.x's title: the `initialize` key's system identifier, or where bootstrap stands. While a
     // bootstrap runs the key holds the winner's name (docs/differences.md), not a number: "initializing".

@@ -135,7 +135,7 @@ fn extended_shows_every_optional_column() {
     snap.members
         .insert("a".into(), replica("postgres://a:5432/x"));
     let header = |extended: bool| {
-        let out = render("b", &snap, &rows(&snap), extended);
+        let out = render("b", &snap, &rows(&snap), extended, false);
         out.lines().nth(1).unwrap_or("").to_string()
     };
     assert!(
@@ -156,7 +156,7 @@ fn extended_shows_every_optional_column() {
 fn the_title_says_where_bootstrap_stands() {
     let mut snap = ClusterSnapshot::default();
     let title = |s: &ClusterSnapshot| {
-        render("b", s, &[], false)
+        render("b", s, &[], false, false)
             .lines()
             .next()
             .unwrap_or("")

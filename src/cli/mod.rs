@@ -1,14 +1,18 @@
-//! The operator commands, as patronictl has them: `list`, `history` and `show-config` read the store
-//! through the `Dcs` adapter; `pause`, `resume`, `switchover`, `failover` and `edit-config` go through a
-//! member's REST API (the leader first), `restart` and `reinit` through the named member's own API, so the
-//! agents act on them through `decide()`.
+//! The operator commands, as patronictl has them: `list`, `topology`, `history`, `show-config` and `dsn`
+//! read the store through the `Dcs` adapter; `pause`, `resume`, `switchover`, `failover` and `edit-config`
+//! go through a member's REST API (the leader first), `restart`, `reinit`, `reload` and `version` through
+//! the named members' own APIs, so the agents act on them through `decide()`; `query` runs SQL on a member.
 //!
 //! Nothing here writes to the store: when no member's API answers, the command fails (exit 69) instead of
 //! falling back to writing the `config` or `failover` key as patronictl does.
 mod control;
+mod diff;
+mod edit;
 mod list;
+mod members;
 mod prompt;
 mod pyyaml;
+mod query;
 mod rest;
 mod show;
 mod store;
@@ -19,6 +23,9 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 use crate::config::Config;
+pub use edit::EditArgs;
+pub use members::{version_line, Role};
+pub use query::QueryArgs;
 
 /// The request was refused (by the API, by the cluster's state, or by the operator at the prompt).
 pub const EXIT_REFUSED: u8 = 1;
@@ -40,6 +47,8 @@ pub enum Format {
     Json,
     Yaml,
     Tsv,
+    /// patronictl's `topology`: the table, replicas indented below their leader.
+    Topology,
 }
 
 /// One operator command, parsed.
@@ -76,10 +85,24 @@ pub enum Command {
         format: Format,
     },
     ShowConfig,
-    EditConfig {
-        /// `dotted.key=yaml-value`
-        set: Vec<String>,
+    EditConfig(EditArgs),
+    /// `POST /reload` on each member with `role`, narrowed to `members` when some are named.
+    Reload {
+        members: Vec<String>,
+        role: Role,
+        force: bool,
     },
+    /// Print a member's `host=H port=P` (the leader's by default).
+    Dsn {
+        role: Option<Role>,
+        member: Option<String>,
+    },
+    /// This program's version, then each member's (all, or those named).
+    Version {
+        members: Vec<String>,
+    },
+    /// SQL on a member, connecting as the user gives.
+    Query(QueryArgs),
     /// Restart PostgreSQL on one member (`POST /restart` on its API).
     Restart {
         node: String,
@@ -156,6 +179,8 @@ pub(crate) struct Ctx {
     pub config: Config,
     pub store: store::Store,
     pub rest: rest::Rest,
+    /// The environment (`EDITOR`, `PATH`, `TMPDIR` for `edit-config`), read once by the binary.
+    pub env: BTreeMap<String, String>,
 }
 
 /// Run `command` with the config file `config` (or `$TENURE_CONFIG` from `env`).
@@ -184,6 +209,7 @@ pub fn run(
             store: store::Store::connect(&config)?,
             rest: rest::Rest::new(&config.restapi)?,
             config,
+            env: env.clone(),
         };
         dispatch(&ctx, command).await
     })
@@ -208,7 +234,15 @@ async fn dispatch(ctx: &Ctx, command: Command) -> Result<(), CliError> {
             force,
         } => control::switchover(ctx, leader, candidate, scheduled, force).await,
         Command::Failover { candidate, force } => control::failover(ctx, candidate, force).await,
-        Command::EditConfig { set } => control::edit_config(ctx, &set).await,
+        Command::EditConfig(args) => edit::edit_config(ctx, &args).await,
+        Command::Reload {
+            members,
+            role,
+            force,
+        } => members::reload(ctx, members, role, force).await,
+        Command::Dsn { role, member } => members::dsn(ctx, role, member).await,
+        Command::Version { members } => members::version(ctx, members).await,
+        Command::Query(args) => query::query(ctx, &args).await,
         Command::Restart {
             node,
             scheduled,

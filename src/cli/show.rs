@@ -27,7 +27,7 @@ pub async fn history(ctx: &Ctx, format: Format) -> Result<(), CliError> {
                 lines.iter().map(|l| l.iter().map(text).collect()).collect();
             print!("{}", super::table::tsv(&HISTORY_COLUMNS, &rows));
         }
-        Format::Table => {
+        Format::Table | Format::Topology => {
             let mut table = Table::new(&[
                 ("TL", Align::Right),
                 ("LSN", Align::Right),

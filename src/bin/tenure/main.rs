@@ -3,12 +3,17 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, CommandFactory, Parser, Subcommand};
 
+mod args;
 mod commands;
+mod generate;
+use args::{
+    DsnArgs, EditConfigArgs, GenerateWhat, QueryArgs, ReloadArgs, TopologyArgs, VersionArgs,
+};
 use commands::{agent, demo, operator, usage, validate, EXIT_USAGE};
 
-const EXIT_CODES: &str = "\
+pub(crate) const EXIT_CODES: &str = "\
 Exit codes:
   0   success
   1   refused: the REST API answered 4xx/5xx (its status and message are printed), the cluster's state
@@ -54,8 +59,25 @@ enum Command {
     History(HistoryArgs),
     /// Print the dynamic configuration (the store's `config` key) as YAML.
     ShowConfig(ScopedArgs),
-    /// Change the dynamic configuration: --set KEY=VALUE, dotted keys, YAML values (PATCH /config).
+    /// Change the dynamic configuration (PATCH /config): --set KEY=VALUE (dotted keys, YAML values),
+    /// --pg NAME=VALUE, --apply FILE, --replace FILE, or in $EDITOR; the diff is shown first.
     EditConfig(EditConfigArgs),
+    /// Re-read the members' config files (POST /reload on each member's API).
+    Reload(ReloadArgs),
+    /// Show the members as a tree: the leader, its replicas below it.
+    Topology(TopologyArgs),
+    /// Print a member's connection string, `host=H port=P` (the leader's by default).
+    Dsn(DsnArgs),
+    /// Print tenure's version; with CLUSTER, each member's too (from its GET /patroni).
+    Version(VersionArgs),
+    /// Run SQL on a member (the leader by default), connecting as -U / --password / $PGUSER / $PGPASSWORD.
+    Query(QueryArgs),
+    /// Write the man page or a shell's completions to stdout (for packagers).
+    #[command(hide = true)]
+    Generate {
+        #[command(subcommand)]
+        what: GenerateWhat,
+    },
     /// Restart PostgreSQL on one member, in its current role; allowed in pause (POST /restart on its API).
     /// With --scheduled, the member restarts at that time (not in pause).
     Restart(RestartArgs),
@@ -103,14 +125,14 @@ struct ClientArgs {}
 /// The cluster argument patronictl takes (`patronictl -c FILE list batman`).
 #[derive(Args)]
 #[command(after_help = EXIT_CODES)]
-struct ScopedArgs {
+pub(crate) struct ScopedArgs {
     /// The cluster name, as patronictl takes it; optional, and it must be the config's `scope`.
     #[arg(value_name = "CLUSTER")]
     cluster: Option<String>,
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
-enum FormatArg {
+pub(crate) enum FormatArg {
     /// patronictl's default word for the table is `pretty`.
     #[value(alias = "pretty")]
     Table,
@@ -155,7 +177,7 @@ struct ListArgs {
 }
 
 /// `-w SECONDS`: a positive number, at least a tenth of a second.
-fn watch_seconds(s: &str) -> Result<f64, String> {
+pub(crate) fn watch_seconds(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {
         Ok(v) if (0.1..=86_400.0).contains(&v) => Ok(v),
         _ => Err(format!(
@@ -216,16 +238,6 @@ struct FailoverArgs {
     /// Do not ask for confirmation (required when stdin is not a terminal).
     #[arg(long)]
     force: bool,
-}
-
-#[derive(Args)]
-#[command(after_help = EXIT_CODES)]
-struct EditConfigArgs {
-    #[command(flatten)]
-    client: ScopedArgs,
-    /// KEY=VALUE, e.g. loop_wait=10 or postgresql.parameters.work_mem=8MB; `null` deletes the key.
-    #[arg(long, short = 's', value_name = "KEY=VALUE")]
-    set: Vec<String>,
 }
 
 #[derive(Args)]
@@ -330,10 +342,7 @@ fn main() -> ExitCode {
                 format: a.format.into(),
                 extended: a.extended,
                 timestamp: a.timestamp,
-                watch_ms: a
-                    .watch
-                    .map(|s| (s * 1000.0) as u64)
-                    .or(a.watch_2s.then_some(2_000)),
+                watch_ms: args::watch_ms(a.watch, a.watch_2s),
             },
             &env,
         ),
@@ -373,11 +382,36 @@ fn main() -> ExitCode {
             &env,
         ),
         Command::ShowConfig(a) => operator(a.into(), tenure::cli::Command::ShowConfig, &env),
-        Command::EditConfig(a) => operator(
-            a.client.into(),
-            tenure::cli::Command::EditConfig { set: a.set },
-            &env,
-        ),
+        Command::EditConfig(a) => {
+            let (scope, command) = a.command();
+            operator(scope, command, &env)
+        }
+        Command::Reload(a) => {
+            let (scope, command) = a.command();
+            operator(scope, command, &env)
+        }
+        Command::Topology(a) => {
+            let (scope, command) = a.command();
+            operator(scope, command, &env)
+        }
+        Command::Dsn(a) => {
+            let (scope, command) = a.command();
+            operator(scope, command, &env)
+        }
+        // Without a cluster, the version alone: no config file needed, as `patronictl version`.
+        Command::Version(VersionArgs { cluster: None, .. }) => {
+            println!("{}", tenure::cli::version_line());
+            ExitCode::SUCCESS
+        }
+        Command::Version(a) => {
+            let (scope, command) = a.command();
+            operator(scope, command, &env)
+        }
+        Command::Query(a) => match a.command() {
+            Ok((scope, command)) => operator(scope, command, &env),
+            Err(why) => usage(&why),
+        },
+        Command::Generate { what } => generate::generate(what, Cli::command()),
         Command::Restart(a) => {
             let (scope, node) = a.node.target();
             operator(
@@ -415,7 +449,7 @@ fn main() -> ExitCode {
 }
 
 /// The cluster an operator command names, if it does (patronictl's positional CLUSTER).
-struct Scope(Option<String>);
+pub(crate) struct Scope(pub(crate) Option<String>);
 
 impl From<ScopedArgs> for Scope {
     fn from(a: ScopedArgs) -> Self {
