@@ -1,5 +1,5 @@
 //! The manual: prose lines, links and anchors, the book's contents, every YAML example through
-//! `tenure agent --validate-config`, the book's build; the reference pages in `docs/reference/`.
+//! `tenure agent --validate-config`, the book's build; the reference pages and alert rules in `docs/`.
 use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::Command;
@@ -9,6 +9,8 @@ use std::process::Command;
 mod harness;
 #[path = "docs/md.rs"]
 mod md;
+#[path = "docs/monitoring.rs"]
+mod monitoring;
 #[path = "docs/reference.rs"]
 mod reference;
 
