@@ -49,3 +49,28 @@ fn every_alert_has_a_runbook_section() {
     assert!(n >= 8, "only {n} alerts");
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
+
+/// Every metric the rules read is one the agent serves: a renamed metric would silence its alert.
+#[tokio::test]
+async fn every_metric_the_rules_read_is_served() {
+    use super::harness::{primary, settings, with_cluster, Api, NOW};
+    let rules = super::md::read("templates/prometheus/tenure-alerts.yml");
+    let used: std::collections::BTreeSet<&str> = rules
+        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .filter(|w| (w.starts_with("patroni_") || w.starts_with("tenure_")) && !w.ends_with('_'))
+        .collect();
+    assert!(used.len() >= 8, "{used:?}");
+    let api = Api::start(settings(), with_cluster(primary(NOW + 10_000))).await;
+    let (_, body) = api.code(reqwest::Method::GET, "/metrics").await;
+    api.shutdown().await;
+    let served: Vec<&str> = body
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    let missing: Vec<&&str> = used.iter().filter(|m| !served.contains(m)).collect();
+    assert!(
+        missing.is_empty(),
+        "metrics the alert rules read that /metrics does not serve: {missing:?}"
+    );
+}
