@@ -19,6 +19,7 @@ mod env;
 mod error;
 pub mod hooks;
 pub mod ignored;
+mod keys;
 mod log;
 mod pg;
 mod raw;
@@ -28,6 +29,7 @@ mod timing;
 
 pub use env::ENV;
 pub use error::{ConfigError, ConfigErrors, Origin, Warning};
+pub use keys::known_keys;
 pub use log::{LogFormat, LogSettings};
 pub use restapi::{BasicAuth, RestApiConfig, RestAuth, RestTls, VerifyClient};
 pub use sync::{BootstrapSync, SyncMode};
