@@ -186,8 +186,8 @@ pub(crate) fn build(
     if let Some(consul) = is_consul {
         timing::check(&timing, consul, ctx);
     }
-    // Only an explicit setting is an error: with the default, settings that leave no room for failsafe
-    // rounds stay valid, and failsafe mode then never extends the fence (it fences as without it).
+    // Only an explicit setting is an error: the default (2 s) is shortened to the room the timing leaves
+    // (`CoreConfig::failsafe_round_ms`); failsafe extends nothing only where not even 100 ms fits.
     if let (true, Err(e)) = (failsafe_set, timing.validate_failsafe(failsafe_timeout_ms)) {
         ctx.invalid(
             "tenure.failsafe_timeout",
