@@ -322,9 +322,8 @@ pub(super) fn bootstrap_config(core: &crate::ha::CoreConfig, config: &Config) ->
         "primary_start_timeout": core.primary_start_timeout_ms / 1000,
         "postgresql": {"use_pg_rewind": core.use_pg_rewind},
     });
-    if config.bootstrap_failsafe_mode {
-        v["failsafe_mode"] = serde_json::json!(true);
-    }
+    // Written either way: a key without it reads as on (tenure's default), so off must be said.
+    v["failsafe_mode"] = serde_json::json!(config.bootstrap_failsafe_mode);
     if let Some(top) = v.as_object_mut() {
         top.extend(config.bootstrap_sync.json());
     }

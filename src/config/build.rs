@@ -136,7 +136,7 @@ pub(crate) fn build(
         defaults::FENCE_BUDGET_MS,
     );
     let drift_max_ppm = tenure.drift_max_ppm.unwrap_or(defaults::DRIFT_MAX_PPM);
-    let bootstrap_failsafe_mode = dcs.failsafe_mode.unwrap_or(false);
+    let bootstrap_failsafe_mode = dcs.failsafe_mode.unwrap_or(defaults::FAILSAFE_MODE);
     let bootstrap_sync = super::sync::bootstrap_sync(&dcs, ctx);
     let failsafe_set = tenure.failsafe_timeout.is_some();
     let failsafe_timeout_ms = ctx.ms(
