@@ -125,7 +125,7 @@ pub fn apply_core(
         applied.push("primary_start_timeout");
     }
     if want.failsafe_timeout_ms != core.failsafe_timeout_ms {
-        // Checked against the timing at load; a timing that leaves no room makes failsafe inert.
+        // Checked against the timing at load; rounds are shortened to the room a later timing leaves.
         next.failsafe_timeout_ms = want.failsafe_timeout_ms;
         applied.push("tenure.failsafe_timeout");
     }

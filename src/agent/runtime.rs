@@ -295,7 +295,8 @@ pub(super) fn failsafe_poster(
         name: core.name.to_string(),
         conn_url: config.pg_settings().conn_url(),
         api_url: config.api_url(),
-        timeout_ms: core.failsafe_timeout_ms,
+        // What the timing leaves room for (the core sends no round when that is nothing).
+        timeout_ms: core.failsafe_round_ms().unwrap_or(core.failsafe_timeout_ms),
         basic_auth: api.username.clone().zip(api.password.clone()),
         token: api.token.clone(),
     }
@@ -321,9 +322,8 @@ pub(super) fn bootstrap_config(core: &crate::ha::CoreConfig, config: &Config) ->
         "primary_start_timeout": core.primary_start_timeout_ms / 1000,
         "postgresql": {"use_pg_rewind": core.use_pg_rewind},
     });
-    if config.bootstrap_failsafe_mode {
-        v["failsafe_mode"] = serde_json::json!(true);
-    }
+    // Written either way: a key without it reads as on (tenure's default), so off must be said.
+    v["failsafe_mode"] = serde_json::json!(config.bootstrap_failsafe_mode);
     if let Some(top) = v.as_object_mut() {
         top.extend(config.bootstrap_sync.json());
     }

@@ -136,7 +136,7 @@ pub(crate) fn build(
         defaults::FENCE_BUDGET_MS,
     );
     let drift_max_ppm = tenure.drift_max_ppm.unwrap_or(defaults::DRIFT_MAX_PPM);
-    let bootstrap_failsafe_mode = dcs.failsafe_mode.unwrap_or(false);
+    let bootstrap_failsafe_mode = dcs.failsafe_mode.unwrap_or(defaults::FAILSAFE_MODE);
     let bootstrap_sync = super::sync::bootstrap_sync(&dcs, ctx);
     let failsafe_set = tenure.failsafe_timeout.is_some();
     let failsafe_timeout_ms = ctx.ms(
@@ -186,8 +186,8 @@ pub(crate) fn build(
     if let Some(consul) = is_consul {
         timing::check(&timing, consul, ctx);
     }
-    // Only an explicit setting is an error: with the default, settings that leave no room for failsafe
-    // rounds stay valid, and failsafe mode then never extends the fence (it fences as without it).
+    // Only an explicit setting is an error: the default (2 s) is shortened to the room the timing leaves
+    // (`CoreConfig::failsafe_round_ms`); failsafe extends nothing only where not even 100 ms fits.
     if let (true, Err(e)) = (failsafe_set, timing.validate_failsafe(failsafe_timeout_ms)) {
         ctx.invalid(
             "tenure.failsafe_timeout",

@@ -288,7 +288,8 @@ impl DynamicSettings {
             )?,
             check_timeline: flag("check_timeline", get("check_timeline"))?,
             pause: flag("pause", get("pause"))?.unwrap_or(false),
-            failsafe_mode: flag("failsafe_mode", get("failsafe_mode"))?.unwrap_or(false),
+            failsafe_mode: flag("failsafe_mode", get("failsafe_mode"))?
+                .unwrap_or(super::defaults::FAILSAFE_MODE),
             ..DynamicSettings::default()
         };
         if let Some(v) = get("maximum_lag_on_failover") {

@@ -56,6 +56,8 @@ pub mod defaults {
     pub const PG_CTL_TIMEOUT_MS: u64 = 60_000;
     pub const SAFETY_MARGIN_MS: u64 = 5_000;
     pub const USE_PG_REWIND: bool = true;
+    /// Failsafe mode, on unless `bootstrap.dcs` or the `config` key says off (issue 30; Patroni: off).
+    pub const FAILSAFE_MODE: bool = true;
     /// Upper bound of every duration from outside (file, store, REST): larger is a typo, and would
     /// overflow the millisecond arithmetic.
     pub const MAX_DURATION_S: u64 = 7 * 86_400;

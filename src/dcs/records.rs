@@ -215,7 +215,8 @@ pub fn dynamic_config_from_json(config: &serde_json::Value) -> DynamicConfig {
     DynamicConfig {
         pause: flag(config, "pause"),
         missing: false,
-        failsafe_mode: flag(config, "failsafe_mode"),
+        // Absent: on, tenure's default (issue 30; Patroni: off); present, read as Patroni reads it.
+        failsafe_mode: config.get("failsafe_mode").is_none() || flag(config, "failsafe_mode"),
         sync: sync_settings(config),
     }
 }

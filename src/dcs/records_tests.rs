@@ -74,7 +74,13 @@ fn failsafe_key_and_mode_read_as_patroni_writes_them() {
     let members = [("pg1".to_string(), "u".to_string())].into_iter().collect();
     assert_eq!(failsafe_json(&members), r#"{"pg1":"u"}"#);
     assert!(dynamic_config_from_json(&serde_json::json!({"failsafe_mode": true})).failsafe_mode);
-    assert!(!dynamic_config_from_json(&serde_json::json!({})).failsafe_mode);
+    // A `config` key without it: on (tenure's default, issue 30); written off, or unreadable (Patroni's
+    // parse_bool gives None, which Patroni reads as off): off.
+    assert!(dynamic_config_from_json(&serde_json::json!({})).failsafe_mode);
+    assert!(!dynamic_config_from_json(&serde_json::json!({"failsafe_mode": false})).failsafe_mode);
+    assert!(
+        !dynamic_config_from_json(&serde_json::json!({"failsafe_mode": "maybe"})).failsafe_mode
+    );
     assert_eq!(
         KeyLayout::new("service", "batman").failsafe(),
         "service/batman/failsafe"

@@ -43,6 +43,8 @@ pub struct Timings {
     pub loop_wait_s: u64,
     pub retry_timeout_s: u64,
     pub fence_budget_s: u64,
+    /// `bootstrap.dcs.failsafe_mode`, written only when set (tests pin it either way).
+    pub failsafe_mode: Option<bool>,
 }
 
 impl Timings {
@@ -53,6 +55,7 @@ impl Timings {
         loop_wait_s: 1,
         retry_timeout_s: 2,
         fence_budget_s: 1,
+        failsafe_mode: None,
     };
 }
 
@@ -125,7 +128,7 @@ restapi:
     ttl: {ttl}
     loop_wait: {loop_wait}
     retry_timeout: {retry}
-    maximum_lag_on_failover: 1048576
+{failsafe}    maximum_lag_on_failover: 1048576
     postgresql:
       use_pg_rewind: true
       parameters:
@@ -170,6 +173,9 @@ tenure:
             ttl = t.ttl_s,
             loop_wait = t.loop_wait_s,
             retry = t.retry_timeout_s,
+            failsafe = t
+                .failsafe_mode
+                .map_or(String::new(), |on| format!("    failsafe_mode: {on}\n")),
             bin = PG_BIN_DIR,
             pg = self.pg_port,
             su = SUPERUSER.0,

@@ -226,11 +226,24 @@ impl CoreConfig {
         })
     }
 
+    /// How long a failsafe round may wait for its answers: `failsafe_timeout`, shortened to the room the
+    /// timing leaves (`Timing::validate_failsafe`), so that the default (Patroni's 2 s) does not switch failsafe
+    /// off under timings such as ttl 10, loop_wait 1, retry_timeout 4 (issue 30). `None`: not even 100 ms fits.
+    pub fn failsafe_round_ms(&self) -> Option<u64> {
+        let t = &self.timing;
+        let others = t.loop_wait_ms + t.retry_timeout_ms + t.fence_budget_ms;
+        let room_ms = t.failsafe_usable_ms().saturating_sub(others) / 2;
+        let round_ms = if self.mutant(MutantName::FailsafeFixedTimeout) {
+            self.failsafe_timeout_ms
+        } else {
+            self.failsafe_timeout_ms.min(room_ms)
+        };
+        t.validate_failsafe(round_ms).ok().map(|()| round_ms)
+    }
+
     /// Whether failsafe mode can work with these settings (otherwise the core never extends on it).
     pub fn failsafe_fits(&self) -> bool {
-        self.timing
-            .validate_failsafe(self.failsafe_timeout_ms)
-            .is_ok()
+        self.failsafe_round_ms().is_some()
     }
 
     /// Whether this node may ever become primary.

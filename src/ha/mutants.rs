@@ -53,6 +53,9 @@ pub enum Mutant {
     /// After a failed bootstrap, keep the `initialize` key our race wrote and bootstrap again ourselves (tenure
     /// before): a member whose bootstrap cannot succeed holds the cluster uninitialized.
     KeepInitializeAfterFailedBootstrap,
+    /// Failsafe rounds wait the configured `failsafe_timeout` whatever the timing, and a timing without room
+    /// for it leaves failsafe inert (tenure before issue 30: ttl 10, retry_timeout 4 fenced in 7.9 s).
+    FailsafeFixedTimeout,
     /// Simulator-only: the watchdog never fires.
     WatchdogNeverFires,
 }

@@ -77,7 +77,13 @@ fn store_addresses_as_patroni_writes_them() {
 fn failsafe_settings_parse_and_a_timeout_that_cannot_land_is_refused() {
     let c = ok(&base_with("tenure.failsafe_timeout", "1.5")).config;
     assert_eq!(c.core_config().failsafe_timeout_ms, 1_500);
-    assert!(!c.bootstrap_failsafe_mode);
+    // On by default (issue 30; Patroni: off), and `false` turns it off.
+    assert!(c.bootstrap_failsafe_mode);
+    assert!(
+        !ok(&base_with("bootstrap.dcs.failsafe_mode", "false"))
+            .config
+            .bootstrap_failsafe_mode
+    );
     let c = ok(&base_with("bootstrap.dcs.failsafe_mode", "true"));
     assert!(c.config.bootstrap_failsafe_mode);
     assert!(

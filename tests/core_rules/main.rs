@@ -5,6 +5,7 @@
 mod bootstrap;
 mod builders;
 mod failsafe;
+mod failsafe_timing;
 mod following;
 mod health;
 mod hooks;

@@ -165,6 +165,17 @@ impl Sim {
             self.w.schedule(at, Ev::Expire);
         }
     }
+    /// SIGSTOP of etcd as the benchmark does it: every call hangs until its deadline (a TCP connection that
+    /// neither answers nor fails) and the store's clock stands still. `unhang_store` (SIGCONT) or `heal_all` ends it.
+    pub fn hang_store(&mut self) {
+        self.w.store.frozen = true;
+        self.w.store_cut.iter_mut().for_each(|c| *c = true);
+        self.w.note("FAULT: store hung (SIGSTOP)".into());
+    }
+    pub fn unhang_store(&mut self) {
+        self.w.store_cut.iter_mut().for_each(|c| *c = false);
+        self.store_back();
+    }
     /// The store behaves as etcd: leases of the full ttl, expiring within a lessor tick of it.
     pub fn etcd_shaped(mut self) -> Sim {
         let ttl = self.ttl();

@@ -9,6 +9,7 @@ mod checker_tests;
 mod checkers;
 mod dsl;
 mod failsafe;
+mod failsafe_hung;
 mod hooks;
 mod host;
 mod lag;

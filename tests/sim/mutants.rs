@@ -264,6 +264,16 @@ fn mutant_publish_before_actions_trips_slow_store_keeps_lease() {
 }
 
 #[test]
+fn mutant_failsafe_fixed_timeout_trips_failsafe_keeps_primary() {
+    let msg = first_failure(1..5, |seed| {
+        crate::failsafe_hung::hung_store_keeps_the_primary(seed, 2_000, 20_000, |c| {
+            c.mutant = Some(Mutant::FailsafeFixedTimeout)
+        });
+    });
+    assert_tripped(&msg, &["FailsafeKeepsPrimary"]);
+}
+
+#[test]
 fn mutant_check_without_recovery_trips_recovery_before_check() {
     let msg = first_failure(1..200, |seed| {
         crate::random::run_seed(seed, |_, c| c.mutant = Some(Mutant::CheckWithoutRecovery))

@@ -46,7 +46,8 @@ pub fn post_failsafe(
     i: usize,
     members: &[(tenure::ha::NodeName, String)],
 ) -> (Vec<FailsafeReply>, u64) {
-    let timeout = w.nodes[i].cfg.failsafe_timeout_ms;
+    let cfg = &w.nodes[i].cfg;
+    let timeout = cfg.failsafe_round_ms().unwrap_or(cfg.failsafe_timeout_ms);
     let leader = w.nodes[i].name.clone();
     let mut slowest = 1;
     let mut replies = Vec::new();

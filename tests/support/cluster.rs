@@ -2,7 +2,7 @@
 //! through `runuser`), real PostgreSQL 15, and a real etcd or the in-process Consul test double.
 //!
 //! The node configs come from the same template as `tenure demo` (`tenure::demo::local`), with short
-//! timings (ttl 10, loop_wait 1, retry_timeout 2, fence_budget 1). Every cluster is fresh, in its own temp
+//! timings (ttl 10, loop_wait 1, retry_timeout 2, fence_budget 1) and `failsafe_mode: false`. Every cluster is fresh, in its own temp
 //! dir, on free loopback ports; clusters run one at a time (a process-wide lock, since each runs three
 //! PostgreSQL servers on a two-core machine). A [`Checker`] samples `pg_is_in_recovery()` on every node
 //! every 100 ms for the cluster's whole life and records any sample with two writable primaries.
@@ -208,7 +208,12 @@ impl Cluster {
                 pg_port: local::free_port().expect("free port"),
                 api_port: local::free_port().expect("free port"),
                 store: node_store(i, &addr),
-                timings: Timings::FAST,
+                // Off unless a test turns it on (failsafe's own tests): the other tests' store outages
+                // expect the non-failsafe path. The product default is on (`e2e_failsafe` runs it).
+                timings: Timings {
+                    failsafe_mode: Some(false),
+                    ..Timings::FAST
+                },
                 postgresql_extra: String::new(),
                 initdb_extra: String::new(),
             })
