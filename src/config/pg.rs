@@ -161,6 +161,14 @@ pub(crate) fn build(
     ctx: &mut Ctx,
 ) -> Option<(PgSettings, RewindPolicy, super::LocalPg)> {
     let p = raw.postgresql.take().unwrap_or_default();
+    if tenure.run_as.is_some() {
+        ctx.invalid(
+            "tenure.run_as",
+            "root mode was removed: an agent running as root would follow paths the PostgreSQL user \
+             controls (the data directory, its config files, hooks)",
+            Some("remove the key and run the agent as the PostgreSQL user (the packaged unit does: User=postgres)"),
+        );
+    }
     let data_dir = ctx.required(
         p.data_dir,
         "postgresql.data_dir",
@@ -257,7 +265,9 @@ pub(crate) fn build(
         rewind: rewind?,
         parameters,
         pg_hba: p.pg_hba.or(dcs.pg_hba).unwrap_or_default(),
-        run_as: tenure.run_as.clone(),
+        // Root mode is gone (`tenure.run_as` is refused in `build`); the field serves the test harness.
+        run_as: None,
+        use_unix_socket: p.use_unix_socket.unwrap_or(true),
         pgpass_path,
         log_file,
         pg_ctl_timeout_s: pg_ctl_timeout_ms.div_ceil(1000),
