@@ -255,9 +255,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut f = Fence::new(&dir.path().join("data"));
         f.disarm().unwrap();
-        assert_eq!(read_state(f.file()), Some(State::Disarmed));
         write_atomically(f.file(), "armed 1234\n").unwrap();
         assert_eq!(read_state(f.file()), Some(State::Armed(1234)));
+        f.disarm().unwrap();
+        assert_eq!(read_state(f.file()), Some(State::Disarmed));
         f.stop_process();
         assert_eq!(read_state(f.file()), Some(State::Exit));
         std::fs::write(f.file(), "garbage").unwrap();
