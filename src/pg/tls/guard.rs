@@ -265,7 +265,7 @@ mod tests {
     fn the_scan_stops_at_cleartext_and_md5_requests_only() {
         let notice = msg(b'N', b"Sx\0\0");
         for (code, refused) in [(3, Some("cleartext")), (5, Some("MD5")), (10, None)] {
-            let mut body = (code as i32).to_be_bytes().to_vec();
+            let mut body = i32::to_be_bytes(code).to_vec();
             if code == 5 {
                 body.extend_from_slice(b"salt");
             }
