@@ -99,9 +99,7 @@ async fn a_connection_to_another_member_sends_no_cleartext_password() {
         "the agent answered: {:?}",
         String::from_utf8_lossy(&sent)
     );
-    let Err(e) = result else {
-        panic!("connected")
-    };
+    let Err(e) = result else { panic!("connected") };
     let e = e.to_string();
     assert!(e.contains(&format!("127.0.0.1:{port}")), "{e}");
 }

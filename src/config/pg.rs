@@ -253,6 +253,18 @@ pub(crate) fn build(
         PathBuf::from(s)
     });
     let (listen_host, listen_port) = listen?;
+    let use_unix_socket = p.use_unix_socket.unwrap_or(true);
+    let hba = p.pg_hba.as_ref().or(dcs.pg_hba.as_ref());
+    if use_unix_socket
+        && hba.is_some_and(|l| !l.iter().any(|l| l.trim_start().starts_with("local")))
+    {
+        ctx.invalid(
+            "postgresql.pg_hba",
+            "has no `local` line, and the agent connects to its PostgreSQL through the Unix socket \
+             (postgresql.use_unix_socket, true by default)",
+            Some("add e.g. `local all postgres scram-sha-256` before other lines, or set use_unix_socket: false"),
+        );
+    }
     let settings = PgSettings {
         name: NodeName::new(name?),
         bin_dir: p.bin_dir.unwrap_or_default(),
@@ -267,7 +279,7 @@ pub(crate) fn build(
         pg_hba: p.pg_hba.or(dcs.pg_hba).unwrap_or_default(),
         // Root mode is gone (`tenure.run_as` is refused in `build`); the field serves the test harness.
         run_as: None,
-        use_unix_socket: p.use_unix_socket.unwrap_or(true),
+        use_unix_socket,
         pgpass_path,
         log_file,
         pg_ctl_timeout_s: pg_ctl_timeout_ms.div_ceil(1000),

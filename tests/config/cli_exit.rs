@@ -77,4 +77,13 @@ fn run_as_is_refused_and_use_unix_socket_is_a_key() {
     let (code, out, err) = tenure(&["agent", "--validate-config", f.to_str().unwrap()]);
     assert_eq!((code, out.trim()), (0, "config OK"), "{err}");
     assert!(!err.contains("use_unix_socket"), "{err}");
+    // Through the socket, pg_hba.conf needs a `local` line: said at start, not as a failed probe.
+    let hba = "['hostssl all all 0.0.0.0/0 scram-sha-256']";
+    std::fs::write(&f, base_with("postgresql.pg_hba", hba)).unwrap();
+    let (code, out, err) = tenure(&["agent", "--validate-config", f.to_str().unwrap()]);
+    assert_eq!(code, 64, "{out}{err}");
+    assert!(
+        err.contains("postgresql.pg_hba") && err.contains("local"),
+        "{err}"
+    );
 }
