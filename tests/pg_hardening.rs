@@ -233,8 +233,9 @@ async fn a_stale_pid_file_and_a_planted_standby_signal_do_not_disarm_the_fencer(
     std::fs::write(s.data_dir.join("standby.signal"), "").unwrap();
     let mut decoy = sleeper();
     let mut fence = fence_for(&s.data_dir);
-    let mut pid_file = fence.file().as_os_str().to_owned();
-    pid_file.push(".pid");
+    // Where the agent writes its fencer's PID for operators and harnesses.
+    let mut pid_file = s.data_dir.as_os_str().to_owned();
+    pid_file.push(".fence.pid");
     std::fs::write(&pid_file, format!("{}\n", decoy.id())).unwrap();
 
     fence.arm(expired()).expect("arm");
@@ -280,8 +281,10 @@ async fn the_fencer_never_signals_a_process_that_is_not_the_postmaster() {
         std::path::PathBuf::from(p)
     };
     let locked = || {
-        let f = std::fs::File::open(&lock).unwrap();
-        nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockExclusiveNonblock).is_err()
+        // The fencer creates its lock file: none yet is no fencer yet.
+        std::fs::File::open(&lock).is_ok_and(|f| {
+            nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockExclusiveNonblock).is_err()
+        })
     };
     assert!(within(3_000, locked), "no fencer holds the lock");
     std::thread::sleep(std::time::Duration::from_millis(1_000));
@@ -350,8 +353,10 @@ async fn a_fencer_told_to_exit_stays_when_a_new_agent_arms_at_once() {
     let mut lock = old.file().as_os_str().to_owned();
     lock.push(".lock");
     let locked = || {
-        let f = std::fs::File::open(&lock).unwrap();
-        nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockExclusiveNonblock).is_err()
+        // The fencer creates its lock file: none yet is no fencer yet.
+        std::fs::File::open(&lock).is_ok_and(|f| {
+            nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockExclusiveNonblock).is_err()
+        })
     };
     assert!(within(3_000, locked), "no fencer holds the lock");
     old.disarm().unwrap();
@@ -363,4 +368,124 @@ async fn a_fencer_told_to_exit_stays_when_a_new_agent_arms_at_once() {
     new.disarm().unwrap();
     new.stop_process();
     assert!(watched, "no fencer watches the newly armed fence");
+}
+
+/// Whether the postmaster `pid` is gone (or a zombie) within `timeout_ms`.
+fn gone_within(pid: i32, timeout_ms: u64) -> bool {
+    within(timeout_ms, || {
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_err()
+            || std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|t| t.contains(") Z"))
+    })
+}
+
+/// A FIFO in place of `postmaster.pid` (issue 29 item 3): the fencer used to block reading it forever
+/// and leave the primary running; it now opens it `O_NONBLOCK`, reads regular files only, finds the
+/// postmaster in `/proc` (working in the data directory) and fences in time. Seen failing before the
+/// fix: "the primary survived its expired fence behind a FIFO".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fifo_at_postmaster_pid_does_not_block_the_fencer() {
+    hostile_env();
+    let node = PgNode::new("hard-f");
+    bootstrap(&node).await;
+    let s = &node.settings;
+    let pid = node.postmaster_pid().expect("postmaster.pid");
+    let pid_file = s.data_dir.join("postmaster.pid");
+    let saved = std::fs::read(&pid_file).unwrap();
+    std::fs::remove_file(&pid_file).unwrap();
+    nix::unistd::mkfifo(&pid_file, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    let mut fence = fence_for(&s.data_dir);
+    fence.arm(expired()).expect("arm");
+    let fenced = gone_within(pid, 5_000);
+    fence.disarm().unwrap();
+    fence.stop_process();
+    // Never leave a FIFO where the harness reads (it would block there).
+    // (An immediate shutdown removes it itself.)
+    let _ = std::fs::remove_file(&pid_file);
+    if !fenced {
+        std::fs::write(&pid_file, saved).unwrap();
+    }
+    assert!(
+        fenced,
+        "the primary survived its expired fence behind a FIFO"
+    );
+}
+
+/// The fencer's lock file replaced by a link (to a file standing in for one of root's): the fencer used
+/// to fail to open it and exit, so no fencer ran at all. It now removes the entry itself, makes its own
+/// with `O_EXCL`, and fences; the link's target is untouched. Seen failing before the fix: "the primary
+/// survived its expired fence" (the fencer exited: cannot open ... .lock: Too many levels of symbolic
+/// links).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_link_at_the_fencer_lock_does_not_disable_it() {
+    hostile_env();
+    let node = PgNode::new("hard-g");
+    bootstrap(&node).await;
+    let s = &node.settings;
+    let pid = node.postmaster_pid().expect("postmaster.pid");
+    let target = node.dir.path().join("precious");
+    std::fs::write(&target, "root's").unwrap();
+    let mut fence = fence_for(&s.data_dir);
+    fence.disarm().unwrap();
+    let mut lock = fence.file().as_os_str().to_owned();
+    lock.push(".lock");
+    let _ = std::fs::remove_file(&lock);
+    std::os::unix::fs::symlink(&target, &lock).unwrap();
+    fence.arm(expired()).expect("arm");
+    let fenced = gone_within(pid, 5_000);
+    fence.disarm().unwrap();
+    fence.stop_process();
+    assert!(fenced, "the primary survived its expired fence");
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "root's");
+}
+
+/// The data directory's parent renamed while the fence is armed: the fencer used to take a missing parent
+/// for "the cluster is gone" and exit without fencing. It holds the directories open now, and finds the
+/// postmaster by the inode it works in: the primary is stopped at its deadline. Seen failing before the
+/// fix: "the primary outlived its deadline after the parent was renamed".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn renaming_the_data_directorys_parent_does_not_stop_the_fencer() {
+    hostile_env();
+    let node = PgNode::new("hard-h");
+    bootstrap(&node).await;
+    let s = &node.settings;
+    let pid = node.postmaster_pid().expect("postmaster.pid");
+    let mut fence = fence_for(&s.data_dir);
+    let soon = tenure::ha::types::Millis(tenure::clock::monotonic().0 + 1_500);
+    fence.arm(soon).expect("arm");
+    let root = node.dir.path().to_path_buf();
+    let moved = root.with_extension("moved");
+    std::thread::sleep(std::time::Duration::from_millis(300)); // the fencer has started and opened them
+    std::fs::rename(&root, &moved).unwrap();
+    let fenced = gone_within(pid, 6_000);
+    std::fs::rename(&moved, &root).unwrap();
+    fence.disarm().unwrap();
+    fence.stop_process();
+    assert!(
+        fenced,
+        "the primary outlived its deadline after the parent was renamed"
+    );
+}
+
+/// A primary's `pg_control` written over to say "in archive recovery" (what a database superuser can do
+/// with `COPY ... TO`), with a `standby.signal` beside it: the fencer used to read the state without the
+/// CRC and take it for a standby. The CRC does not match, so it is not trusted and the primary is fenced.
+/// Seen failing before the fix: "a pg_control without its CRC disarmed the fence".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pg_control_without_its_crc_is_not_trusted() {
+    hostile_env();
+    let node = PgNode::new("hard-i");
+    bootstrap(&node).await;
+    let s = &node.settings;
+    let pid = node.postmaster_pid().expect("postmaster.pid");
+    let control = s.data_dir.join("global/pg_control");
+    let mut bytes = std::fs::read(&control).unwrap();
+    bytes[16..20].copy_from_slice(&5i32.to_ne_bytes()); // DB_IN_ARCHIVE_RECOVERY
+    std::fs::write(&control, &bytes).unwrap();
+    std::fs::write(s.data_dir.join("standby.signal"), "").unwrap();
+    let mut fence = fence_for(&s.data_dir);
+    fence.arm(expired()).expect("arm");
+    let fenced = gone_within(pid, 5_000);
+    fence.disarm().unwrap();
+    fence.stop_process();
+    assert!(fenced, "a pg_control without its CRC disarmed the fence");
 }

@@ -92,6 +92,8 @@ fn tls_node(name: &str, pki: &pki::Pki, hba: &[&str]) -> PgNode {
     }
     s.parameters.insert("ssl".into(), "on".into());
     s.pg_hba = hba.iter().map(|l| l.to_string()).collect();
+    // These pg_hba lists allow TLS over TCP only (no `local` line): the agent's own connections go there.
+    s.use_unix_socket = false;
     node
 }
 

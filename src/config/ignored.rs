@@ -107,10 +107,9 @@ pub const IGNORED: &[(&str, &str)] = &[
         "pg_basebackup runs with tenure's own options",
     ),
     ("postgresql.proxy_address", "no proxy_url is published"),
-    ("postgresql.use_unix_socket", "tenure connects over TCP"),
     (
         "postgresql.use_unix_socket_repl",
-        "tenure connects over TCP",
+        "replication connections go over TCP",
     ),
     ("postgresql.pg_ident", "pg_ident.conf is left as it is"),
     (

@@ -184,10 +184,6 @@ impl Config {
     pub fn api_url(&self) -> String {
         self.restapi.api_url()
     }
-    /// The user PostgreSQL runs as when the agent runs as root (`tenure.run_as`).
-    pub fn run_as(&self) -> Option<&str> {
-        self.pg.run_as.as_deref()
-    }
 }
 
 /// Read and check `file`, with `env` (all variables; only `TENURE_*` are read) applied over it.

@@ -161,6 +161,14 @@ pub(crate) fn build(
     ctx: &mut Ctx,
 ) -> Option<(PgSettings, RewindPolicy, super::LocalPg)> {
     let p = raw.postgresql.take().unwrap_or_default();
+    if tenure.run_as.is_some() {
+        ctx.invalid(
+            "tenure.run_as",
+            "root mode was removed: an agent running as root would follow paths the PostgreSQL user \
+             controls (the data directory, its config files, hooks)",
+            Some("remove the key and run the agent as the PostgreSQL user (the packaged unit does: User=postgres)"),
+        );
+    }
     let data_dir = ctx.required(
         p.data_dir,
         "postgresql.data_dir",
@@ -245,6 +253,18 @@ pub(crate) fn build(
         PathBuf::from(s)
     });
     let (listen_host, listen_port) = listen?;
+    let use_unix_socket = p.use_unix_socket.unwrap_or(true);
+    let hba = p.pg_hba.as_ref().or(dcs.pg_hba.as_ref());
+    if use_unix_socket
+        && hba.is_some_and(|l| !l.iter().any(|l| l.trim_start().starts_with("local")))
+    {
+        ctx.invalid(
+            "postgresql.pg_hba",
+            "has no `local` line, and the agent connects to its PostgreSQL through the Unix socket \
+             (postgresql.use_unix_socket, true by default)",
+            Some("add e.g. `local all postgres scram-sha-256` before other lines, or set use_unix_socket: false"),
+        );
+    }
     let settings = PgSettings {
         name: NodeName::new(name?),
         bin_dir: p.bin_dir.unwrap_or_default(),
@@ -257,7 +277,9 @@ pub(crate) fn build(
         rewind: rewind?,
         parameters,
         pg_hba: p.pg_hba.or(dcs.pg_hba).unwrap_or_default(),
-        run_as: tenure.run_as.clone(),
+        // Root mode is gone (`tenure.run_as` is refused in `build`); the field serves the test harness.
+        run_as: None,
+        use_unix_socket,
         pgpass_path,
         log_file,
         pg_ctl_timeout_s: pg_ctl_timeout_ms.div_ceil(1000),

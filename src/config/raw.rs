@@ -360,7 +360,7 @@ pub struct RawPostgresql {
     pub pre_promote: Option<String>,
     pub before_stop: Option<String>,
     pub proxy_address: Option<Ignored>,
-    pub use_unix_socket: Option<Ignored>,
+    pub use_unix_socket: Option<bool>,
     pub use_unix_socket_repl: Option<Ignored>,
     pub pg_ident: Option<Ignored>,
     pub parameters_primary: Option<Ignored>,
@@ -404,7 +404,7 @@ pub struct RawTenure {
     /// Seconds every member has to answer the primary's `POST /failsafe` (Patroni: a fixed 2 s).
     pub failsafe_timeout: Option<Seconds>,
     pub fencer: Option<RawFencer>,
-    /// Run PostgreSQL's binaries as this user (the agent itself may then run as root).
+    /// Refused: root mode was removed. Parsed only so the error names the key.
     pub run_as: Option<String>,
     /// Where `pg_ctl start -l` writes the postmaster's early output.
     pub pg_ctl_log: Option<PathBuf>,

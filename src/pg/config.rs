@@ -58,8 +58,7 @@ pub fn write_config(settings: &PgSettings) -> Result<(), PgError> {
     write_owned(settings, &settings.data_path(TENURE_CONF), &text, 0o600)?;
 
     let main = settings.data_path("postgresql.conf");
-    let mut conf =
-        std::fs::read_to_string(&main).map_err(PgError::io(format!("read {}", main.display())))?;
+    let mut conf = read_nofollow(&main).map_err(PgError::io(format!("read {}", main.display())))?;
     let mut changed = false;
     for file in [TENURE_CONF, recovery::RECOVERY_CONF] {
         let line = format!("include_if_exists '{file}'");
@@ -72,6 +71,19 @@ pub fn write_config(settings: &PgSettings) -> Result<(), PgError> {
         write_owned(settings, &main, &conf, 0o600)?;
     }
     Ok(())
+}
+
+/// `postgresql.conf` itself: a link in its place (to a file the agent may read and PostgreSQL may not)
+/// is an error, never copied into the data directory.
+fn read_nofollow(path: &std::path::Path) -> std::io::Result<String> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NOFOLLOW)
+        .open(path)?;
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut file, &mut text)?;
+    Ok(text)
 }
 
 /// PostgreSQL's defaults (tenure's for `max_wal_senders`) of the settings in

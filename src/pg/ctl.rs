@@ -439,22 +439,16 @@ pub async fn reinit(
     basebackup(settings, source, after).await
 }
 
-/// Empty the data directory but keep it (its ownership and mode are the operator's).
+/// Empty the data directory but keep it (its ownership and mode are the operator's). Nothing here follows a
+/// link (`files::empty_dir`): a data directory swapped for a link to `/etc` is refused, not emptied.
 pub fn remove_data_dir_contents(settings: &PgSettings) -> Result<(), PgError> {
     let dir = &settings.data_dir;
-    let entries = match std::fs::read_dir(dir) {
-        Ok(e) => e,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(PgError::io(format!("read {}", dir.display()))(e)),
-    };
-    for entry in entries {
-        let path = entry.map_err(PgError::io("read entry"))?.path();
-        let res = if path.is_dir() && !path.is_symlink() {
-            std::fs::remove_dir_all(&path)
-        } else {
-            std::fs::remove_file(&path)
-        };
-        res.map_err(PgError::io(format!("remove {}", path.display())))?;
-    }
-    Ok(())
+    super::files::empty_dir(dir).map_err(|e| match e.raw_os_error() {
+        Some(nix::libc::ELOOP | nix::libc::ENOTDIR) => PgError::State(format!(
+            "{} is a symbolic link or not a directory: tenure empties only a real data directory \
+             (point postgresql.data_dir at the directory itself)",
+            dir.display()
+        )),
+        _ => PgError::io(format!("empty {}", dir.display()))(e),
+    })
 }

@@ -56,6 +56,68 @@ fn create_new(path: &Path, mode: u32) -> std::io::Result<std::fs::File> {
         .open(path)
 }
 
+/// Empty `dir` without following any link: the directory itself is opened `O_NOFOLLOW|O_DIRECTORY` (a link
+/// planted in its place fails with ELOOP or ENOTDIR, emptying nothing), and every entry below is removed
+/// relative to its parent's descriptor, subdirectories opened the same way. A missing `dir` is empty.
+pub(crate) fn empty_dir(dir: &Path) -> std::io::Result<()> {
+    match open_dir(None, dir) {
+        Ok(d) => empty_at(d),
+        Err(nix::errno::Errno::ENOENT) => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+fn open_dir<P: ?Sized + nix::NixPath>(
+    at: Option<std::os::fd::RawFd>,
+    path: &P,
+) -> nix::Result<nix::dir::Dir> {
+    use nix::fcntl::OFlag;
+    let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+    nix::dir::Dir::openat(at, path, flags, nix::sys::stat::Mode::empty())
+}
+
+fn empty_at(mut dir: nix::dir::Dir) -> std::io::Result<()> {
+    use nix::sys::stat::{fstatat, SFlag};
+    use nix::unistd::{unlinkat, UnlinkatFlags};
+    use std::os::fd::AsRawFd;
+    // Names first: removing entries while the stream reads the directory may skip some.
+    let names: Vec<std::ffi::CString> = dir
+        .iter()
+        .filter_map(|e| e.ok().map(|e| e.file_name().to_owned()))
+        .filter(|n| n.as_bytes() != b"." && n.as_bytes() != b"..")
+        .collect();
+    let fd = dir.as_raw_fd();
+    for name in names {
+        let st = fstatat(
+            Some(fd),
+            name.as_c_str(),
+            nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
+        )?;
+        if SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT == SFlag::S_IFDIR {
+            empty_at(open_dir(Some(fd), name.as_c_str())?)?;
+            unlinkat(Some(fd), name.as_c_str(), UnlinkatFlags::RemoveDir)?;
+        } else {
+            unlinkat(Some(fd), name.as_c_str(), UnlinkatFlags::NoRemoveDir)?;
+        }
+    }
+    Ok(())
+}
+
+/// Give `path` itself to `owner`: a link there is changed, never what it points to (`lchown`).
+pub(crate) fn chown_nofollow(path: &Path, owner: Owner) -> std::io::Result<()> {
+    let Some((uid, gid)) = owner else {
+        return Ok(());
+    };
+    nix::unistd::fchownat(
+        None,
+        path,
+        Some(uid),
+        Some(gid),
+        nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
+    )
+    .map_err(Into::into)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -118,5 +180,55 @@ mod tests {
             "the watcher never saw the temporary file in {writes} writes"
         );
         assert!(wide.is_empty(), "seen with modes {wide:?}");
+    }
+
+    /// The data directory swapped for a link to a folder standing in for `/etc`: nothing there is removed.
+    /// A link inside is removed itself, and a real subdirectory with everything in it.
+    #[test]
+    fn emptying_follows_no_link() {
+        let dir = tempfile::tempdir().unwrap();
+        let etc = dir.path().join("etc");
+        std::fs::create_dir_all(etc.join("sub")).unwrap();
+        std::fs::write(etc.join("shadow"), "precious").unwrap();
+        let data = dir.path().join("data");
+        std::os::unix::fs::symlink(&etc, &data).unwrap();
+        let e = empty_dir(&data).unwrap_err();
+        let refused = [Some(nix::libc::ELOOP), Some(nix::libc::ENOTDIR)];
+        assert!(refused.contains(&e.raw_os_error()), "{e}");
+        assert!(etc.join("shadow").exists() && etc.join("sub").exists());
+        std::fs::remove_file(&data).unwrap();
+        std::fs::create_dir_all(data.join("base/1")).unwrap();
+        std::fs::write(data.join("base/1/f"), "x").unwrap();
+        std::os::unix::fs::symlink(&etc, data.join("pg_wal")).unwrap();
+        std::os::unix::fs::symlink(&etc, data.join("base/link")).unwrap();
+        empty_dir(&data).unwrap();
+        assert_eq!(std::fs::read_dir(&data).unwrap().count(), 0);
+        assert!(etc.join("shadow").exists() && etc.join("sub").exists());
+        empty_dir(&dir.path().join("absent")).unwrap();
+    }
+
+    /// The cloned data directory swapped for a link before it is handed over: the link's target keeps
+    /// its owner (as root: the test is only meaningful where chown is allowed).
+    #[test]
+    fn the_ownership_hand_over_follows_no_link() {
+        if !nix::unistd::geteuid().is_root() {
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let etc = dir.path().join("etc");
+        std::fs::create_dir(&etc).unwrap();
+        let data = dir.path().join("data");
+        std::os::unix::fs::symlink(&etc, &data).unwrap();
+        let nobody = Some((
+            nix::unistd::Uid::from_raw(65534),
+            nix::unistd::Gid::from_raw(65534),
+        ));
+        chown_nofollow(&data, nobody).unwrap();
+        assert_eq!(
+            std::fs::metadata(&etc).unwrap().uid(),
+            0,
+            "the link's target was chowned"
+        );
+        assert_eq!(std::fs::symlink_metadata(&data).unwrap().uid(), 65534);
     }
 }

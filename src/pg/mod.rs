@@ -16,12 +16,11 @@ mod process;
 pub mod recovery;
 pub mod rewind;
 pub mod slots;
+pub mod socket;
 pub mod sync;
 pub mod tls;
 
-pub(crate) use process::{
-    is_postmaster_of, pg_control_says_standby, process_started_at_ns, strip_own_env,
-};
+pub(crate) use process::{is_postmaster_of, pid_alive, process_started_at_ns, strip_own_env};
 
 /// A role name, its password, and the TLS settings of its `postgresql.authentication` section.
 #[derive(Clone, PartialEq, Eq)]
@@ -92,6 +91,9 @@ pub struct PgSettings {
     /// `listen_addresses` (`*` or a list); the agent's own connections go to the first address.
     pub listen_host: String,
     pub listen_port: u16,
+    /// The agent's own connections go through the Unix socket in [`PgSettings::socket_dir`] (Patroni's
+    /// `postgresql.use_unix_socket`; tenure's default is true).
+    pub use_unix_socket: bool,
     /// `host:port` other members use to reach this PostgreSQL.
     pub connect_address: String,
     pub superuser: Credentials,
@@ -101,8 +103,9 @@ pub struct PgSettings {
     pub parameters: BTreeMap<String, String>,
     /// `postgresql.pg_hba`: the whole `pg_hba.conf`, as given; empty means tenure's loopback scram defaults.
     pub pg_hba: Vec<String>,
-    /// Run every binary as this user via `runuser -u <user> --` (tests run as root); `None` in production,
-    /// where the agent itself is the postgres user.
+    /// Test harness only: run every binary as this user via `runuser -u <user> --`, for the in-process
+    /// adapter tests that run as root. The agent never sets it: it refuses to run as root, and its config
+    /// refuses `tenure.run_as` (root mode was removed: root would follow paths the postgres user controls).
     pub run_as: Option<String>,
     /// The password file generated for `pg_basebackup` and `pg_rewind` (passwords never go on a command line).
     pub pgpass_path: PathBuf,
@@ -207,6 +210,16 @@ pub enum PgError {
     Sql(#[from] tokio_postgres::Error),
     #[error("tls: {0}")]
     Tls(#[from] tls::TlsError),
+    /// The server asked for a password in a form that would give it away, and nothing proved it is the
+    /// server we meant (`tls::connect`): not sent.
+    #[error(
+        "refused to send a {method} password to {server}: its identity is not verified \
+         (use scram-sha-256 in its pg_hba.conf, the Unix socket, or sslmode verify-ca/verify-full)"
+    )]
+    PasswordRefused {
+        server: String,
+        method: &'static str,
+    },
     #[error("unexpected output: {0}")]
     Parse(String),
     /// `pg_ctl start` failed and no postmaster runs: the start failed (not "still starting").
@@ -301,12 +314,10 @@ pub(crate) fn run_as_owner(settings: &PgSettings) -> Result<files::Owner, PgErro
     Ok(Some((found.uid, found.gid)))
 }
 
+/// Hand `path` itself to `run_as`; a link put in its place is changed, never its target.
 pub(crate) fn chown_to_run_as(settings: &PgSettings, path: &Path) -> Result<(), PgError> {
-    let Some((uid, gid)) = run_as_owner(settings)? else {
-        return Ok(());
-    };
-    nix::unistd::chown(path, Some(uid), Some(gid))
-        .map_err(|e| PgError::io(format!("chown {}", path.display()))(e.into()))
+    files::chown_nofollow(path, run_as_owner(settings)?)
+        .map_err(PgError::io(format!("chown {}", path.display())))
 }
 
 /// Write the pgpass file for one connection: `creds` towards `to` only (host and port as libpq will

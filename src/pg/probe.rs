@@ -170,14 +170,15 @@ pub async fn connect(
     Ok(client)
 }
 
-/// Connect to the local PostgreSQL as the superuser, over loopback (see `SslSettings::for_loopback`).
+/// Connect to the local PostgreSQL as the superuser: through the Unix socket (`use_unix_socket`), else over
+/// loopback (see `SslSettings::for_loopback`), where no cleartext or MD5 password is sent.
 pub async fn connect_local(settings: &PgSettings) -> Result<Client, PgError> {
     let creds = Credentials {
         ssl: settings.superuser.ssl.for_loopback(),
         ..settings.superuser.clone()
     };
     connect(
-        &settings.local_host(),
+        &settings.local_target(),
         settings.listen_port,
         &creds,
         "postgres",
@@ -422,7 +423,7 @@ pub async fn observe_kept(
         return Ok(Observed::Starting);
     }
     let opened_for = (
-        settings.local_host(),
+        settings.local_target(),
         settings.listen_port,
         settings.superuser.username.clone(),
     );

@@ -253,23 +253,6 @@ fn process_start_epoch_s(pid: i32) -> Option<u64> {
     Some(btime + ticks / TICKS_PER_S)
 }
 
-/// Whether `global/pg_control` says the cluster is (or was shut down) in archive recovery, that is a
-/// standby. `standby.signal` alone is no proof: a database superuser can create it with `COPY ... TO`,
-/// while pg_control is written by the server itself. The state is the `int32` after the system
-/// identifier and the two version numbers (offset 16 since PostgreSQL 9.x).
-pub(crate) fn pg_control_says_standby(data_dir: &Path) -> bool {
-    const DB_SHUTDOWNED_IN_RECOVERY: i32 = 2;
-    const DB_IN_ARCHIVE_RECOVERY: i32 = 5;
-    let Ok(bytes) = std::fs::read(data_dir.join("global/pg_control")) else {
-        return false;
-    };
-    let Some(state) = bytes.get(16..20) else {
-        return false;
-    };
-    let state = i32::from_ne_bytes([state[0], state[1], state[2], state[3]]);
-    matches!(state, DB_SHUTDOWNED_IN_RECOVERY | DB_IN_ARCHIVE_RECOVERY)
-}
-
 /// State letter and parent PID from `/proc/<pid>/stat`; `None` when there is no such process.
 fn proc_stat(pid: i32) -> Option<(char, i32)> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;

@@ -134,6 +134,7 @@ mod tests {
             listen_host: "*".into(),
             listen_port: 5432,
             connect_address: "10.0.0.1:5432".into(),
+            use_unix_socket: false,
             superuser: creds("postgres", "x"),
             replication: creds("repl", r"it's\secret"),
             rewind: creds("rewind", "y"),

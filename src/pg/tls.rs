@@ -8,8 +8,12 @@ use std::sync::Arc;
 
 use tokio_rustls::rustls;
 
+mod connect;
+pub mod guard;
 mod stream;
 mod verify;
+
+pub use connect::{connect, PgConnection};
 
 pub use stream::{MakeRustls, RustlsConnect, RustlsStream};
 
@@ -118,11 +122,11 @@ impl SslSettings {
         .collect()
     }
 
-    /// What the agent uses towards its own PostgreSQL over loopback: encryption as configured (`prefer`
-    /// when the section does not disable it) and the client certificate, but no server certificate check:
-    /// the server's certificate names the member's public address, not 127.0.0.1, and nothing sits
-    /// between the agent and its own PostgreSQL (Patroni goes through the Unix socket, where libpq ignores
-    /// `sslmode`).
+    /// What the agent uses towards its own PostgreSQL over loopback (`use_unix_socket: false`): encryption
+    /// as configured (`prefer` when the section does not disable it) and the client certificate, but no
+    /// server certificate check: the server's certificate names the member's public address, not
+    /// 127.0.0.1. The server is then not verified (any local user can bind the port while PostgreSQL is
+    /// down), so [`connect`] answers no cleartext or MD5 password request there.
     pub fn for_loopback(&self) -> SslSettings {
         let mode = match self.mode {
             Some(SslMode::Disable) => SslMode::Disable,
@@ -314,37 +318,12 @@ pub fn client_config(ssl: &SslSettings) -> Result<rustls::ClientConfig, TlsError
     Ok(config)
 }
 
-/// Apply `ssl` to `cfg` and connect with a real TLS connector. `allow` tries without TLS first, then with
-/// it, as libpq does.
-pub async fn connect(
-    cfg: &mut tokio_postgres::Config,
-    ssl: &SslSettings,
-) -> Result<
-    (
-        tokio_postgres::Client,
-        tokio_postgres::Connection<tokio_postgres::Socket, RustlsStream<tokio_postgres::Socket>>,
-    ),
-    super::PgError,
-> {
-    use tokio_postgres::config::{ChannelBinding as Cb, SslMode as Tm, SslNegotiation};
-    let tls = MakeRustls::new(client_config(ssl)?);
-    if ssl.negotiation.as_deref() == Some("direct") {
-        cfg.ssl_negotiation(SslNegotiation::Direct);
-    }
-    cfg.channel_binding(match ssl.channel_binding.as_deref() {
-        Some("disable") => Cb::Disable,
-        Some("require") => Cb::Require,
-        _ => Cb::Prefer,
-    });
-    let mode = ssl.mode.unwrap_or_default();
-    cfg.ssl_mode(match mode {
-        SslMode::Disable | SslMode::Allow => Tm::Disable,
-        SslMode::Prefer => Tm::Prefer,
-        SslMode::Require | SslMode::VerifyCa | SslMode::VerifyFull => Tm::Require,
-    });
-    match cfg.connect(tls.clone()).await {
-        Err(_) if mode == SslMode::Allow => Ok(cfg.ssl_mode(Tm::Require).connect(tls).await?),
-        other => Ok(other?),
+impl SslSettings {
+    /// Whether TLS with these settings proves the server's identity: the chain is checked (`verify-ca`,
+    /// `verify-full`, or `require` with a root certificate, as libpq does).
+    pub fn verifies_server(&self) -> bool {
+        let mode = self.mode.unwrap_or_default();
+        mode.verifies() || (mode == SslMode::Require && self.rootcert.is_some())
     }
 }
 

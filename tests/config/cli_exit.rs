@@ -58,3 +58,32 @@ fn cli_usage_exit_codes() {
         assert!(err.contains("PostgreSQL refuses to run as root"), "{err}");
     }
 }
+
+/// Root mode is gone: `tenure.run_as` is refused, naming the key and the fix (it used to be accepted,
+/// and let an agent run as root follow paths the PostgreSQL user controls). Patroni's
+/// `postgresql.use_unix_socket` is a real key now, no longer ignored with a warning.
+#[test]
+fn run_as_is_refused_and_use_unix_socket_is_a_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("root.yml");
+    std::fs::write(&f, base_with("tenure.run_as", "postgres")).unwrap();
+    let (code, out, err) = tenure(&["agent", "--validate-config", f.to_str().unwrap()]);
+    assert_eq!(code, 64, "{out}{err}");
+    assert!(
+        err.contains("tenure.run_as") && err.contains("run the agent as the PostgreSQL user"),
+        "{err}"
+    );
+    std::fs::write(&f, base_with("postgresql.use_unix_socket", "false")).unwrap();
+    let (code, out, err) = tenure(&["agent", "--validate-config", f.to_str().unwrap()]);
+    assert_eq!((code, out.trim()), (0, "config OK"), "{err}");
+    assert!(!err.contains("use_unix_socket"), "{err}");
+    // Through the socket, pg_hba.conf needs a `local` line: said at start, not as a failed probe.
+    let hba = "['hostssl all all 0.0.0.0/0 scram-sha-256']";
+    std::fs::write(&f, base_with("postgresql.pg_hba", hba)).unwrap();
+    let (code, out, err) = tenure(&["agent", "--validate-config", f.to_str().unwrap()]);
+    assert_eq!(code, 64, "{out}{err}");
+    assert!(
+        err.contains("postgresql.pg_hba") && err.contains("local"),
+        "{err}"
+    );
+}

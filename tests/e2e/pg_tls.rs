@@ -10,6 +10,7 @@ use crate::support;
 const HBA: &str = "  pg_hba:
   - hostssl all all 127.0.0.1/32 scram-sha-256
   - hostssl replication all 127.0.0.1/32 scram-sha-256
+  use_unix_socket: false
 ";
 
 /// `render()`'s config with the replication section's TLS keys and the server's TLS parameters added.

@@ -103,6 +103,7 @@ impl PgNode {
             listen_host: "127.0.0.1".into(),
             listen_port: port,
             connect_address: format!("127.0.0.1:{port}"),
+            use_unix_socket: true,
             superuser: creds("postgres"),
             replication: creds("replicator"),
             rewind: creds("rewinder"),

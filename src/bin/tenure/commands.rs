@@ -91,11 +91,16 @@ pub(crate) fn agent(file: &Path, env: &BTreeMap<String, String>) -> ExitCode {
         Err(code) => return code,
     };
     let config = loaded.config;
-    if nix::unistd::geteuid().is_root() && config.run_as().is_none() {
+    if nix::unistd::geteuid().is_root() {
         return usage(
-            "PostgreSQL refuses to run as root; run tenure as the postgres user \
-             (or set tenure.run_as to the user PostgreSQL runs as)",
+            "the agent does not run as root (PostgreSQL refuses to run as root, and root would follow \
+             paths the PostgreSQL user controls): run it as the user PostgreSQL runs as \
+             (the packaged unit has User=postgres; by hand: runuser -u postgres -- tenure agent --config FILE)",
         );
+    }
+    // Before anything touches PostgreSQL: the socket the agent will send the superuser's password to.
+    if let Err(e) = tenure::pg::socket::check_socket_dir(&config.pg_settings()) {
+        return usage(&e);
     }
     tenure::logging::init(&config.log, env.get("RUST_LOG").map(String::as_str));
     let runtime = match tokio::runtime::Builder::new_multi_thread()
