@@ -33,6 +33,14 @@ impl Dynamic {
                         "the store's config sets parameters tenure always sets itself; ignored"
                     );
                 }
+                for (name, why) in config.refused_from_store(&d) {
+                    warn!(
+                        key = %format!("postgresql.parameters.{name}"),
+                        runs = why,
+                        "the store's config sets a parameter that runs code, which this member's \
+                         postgresql.parameters_from_store_allowed does not name; ignored, the file's value stays"
+                    );
+                }
                 self.valid = Some(d);
                 true
             }

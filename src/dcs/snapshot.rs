@@ -166,6 +166,11 @@ fn read_entry(snap: &mut ClusterSnapshot, rel: &str, e: &StoreEntry) -> Result<(
                 .strip_prefix("members/")
                 .filter(|n| !n.is_empty() && !n.contains('/'))
             {
+                // A member's name reaches files (`synchronous_standby_names`, the recovery file).
+                if let Err(why) = crate::pg::guc::check_member_name(name) {
+                    warn!(key, %why, "ignoring a member whose name no file may hold");
+                    return Ok(());
+                }
                 match text(e).and_then(record::<MemberRecord>) {
                     Ok(record) => {
                         snap.cluster.members.push(member_from_record(name, &record));

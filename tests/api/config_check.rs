@@ -104,6 +104,29 @@ async fn a_config_the_agents_would_refuse_is_refused_at_the_door_with_422() {
             serde_json::json!({"postgresql": {"parameters": {"wal_level": "minimal"}}}),
             "postgresql.parameters.wal_level",
         ),
+        // Issue 29: a parameter name holding a line break became two lines of tenure.conf on every member.
+        (
+            reqwest::Method::PATCH,
+            serde_json::json!({"postgresql": {"parameters": {"work_mem = '5MB'\narchive_command": "/bin/true"}}}),
+            r#"postgresql.parameters."work_mem = '5MB'\narchive_command": is not a PostgreSQL parameter name"#,
+        ),
+        (
+            reqwest::Method::PATCH,
+            serde_json::json!({"postgresql": {"parameters": {"work_mem": "5MB'\narchive_command = '/bin/true"}}}),
+            "postgresql.parameters.work_mem: holds the control character",
+        ),
+        // A parameter that runs programs, which this member's file does not let the store set.
+        (
+            reqwest::Method::PATCH,
+            serde_json::json!({"postgresql": {"parameters": {"archive_command": "/bin/true"}}}),
+            "postgresql.parameters.archive_command: runs code",
+        ),
+        (
+            reqwest::Method::PUT,
+            serde_json::json!({"ttl": 30, "loop_wait": 5, "retry_timeout": 5,
+                               "postgresql": {"parameters": {"Shared_Preload_Libraries": "evil"}}}),
+            "postgresql.parameters.shared_preload_libraries: runs code",
+        ),
         // Consul: session TTL ttl/2 = 10 s less drift cannot fit loop_wait + retry_timeout + fence_budget.
         (
             reqwest::Method::PUT,

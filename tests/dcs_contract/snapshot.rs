@@ -136,6 +136,25 @@ fn unreadable_values_are_skipped_except_config() {
     }
 }
 
+/// Issue 29: a member name reaches files (`synchronous_standby_names`, the recovery file's upstream line):
+/// one with a line break is left out, as an unreadable member is.
+#[test]
+fn a_member_whose_name_holds_a_line_break_is_left_out() {
+    let kvs: &[Kv] = &[
+        ("members/pg2\nrestore_command = 'x'", MEMBER, Some("1")),
+        ("members/pg3", MEMBER, Some("2")),
+    ];
+    for s in read(kvs) {
+        let names: Vec<String> = s
+            .cluster
+            .members
+            .iter()
+            .map(|m| m.name.to_string())
+            .collect();
+        assert_eq!(names, ["pg3"]);
+    }
+}
+
 /// Consul's builder read an empty `leader` as no leader: replicas raced while the key, maybe held by a
 /// session, was there. Patroni reads it as unlocked and leaves the refusal to the store's compare-and-set;
 /// tenure never starts a race for a key that exists.
