@@ -96,6 +96,7 @@ fn use_snapshot(mut snap: ClusterSnapshot) {
     let local = config.core_config();
     let mut dynamic = Dynamic::default();
     dynamic.observe(config, &local, snap.config.as_ref().map(|(v, _)| v));
+    let _ = dynamic.core_view(&mut snap);
     let effective = dynamic.effective(config, &local);
     let _ = changes(&local, &config.pg_settings(), &effective);
     let params = &effective.pg.parameters;
