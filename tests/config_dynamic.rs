@@ -320,3 +320,150 @@ fn synchronous_mode_keys_are_read_and_checked() {
         assert!(e.contains(key), "{v}: {e}");
     }
 }
+
+/// Issue 29 item 4: a name or value that would add a line to tenure.conf is refused naming the key; names
+/// are PostgreSQL's, case-insensitive, so `Port` is `port` (never from the store) and not a second line.
+#[test]
+fn names_and_values_that_would_add_a_line_are_refused_and_names_are_lowercase() {
+    for (v, key) in [
+        (
+            json!({"postgresql": {"parameters": {"work_mem = '5MB'\narchive_command": "x"}}}),
+            "postgresql.parameters.\"work_mem = '5MB'\\narchive_command\"",
+        ),
+        (
+            json!({"postgresql": {"parameters": {"work_mem": "5MB'\narchive_command = 'x"}}}),
+            "postgresql.parameters.work_mem",
+        ),
+        (
+            json!({"postgresql": {"parameters": {"work_mem": "1MB", "WORK_MEM": "2MB"}}}),
+            "postgresql.parameters.work_mem",
+        ),
+    ] {
+        let e = refused(v.clone());
+        assert!(
+            matches!(&e, DynamicError::Invalid { key: k, .. } if k == key),
+            "{v}: {e:?}"
+        );
+    }
+    let d = DynamicSettings::parse(
+        &json!({"postgresql": {"parameters": {"Port": 1, "Work_Mem": "5MB"}}}),
+    )
+    .unwrap();
+    assert_eq!(d.ignored, ["port"]);
+    assert_eq!(d.parameters.unwrap()["work_mem"], "5MB");
+}
+
+/// Issue 29 item 5: parameters that run code come from the store only where the file allows them: named in
+/// `postgresql.parameters_from_store_allowed`, or the very value of the file's `bootstrap.dcs`; the file's
+/// own `postgresql.parameters` win as always. Otherwise the file's value stays and PATCH is refused.
+#[test]
+fn parameters_that_run_code_come_from_the_store_only_where_the_file_allows_them() {
+    let base = FILE.replace(
+        "parameters: {work_mem: 4MB, max_connections: 50, wal_keep_size: 256MB}",
+        "parameters: {work_mem: 4MB, shared_preload_libraries: pg_stat_statements}",
+    );
+    let store = |params: serde_json::Value| json!({"postgresql": {"parameters": params}});
+    let run = |c: &Config, v: &serde_json::Value| {
+        let d = DynamicSettings::parse(v).unwrap();
+        let e = c.effective(&c.core_config(), &d).unwrap();
+        (e.pg.parameters, c.check_dynamic(v).map(|_| ()))
+    };
+
+    let c = file(&base);
+    let (p, check) = run(
+        &c,
+        &store(json!({"ARCHIVE_COMMAND": "/bin/evil", "work_mem": "5MB"})),
+    );
+    assert!(!p.contains_key("archive_command"), "{p:?}");
+    assert_eq!(p["work_mem"], "5MB");
+    let e = check.unwrap_err().to_string();
+    assert!(
+        e.starts_with("postgresql.parameters.archive_command: runs code"),
+        "{e}"
+    );
+    assert!(e.contains("parameters_from_store_allowed"), "{e}");
+
+    // The bootstrap value itself is taken; another one is not, and the file's bootstrap value stays.
+    let (p, check) = run(
+        &c,
+        &store(json!({"shared_preload_libraries": "pg_stat_statements"})),
+    );
+    assert_eq!(
+        (p["shared_preload_libraries"].as_str(), check),
+        ("pg_stat_statements", Ok(()))
+    );
+    let (p, check) = run(&c, &store(json!({"shared_preload_libraries": "evil"})));
+    assert_eq!(p["shared_preload_libraries"], "pg_stat_statements");
+    assert!(check.is_err());
+
+    let allowing = base.replace(
+        "  parameters: {shared_buffers",
+        "  parameters_from_store_allowed: [Archive_Command, shared_preload_libraries]\n  parameters: {shared_buffers",
+    );
+    let c = file(&allowing);
+    let (p, check) = run(
+        &c,
+        &store(
+            json!({"archive_command": "/bin/archive %p", "shared_preload_libraries": "auto_explain"}),
+        ),
+    );
+    assert_eq!(p["archive_command"], "/bin/archive %p");
+    assert_eq!(p["shared_preload_libraries"], "auto_explain");
+    assert_eq!(check, Ok(()));
+
+    let local = base.replace(
+        "maintenance_work_mem: 32MB}",
+        "maintenance_work_mem: 32MB, archive_command: /bin/local}",
+    );
+    let c = file(&local);
+    let (p, check) = run(&c, &store(json!({"archive_command": "/bin/evil"})));
+    assert_eq!(
+        (p["archive_command"].as_str(), check),
+        ("/bin/local", Ok(()))
+    );
+}
+
+/// The file's own names and values become lines too: a line break there stops the agent at start (64).
+#[test]
+fn the_files_parameters_allow_list_and_name_pass_the_grammar() {
+    let cases = [
+        (
+            FILE.replace(
+                "shared_buffers: 16MB",
+                "\"shared_buffers = 1\\nfsync\": 16MB",
+            ),
+            "postgresql.parameters.\"shared_buffers = 1\\nfsync\"",
+        ),
+        (
+            FILE.replace("work_mem: 4MB", "work_mem: \"4MB\\nfsync = off\""),
+            "bootstrap.dcs.postgresql.parameters.\"work_mem\"",
+        ),
+        (
+            FILE.replace(
+                "  parameters: {shared",
+                "  parameters_from_store_allowed: [\"a b\"]\n  parameters: {shared",
+            ),
+            "postgresql.parameters_from_store_allowed[0]",
+        ),
+        (FILE.replace("name: pg1", "name: \"pg1\\nx\""), "name"),
+    ];
+    for (text, key) in cases {
+        match config::parse(&text, Path::new("t.yml"), &BTreeMap::new()) {
+            Ok(_) => panic!("{key}: accepted"),
+            Err(e) => assert!(e.to_string().contains(key), "{key}: {e}"),
+        }
+    }
+    let warned = FILE.replace(
+        "  parameters: {shared",
+        "  parameters_from_store_allowed: [work_mem]\n  parameters: {shared",
+    );
+    let loaded = config::parse(&warned, Path::new("t.yml"), &BTreeMap::new()).unwrap();
+    assert!(
+        loaded
+            .warnings
+            .iter()
+            .any(|w| format!("{w:?}").contains("parameters_from_store_allowed")),
+        "{:?}",
+        loaded.warnings
+    );
+}

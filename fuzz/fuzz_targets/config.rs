@@ -2,7 +2,7 @@
 //!
 //! Input: the file's text, optionally followed by a NUL byte and `NAME=value` lines, the environment.
 //! Beyond "does not panic": a config that loads has timing the core accepts, runs with an empty `config`
-//! key, and prints (`Debug`, error messages) without panicking.
+//! key, writes each of its parameters as one line of `tenure.conf`, and prints (`Debug`, error messages) without panicking.
 #![no_main]
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -31,6 +31,11 @@ fuzz_target!(|data: &[u8]| {
                 .expect("a loaded config has timing the core accepts");
             c.check_dynamic(&serde_json::json!({}))
                 .expect("a loaded config runs with an empty config key");
+            // Every parameter the file gives becomes one line of tenure.conf.
+            for (name, value) in &c.pg_settings().parameters {
+                tenure::pg::guc::line(name, value)
+                    .unwrap_or_else(|e| panic!("{name:?} = {value:?} loaded but unwritable: {e}"));
+            }
             let _ = (
                 c.api_url(),
                 c.restapi_settings(),

@@ -3,9 +3,12 @@
 //! snapshot: the `config` key applied, `/cluster` rendered, and one `decide()` per local PostgreSQL state.
 //!
 //! Input: entries separated by 0x1E; each `<key under service/main/>` 0x1F `<value>` [0x1F `<session>`].
-//! Beyond "does not panic": a member record read back from its JSON is the same record, and a freshly
+//! Beyond "does not panic": a member record read back from its JSON is the same record, a freshly
 //! started agent never promotes (or starts as primary) on what it read, whatever the store holds (R1:
-//! only after an acknowledged acquire).
+//! only after an acknowledged acquire), and what reaches PostgreSQL's config files passes its grammar:
+//! every parameter is one line of `tenure.conf` whose value reads back as written, every member the
+//! snapshot keeps can be followed with a recovery file of exactly its five lines, and none of the
+//! store's parameters that run code is applied (the base config allows none).
 #![no_main]
 use base64::Engine as _;
 use libfuzzer_sys::fuzz_target;
@@ -15,6 +18,8 @@ use tenure::dcs::consul::{snapshot_from_entries, KvEntry};
 use tenure::dcs::etcd::{snapshot_from_entries as etcd_snapshot, SnapshotEntry};
 use tenure::dcs::{ClusterSnapshot, KeyLayout, MemberRecord};
 use tenure::ha::*;
+use tenure::pg::recovery::{self, StandbyConfig};
+use tenure::pg::{guc, Endpoint};
 
 #[path = "common.rs"]
 mod common;
@@ -91,8 +96,34 @@ fn use_snapshot(mut snap: ClusterSnapshot) {
     let local = config.core_config();
     let mut dynamic = Dynamic::default();
     dynamic.observe(config, &local, snap.config.as_ref().map(|(v, _)| v));
+    let _ = dynamic.core_view(&mut snap);
     let effective = dynamic.effective(config, &local);
     let _ = changes(&local, &config.pg_settings(), &effective);
+    let params = &effective.pg.parameters;
+    for (name, value) in params {
+        let line = guc::line(name, value)
+            .unwrap_or_else(|e| panic!("parameter {name:?} = {value:?} would be written: {e}"));
+        assert_eq!(line.matches('\n').count(), 1, "{line:?}");
+        let quoted = line.split_once(" = ").expect("name = value").1.trim_end_matches('\n');
+        assert_eq!(guc::unquote_value(quoted).as_deref(), Some(value.as_str()));
+        assert!(
+            guc::runs_code(name).is_none(),
+            "the store set {name} = {value:?}, which runs code"
+        );
+    }
+    let pg = config.pg_settings();
+    for m in &snap.cluster.members {
+        let up = Endpoint {
+            name: m.name.clone(),
+            host: "10.0.0.2".into(),
+            port: 5432,
+        };
+        let text = recovery::render(&pg, &StandbyConfig::follow(&pg, up))
+            .unwrap_or_else(|e| panic!("member {:?} kept but cannot be followed: {e}", m.name));
+        assert_eq!(text.lines().count(), 5, "{text}");
+        let names = SyncNames::All([m.name.clone()].into());
+        guc::check_value(&tenure::pg::sync::render(&names)).expect("a standby name fits a line");
+    }
     let mut published = Published::starting("main", "pg1", Millis(0));
     published.cluster = Some(snap.clone());
     let _ = cluster_json(&published, &snap).to_string();

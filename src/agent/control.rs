@@ -173,11 +173,13 @@ impl Control for StoreControl {
         &self,
         value: serde_json::Value,
     ) -> Result<serde_json::Value, ControlError> {
+        // An unreadable key is replaced too: PUT is how an operator repairs it.
         let index = {
             let p = self.published.borrow();
-            p.cluster
-                .as_ref()
-                .and_then(|c| c.config.as_ref().map(|(_, i)| *i))
+            p.cluster.as_ref().and_then(|c| {
+                let unreadable = c.config_unreadable.as_ref().map(|(_, i)| *i);
+                c.config.as_ref().map(|(_, i)| *i).or(unreadable)
+            })
         };
         self.write_config(value, index).await
     }

@@ -5,6 +5,8 @@ use tracing::{error, info, warn};
 
 use crate::config::dynamic::{DynamicSettings, Effective};
 use crate::config::Config;
+use crate::dcs::ClusterSnapshot;
+use crate::ha::observation::DynamicConfig;
 use crate::ha::CoreConfig;
 use crate::pg::PgSettings;
 
@@ -13,6 +15,9 @@ use crate::pg::PgSettings;
 pub struct Dynamic {
     seen: Option<Value>,
     valid: Option<DynamicSettings>,
+    /// The core's part of the last `config` value that was a JSON object (pause, failsafe, sync), for a
+    /// read that finds the key unreadable.
+    last_readable: Option<DynamicConfig>,
 }
 
 impl Dynamic {
@@ -33,12 +38,42 @@ impl Dynamic {
                         "the store's config sets parameters tenure always sets itself; ignored"
                     );
                 }
+                for (name, why) in config.refused_from_store(&d) {
+                    warn!(
+                        key = %format!("postgresql.parameters.{name}"),
+                        runs = why,
+                        "the store's config sets a parameter that runs code, which this member's \
+                         postgresql.parameters_from_store_allowed does not name; ignored, the file's value stays"
+                    );
+                }
                 self.valid = Some(d);
                 true
             }
             Err(e) => {
                 error!(error = %e, "the store's config key is not valid; keeping the running settings");
                 false
+            }
+        }
+    }
+
+    /// The core's view of `config` in `snap`: a readable value is remembered; an unreadable one is replaced
+    /// by the last readable value. `Err(why)` when the key is unreadable and none was ever read: the caller
+    /// treats the read as failed and stands still, as in a store outage, rather than guess `pause`.
+    pub fn core_view(&mut self, snap: &mut ClusterSnapshot) -> Result<(), String> {
+        let Some((why, _)) = &snap.config_unreadable else {
+            if snap.config.is_some() {
+                self.last_readable = Some(snap.cluster.config.clone());
+            }
+            return Ok(());
+        };
+        match &self.last_readable {
+            Some(last) => {
+                snap.cluster.config = last.clone();
+                Ok(())
+            }
+            None => {
+                error!(%why, "the store's config key is unreadable and no valid one was read since start; standing still as in a store outage");
+                Err(why.clone())
             }
         }
     }

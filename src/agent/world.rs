@@ -111,6 +111,12 @@ impl World for RealWorld {
         match self.dcs.get_cluster(consistent, instant_at(deadline)).await {
             Ok(mut snap) => {
                 snapshot::fill_derived(&mut snap);
+                if let Err(why) = self.dynamic.core_view(&mut snap) {
+                    let key = "config".to_string();
+                    let e = crate::dcs::DcsError::BadData { key, why };
+                    rt::count_store_error(&mut self.counters, &e);
+                    return None;
+                }
                 self.config_key = snap.config.as_ref().map(|(v, _)| v.clone());
                 self.exec.remember(&snap);
                 self.dcs_last_seen = Some(clock::wall_s());

@@ -8,14 +8,17 @@
 // - `postgresql.parameters`: the store's, then the local file's `postgresql.parameters` over them, except the
 //   parameters Patroni passes on the command line (`PROTECTED`): for those the store wins;
 //   `listen_addresses`, `port`, `cluster_name` and `hot_standby` never come from the store;
-// - `postgresql.use_pg_rewind` and `postgresql.pg_hba`: the local file's, else the store's.
+// - `postgresql.use_pg_rewind` and `postgresql.pg_hba`: the local file's, else the store's;
+// - parameters that run code (`guc::RUNS_CODE`, tenure's rule, not Patroni's): the store's value only where
+//   the file's `postgresql.parameters_from_store_allowed` names them (or it is the file's `bootstrap.dcs`
+//   value); otherwise the file's `bootstrap.dcs` value, or none.
 use std::collections::BTreeMap;
 
 use serde_json::Value;
 
 use crate::ha::observation::SyncSettings;
 use crate::ha::{CoreConfig, Timing, TimingError};
-use crate::pg::PgSettings;
+use crate::pg::{guc, PgSettings};
 
 use super::defaults::MAX_DURATION_S as MAX_SECONDS;
 use super::{Config, Store};
@@ -195,10 +198,22 @@ fn parameters(
     };
     let mut out = BTreeMap::new();
     for (name, value) in map {
+        // Each name and value becomes a line of tenure.conf: a line break in either would add a line.
+        guc::check_name(name)
+            .map_err(|why| invalid(&format!("postgresql.parameters.{name:?}"), why))?;
+        // PostgreSQL's names are case-insensitive; the lists below and the local file's are lowercase.
+        let name = &name.to_ascii_lowercase();
         let key = format!("postgresql.parameters.{name}");
         let Some(mut text) = guc(&key, value)? else {
             continue;
         };
+        guc::check_value(&text).map_err(|why| invalid(&key, why))?;
+        if out.contains_key(name) {
+            return Err(invalid(
+                &key,
+                "is set twice (parameter names are case-insensitive)",
+            ));
+        }
         if NEVER_FROM_STORE.contains(&name.as_str()) {
             ignored.push(name.clone());
             continue;
@@ -366,9 +381,17 @@ impl Config {
         let mut pg = self.pg.clone();
         if let Some(store) = &d.parameters {
             let mut params = store.clone();
+            // What runs code comes from this file unless the file lets the store set it.
+            for (name, _) in self.refused_from_store(d) {
+                params.remove(&name);
+                if let Some(v) = self.local_bootstrap_value(&name) {
+                    params.insert(name, v.clone());
+                }
+            }
             for (k, v) in &self.local_pg.parameters {
-                if !(PROTECTED.contains(&k.as_str()) && store.contains_key(k)) {
-                    params.insert(k.clone(), v.clone());
+                let k = k.to_ascii_lowercase();
+                if !(PROTECTED.contains(&k.as_str()) && store.contains_key(&k)) {
+                    params.insert(k, v.clone());
                 }
             }
             pg.parameters = params;
@@ -383,9 +406,53 @@ impl Config {
     }
 
     /// Would the agents run with `config`? The check `PATCH /config` and `PUT /config` make before writing.
+    /// A parameter that runs code, which this member would not take from the store, is refused too.
     pub fn check_dynamic(&self, config: &Value) -> Result<DynamicSettings, DynamicError> {
         let d = DynamicSettings::parse(config)?;
         self.effective(&self.core, &d)?;
+        if let Some((name, why)) = self.refused_from_store(&d).into_iter().next() {
+            return Err(invalid(
+                &format!("postgresql.parameters.{name}"),
+                format!(
+                    "runs code ({why}) and this member's file does not let the store set it; \
+                     name it in postgresql.parameters_from_store_allowed there, or set it in the file's \
+                     postgresql.parameters"
+                ),
+            ));
+        }
         Ok(d)
+    }
+
+    /// The store's parameters that run code ([`guc::RUNS_CODE`]) which this member does not take from it:
+    /// not named in `postgresql.parameters_from_store_allowed`, not set by the file's own
+    /// `postgresql.parameters` (which wins anyway), and not the very value its `bootstrap.dcs` gives.
+    /// Each with why it runs code.
+    pub fn refused_from_store(&self, d: &DynamicSettings) -> Vec<(String, &'static str)> {
+        let Some(store) = &d.parameters else {
+            return Vec::new();
+        };
+        store
+            .iter()
+            .filter_map(|(name, value)| {
+                let why = guc::runs_code(name)?;
+                let allowed = self.local_pg.from_store_allowed.contains(name)
+                    || self
+                        .local_pg
+                        .parameters
+                        .keys()
+                        .any(|k| k.eq_ignore_ascii_case(name))
+                    || self.local_bootstrap_value(name) == Some(value);
+                (!allowed).then(|| (name.clone(), why))
+            })
+            .collect()
+    }
+
+    /// `bootstrap.dcs.postgresql.parameters`' value of `name` (any case).
+    fn local_bootstrap_value(&self, name: &str) -> Option<&String> {
+        self.local_pg
+            .bootstrap_parameters
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v)
     }
 }

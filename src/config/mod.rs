@@ -139,6 +139,9 @@ pub struct LocalPg {
     /// `bootstrap.dcs.postgresql.parameters` / `pg_hba`: uploaded with the rest of `bootstrap.dcs`.
     pub bootstrap_parameters: BTreeMap<String, String>,
     pub bootstrap_pg_hba: Option<Vec<String>>,
+    /// `postgresql.parameters_from_store_allowed` (lowercase): the parameters that run code which this
+    /// member takes from the store's `config` key.
+    pub from_store_allowed: std::collections::BTreeSet<String>,
     /// `postgresql.callbacks`, `pre_promote`, `before_stop` (the file only: Patroni reads them locally).
     pub hooks: hooks::HookCommands,
 }

@@ -1,11 +1,11 @@
 //! The `postgresql:`, `bootstrap.initdb` and `tags:` sections as the PostgreSQL adapter and the core take them.
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
 use crate::ha::NodeName;
 use crate::pg::ctl::InitdbOptions;
 use crate::pg::tls::{SslMode, SslSettings};
-use crate::pg::{Credentials, PgSettings};
+use crate::pg::{guc, Credentials, PgSettings};
 
 use super::build::Ctx;
 use super::defaults;
@@ -213,17 +213,22 @@ pub(crate) fn build(
         None => superuser.clone(),
         Some(r) => user(Some(r), "postgresql.authentication.rewind", ctx),
     };
-    let text = |m: Option<BTreeMap<String, super::raw::Scalar>>| -> BTreeMap<String, String> {
-        m.into_iter().flatten().map(|(k, v)| (k, v.0)).collect()
-    };
     let local = super::LocalPg {
-        parameters: text(p.parameters),
+        parameters: gucs(p.parameters, "postgresql.parameters", ctx),
         pg_hba: p.pg_hba.clone(),
         use_pg_rewind: p.use_pg_rewind,
-        bootstrap_parameters: text(dcs.parameters),
+        bootstrap_parameters: gucs(dcs.parameters, "bootstrap.dcs.postgresql.parameters", ctx),
         bootstrap_pg_hba: dcs.pg_hba.clone(),
+        from_store_allowed: from_store_allowed(p.parameters_from_store_allowed, ctx),
         hooks: super::hooks::build(p.callbacks, p.pre_promote, p.before_stop, ctx),
     };
+    if let Some(Err(why)) = name.map(guc::check_member_name) {
+        ctx.invalid(
+            "name",
+            format!("{name:?} {why}"),
+            Some("it becomes application_name and a line of the recovery file: no control characters, no spaces at either end"),
+        );
+    }
     let mut parameters = local.bootstrap_parameters.clone();
     parameters.extend(local.parameters.clone());
     let pg_ctl_timeout_ms = ctx.ms(
@@ -285,6 +290,51 @@ pub(crate) fn build(
         pg_ctl_timeout_s: pg_ctl_timeout_ms.div_ceil(1000),
     };
     Some((settings, policy, local))
+}
+
+/// Parameters as written in the file, each name and value checked as a line of `tenure.conf`.
+fn gucs(
+    m: Option<BTreeMap<String, super::raw::Scalar>>,
+    key: &str,
+    ctx: &mut Ctx,
+) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    for (k, v) in m.into_iter().flatten() {
+        match guc::check_name(&k).and_then(|()| guc::check_value(&v.0)) {
+            Ok(()) => {
+                out.insert(k, v.0);
+            }
+            Err(why) => ctx.invalid(
+                &format!("{key}.{k:?}"),
+                why,
+                Some("write one parameter per key, its value on one line"),
+            ),
+        }
+    }
+    out
+}
+
+/// `postgresql.parameters_from_store_allowed`: parameter names, lowercase.
+fn from_store_allowed(list: Option<Vec<String>>, ctx: &mut Ctx) -> BTreeSet<String> {
+    let key = "postgresql.parameters_from_store_allowed";
+    let mut out = BTreeSet::new();
+    for (i, name) in list.into_iter().flatten().enumerate() {
+        if let Err(why) = guc::check_name(&name) {
+            ctx.invalid(
+                &format!("{key}[{i}]"),
+                format!("{name:?} {why}"),
+                None::<&str>,
+            );
+        } else if guc::runs_code(&name).is_none() {
+            ctx.warn(
+                &format!("{key}[{i}]"),
+                format!("{name} is taken from the store anyway: only parameters that run code need naming"),
+            );
+        } else {
+            out.insert(name.to_ascii_lowercase());
+        }
+    }
+    out
 }
 
 /// `bootstrap.initdb` as Patroni writes it; checksums stay on unless `no-data-checksums` is listed.

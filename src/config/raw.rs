@@ -348,6 +348,8 @@ pub struct RawPostgresql {
     pub connect_address: Option<String>,
     pub authentication: Option<RawAuthentication>,
     pub parameters: Option<BTreeMap<String, Scalar>>,
+    /// tenure's own key: the parameters that run code which this member takes from the store.
+    pub parameters_from_store_allowed: Option<Vec<String>>,
     pub use_pg_rewind: Option<bool>,
     pub remove_data_directory_on_rewind_failure: Option<bool>,
     pub remove_data_directory_on_diverged_timelines: Option<bool>,

@@ -19,6 +19,9 @@ pub struct ClusterSnapshot {
     pub cluster: Cluster,
     /// Raw `config` JSON and its modify index (for CAS).
     pub config: Option<(serde_json::Value, u64)>,
+    /// The `config` key is there but not a JSON object: why, and its modify index. `config` is then
+    /// `None`, and the core's `cluster.config` the defaults: the agent puts its last valid one there.
+    pub config_unreadable: Option<(String, u64)>,
     pub members: BTreeMap<String, MemberRecord>,
     pub history: Option<serde_json::Value>,
     pub switchover: Option<SwitchoverRecord>,
@@ -28,7 +31,8 @@ pub struct ClusterSnapshot {
 
 /// Fill what the core derives from the raw snapshot: whether `config` exists, and the timeline fields.
 pub fn fill_derived(snap: &mut ClusterSnapshot) {
-    snap.cluster.config.missing = snap.config.is_none();
+    // An unreadable key is not a missing one: the leader must not write over what an operator repairs.
+    snap.cluster.config.missing = snap.config.is_none() && snap.config_unreadable.is_none();
     fill_timeline(snap);
 }
 
@@ -56,8 +60,9 @@ pub struct StoreEntry<'a> {
 /// The snapshot of one read: `prefix` is the scope's (`service/<scope>/` as the store spells it), `index`
 /// the store's index or revision at the read.
 ///
-/// Tolerance follows what a bad value could make the core do. `config` that cannot be read fails the read
-/// with `BadData` (a wrong guess at `pause` would make the core act). `leader` and `initialize` matter by
+/// Tolerance follows what a bad value could make the core do. `config` that cannot be read is marked
+/// unreadable, not guessed (a wrong guess at `pause` would make the core act): the agent acts on the last
+/// valid one it read, and stands still as in a store outage when it never read one. `leader` and `initialize` matter by
 /// being there: any value counts, an empty one or one that is not UTF-8 included (read with replacement
 /// characters), so a garbage leader key never reads as free; so does `sync`, read as naming no leader. A member, `failover`, `status`, `history` or
 /// `failsafe` value that cannot be read is skipped: its absence only makes the core more cautious. Every
@@ -97,16 +102,16 @@ fn read_entry(snap: &mut ClusterSnapshot, rel: &str, e: &StoreEntry) -> Result<(
                 index: e.index,
             });
         }
-        "config" => {
-            let value = text(e)
-                .and_then(config_from_text)
-                .map_err(|why| DcsError::BadData {
-                    key: key.to_string(),
-                    why,
-                })?;
-            snap.cluster.config = dynamic_config_from_json(&value);
-            snap.config = Some((value, e.index));
-        }
+        "config" => match text(e).and_then(config_from_text) {
+            Ok(value) => {
+                snap.cluster.config = dynamic_config_from_json(&value);
+                snap.config = Some((value, e.index));
+            }
+            Err(why) => {
+                warn!(key, %why, "the config key is unreadable; acting on the last valid one read");
+                snap.config_unreadable = Some((why, e.index));
+            }
+        },
         "failover" => match text(e).and_then(switchover_from_text) {
             Ok((record, request)) => {
                 snap.switchover = Some(record);
@@ -166,6 +171,11 @@ fn read_entry(snap: &mut ClusterSnapshot, rel: &str, e: &StoreEntry) -> Result<(
                 .strip_prefix("members/")
                 .filter(|n| !n.is_empty() && !n.contains('/'))
             {
+                // A member's name reaches files (`synchronous_standby_names`, the recovery file).
+                if let Err(why) = crate::pg::guc::check_member_name(name) {
+                    warn!(key, %why, "ignoring a member whose name no file may hold");
+                    return Ok(());
+                }
                 match text(e).and_then(record::<MemberRecord>) {
                     Ok(record) => {
                         snap.cluster.members.push(member_from_record(name, &record));

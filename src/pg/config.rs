@@ -48,12 +48,14 @@ pub fn write_config(settings: &PgSettings) -> Result<(), PgError> {
         ("wal_log_hints".into(), "on".into()),
     ];
     for (k, v) in &settings.parameters {
-        gucs.retain(|(g, _)| g != k);
+        // PostgreSQL's names are case-insensitive: `Port` would override `port` from a later line.
+        gucs.retain(|(g, _)| !g.eq_ignore_ascii_case(k));
         gucs.push((k.clone(), v.clone()));
     }
     let mut text = String::from("# Written by tenure before every start; edits are lost.\n");
     for (k, v) in gucs {
-        text.push_str(&format!("{k} = {}\n", quote_guc(&v)));
+        // The last guard: a name or value that would add a line (or break the file) is never written.
+        text.push_str(&super::guc::line(&k, &v).map_err(PgError::State)?);
     }
     write_owned(settings, &settings.data_path(TENURE_CONF), &text, 0o600)?;
 
@@ -124,9 +126,4 @@ pub fn raised_to_primary(
         }
     }
     out
-}
-
-/// A GUC value quoted for a config file; quoting is always valid, and `\\` and `'` are escaped.
-fn quote_guc(v: &str) -> String {
-    format!("'{}'", v.replace('\\', "\\\\").replace('\'', "''"))
 }

@@ -10,6 +10,7 @@ pub mod config;
 pub mod controldata;
 pub mod ctl;
 pub(crate) mod files;
+pub mod guc;
 mod log_tail;
 pub mod probe;
 mod process;

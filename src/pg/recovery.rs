@@ -1,5 +1,5 @@
 //! Standby configuration: `standby.signal` plus a tenure-owned `tenure.recovery.conf` included from postgresql.conf.
-use super::{conninfo_quote, ctl, write_owned, Endpoint, PgError, PgSettings};
+use super::{conninfo_quote, ctl, guc, write_owned, Endpoint, PgError, PgSettings};
 use crate::ha::types::NodeName;
 
 /// The recovery include file, relative to the data directory.
@@ -32,10 +32,17 @@ impl StandbyConfig {
     }
 }
 
-/// The text of `tenure.recovery.conf` for a standby.
-pub fn render(settings: &PgSettings, cfg: &StandbyConfig) -> String {
+/// The text of `tenure.recovery.conf` for a standby. `Err` names what would add a line to the file or
+/// break it: the upstream's name and host come from the store.
+pub fn render(settings: &PgSettings, cfg: &StandbyConfig) -> Result<String, PgError> {
     let mut text = String::from("# Written by tenure; edits are lost.\n");
     if let Some(up) = &cfg.upstream {
+        guc::check_member_name(up.name.as_str()).map_err(|why| {
+            PgError::State(format!(
+                "refusing to follow {:?}: its name {why}",
+                up.name.as_str()
+            ))
+        })?;
         text.push_str(&format!("{UPSTREAM_MARK}{}\n", up.name));
         // The password sits in this 0600 file, as Patroni writes it into postgresql.conf: the WAL receiver
         // reconnects on its own, long after any pgpass file we generated might have changed.
@@ -51,23 +58,16 @@ pub fn render(settings: &PgSettings, cfg: &StandbyConfig) -> String {
         for (k, v) in settings.replication.ssl.libpq_keywords(true) {
             conninfo.push_str(&format!(" {k}={}", conninfo_quote(&v)));
         }
-        text.push_str(&format!(
-            "primary_conninfo = '{}'\n",
-            quote_guc_string(&conninfo)
-        ));
+        let refuse = |why| PgError::State(format!("refusing to follow {}: {why}", up.name));
+        text.push_str(&guc::line("primary_conninfo", &conninfo).map_err(refuse)?);
         if let Some(slot) = &cfg.slot {
-            text.push_str(&format!("primary_slot_name = '{slot}'\n"));
+            text.push_str(&guc::line("primary_slot_name", slot).map_err(refuse)?);
         }
     } else {
         text.push_str("primary_conninfo = ''\nprimary_slot_name = ''\n");
     }
     text.push_str("recovery_target_timeline = 'latest'\n");
-    text
-}
-
-/// A GUC string value's body: the config-file lexer turns `\\` into `\` and `''` into `'`.
-fn quote_guc_string(v: &str) -> String {
-    v.replace('\\', "\\\\").replace('\'', "''")
+    Ok(text)
 }
 
 /// Make the next start a standby: write the recovery file and `standby.signal`.
@@ -75,7 +75,7 @@ pub fn configure_standby(settings: &PgSettings, cfg: &StandbyConfig) -> Result<(
     write_owned(
         settings,
         &settings.data_path(RECOVERY_CONF),
-        &render(settings, cfg),
+        &render(settings, cfg)?,
         0o600,
     )?;
     write_owned(settings, &settings.data_path("standby.signal"), "", 0o600)
@@ -155,7 +155,7 @@ mod tests {
             host: "10.0.0.2".into(),
             port: 5433,
         };
-        let text = render(&s, &StandbyConfig::follow(&s, up));
+        let text = render(&s, &StandbyConfig::follow(&s, up)).unwrap();
         assert!(text.contains("# tenure-upstream: node-0\n"));
         // conninfo quoting ('it\'s\\secret') inside GUC quoting ('' and \\ doubled).
         assert!(text.contains(r"password=''it\\''s\\\\secret''"), "{text}");
@@ -168,7 +168,8 @@ mod tests {
                 upstream: None,
                 slot: None,
             },
-        );
+        )
+        .unwrap();
         assert!(none.contains("primary_conninfo = ''\n") && !none.contains(UPSTREAM_MARK));
     }
 
@@ -186,7 +187,7 @@ mod tests {
             host: "10.0.0.2".into(),
             port: 5433,
         };
-        let text = render(&s, &StandbyConfig::follow(&s, up));
+        let text = render(&s, &StandbyConfig::follow(&s, up)).unwrap();
         assert!(
             text.contains(
                 r"sslmode=''verify-ca'' sslpassword=''pass'' sslrootcert=''/etc/ca\\''s.pem''"

@@ -104,6 +104,29 @@ async fn a_config_the_agents_would_refuse_is_refused_at_the_door_with_422() {
             serde_json::json!({"postgresql": {"parameters": {"wal_level": "minimal"}}}),
             "postgresql.parameters.wal_level",
         ),
+        // Issue 29: a parameter name holding a line break became two lines of tenure.conf on every member.
+        (
+            reqwest::Method::PATCH,
+            serde_json::json!({"postgresql": {"parameters": {"work_mem = '5MB'\narchive_command": "/bin/true"}}}),
+            r#"postgresql.parameters."work_mem = '5MB'\narchive_command": is not a PostgreSQL parameter name"#,
+        ),
+        (
+            reqwest::Method::PATCH,
+            serde_json::json!({"postgresql": {"parameters": {"work_mem": "5MB'\narchive_command = '/bin/true"}}}),
+            "postgresql.parameters.work_mem: holds the control character",
+        ),
+        // A parameter that runs programs, which this member's file does not let the store set.
+        (
+            reqwest::Method::PATCH,
+            serde_json::json!({"postgresql": {"parameters": {"archive_command": "/bin/true"}}}),
+            "postgresql.parameters.archive_command: runs code",
+        ),
+        (
+            reqwest::Method::PUT,
+            serde_json::json!({"ttl": 30, "loop_wait": 5, "retry_timeout": 5,
+                               "postgresql": {"parameters": {"Shared_Preload_Libraries": "evil"}}}),
+            "postgresql.parameters.shared_preload_libraries: runs code",
+        ),
         // Consul: session TTL ttl/2 = 10 s less drift cannot fit loop_wait + retry_timeout + fence_budget.
         (
             reqwest::Method::PUT,
@@ -132,6 +155,72 @@ async fn a_config_the_agents_would_refuse_is_refused_at_the_door_with_422() {
     let now = stored().await.expect("config");
     assert_eq!(now["loop_wait"], 3);
     assert_eq!(now["postgresql"]["parameters"]["work_mem"], "5MB");
+    let _ = stop.send(());
+    let _ = task.await;
+}
+
+/// Issue 29 item 6: a `config` key holding garbage is read as unreadable, not missing; `PUT /config` is the
+/// operator's repair and must replace it (its compare-and-set names the garbage's index).
+#[tokio::test]
+async fn put_config_replaces_an_unreadable_config_key() {
+    let consul = ConsulTestServer::start(ConsulTestOptions::default()).await;
+    let dcs = ConsulDcs::new(ConsulSettings::new(&consul.url(), "batman", "pg1", 30_000))
+        .expect("consul settings");
+    let deadline = || tokio::time::Instant::now() + std::time::Duration::from_secs(3);
+    let http = reqwest::Client::new();
+    http.put(format!("{}/v1/kv/service/batman/config", consul.url()))
+        .body("{not json")
+        .send()
+        .await
+        .unwrap();
+    let snap = dcs.get_cluster(true, deadline()).await.unwrap();
+    assert!(snap.config.is_none() && snap.config_unreadable.is_some());
+    let mut p = with_cluster(primary(NOW + 10_000));
+    p.cluster = Some(snap);
+    let (_tx, rx) = watch::channel(p);
+    let (request_tx, _requests) = mpsc::channel(1);
+    let local = local_config(&consul.url());
+    let control = Arc::new(StoreControl {
+        dcs: Arc::new(dcs),
+        published: rx.clone(),
+        timeout_ms: 2_000,
+        requests: request_tx,
+        reload: Arc::new(Notify::new()),
+        wake: Arc::new(Notify::new()),
+        check_config: Arc::new(move |v: &serde_json::Value| {
+            local
+                .check_dynamic(v)
+                .map(|_| ())
+                .map_err(|e| e.to_string())
+        }),
+    });
+    let state = ApiState {
+        published: rx,
+        clock: Arc::new(|| Millis(NOW)),
+        control,
+        failsafe: Default::default(),
+    };
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let (stop, stopped) = oneshot::channel::<()>();
+    let (addr, task) = api::serve(settings(), state, listener, async {
+        let _ = stopped.await;
+    })
+    .await
+    .expect("serve");
+    let good = serde_json::json!({"ttl": 30, "loop_wait": 5, "retry_timeout": 5});
+    let r = http
+        .put(format!("http://{addr}/config"))
+        .basic_auth("admin", Some("s3cret"))
+        .json(&good)
+        .send()
+        .await
+        .unwrap();
+    let status = r.status().as_u16();
+    assert_eq!(status, 200, "{}", r.text().await.unwrap());
+    let reader = ConsulDcs::new(ConsulSettings::new(&consul.url(), "batman", "pg2", 30_000))
+        .expect("consul settings");
+    let s = reader.get_cluster(true, deadline()).await.unwrap();
+    assert_eq!(s.config.map(|(v, _)| v), Some(good));
     let _ = stop.send(());
     let _ = task.await;
 }

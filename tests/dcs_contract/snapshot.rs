@@ -4,6 +4,7 @@
 use base64::Engine as _;
 use tenure::dcs::consul::{snapshot_from_entries as consul_snapshot, KvEntry};
 use tenure::dcs::etcd::{snapshot_from_entries as etcd_snapshot, SnapshotEntry};
+use tenure::dcs::snapshot::fill_derived;
 use tenure::dcs::{ClusterSnapshot, DcsError, KeyLayout, SwitchoverRecord};
 
 /// One key under the scope, its raw value and its owner (a session id; for etcd a lease in decimal).
@@ -126,13 +127,53 @@ fn unreadable_values_are_skipped_except_config() {
             "no owner: no session"
         );
     }
-    for config in [&b"{"[..], b"[1, 2]", b""] {
-        for s in both(&[("config", config, None)]) {
+}
+
+/// Issue 29: a `config` that is not a JSON object failed the whole read, so every agent behaved as in a
+/// store outage and no failover could happen. The snapshot is read; the value is marked unreadable (not
+/// missing: the leader must not overwrite it) and the agent acts on the last valid one it read.
+#[test]
+fn an_unreadable_config_is_marked_and_the_rest_is_read() {
+    for config in [
+        &b"{"[..],
+        b"[1, 2]",
+        b"",
+        b"{\"pause\": true, \"x\": \"\xff\"}",
+    ] {
+        let kvs: &[Kv] = &[("config", config, None), ("leader", b"pg1", Some("7"))];
+        for s in both(kvs) {
+            let mut s = s.unwrap_or_else(|e| panic!("config {config:?} failed the read: {e}"));
+            fill_derived(&mut s);
+            assert_eq!(s.config, None, "config {config:?}");
+            assert!(s.config_unreadable.is_some(), "config {config:?}");
             assert!(
-                matches!(s, Err(DcsError::BadData { .. })),
-                "config {config:?} guessed wrong could unpause: {s:?}"
+                !s.cluster.config.missing,
+                "config {config:?} read as missing"
+            );
+            assert_eq!(
+                s.cluster.leader.map(|l| l.name.to_string()),
+                Some("pg1".into())
             );
         }
+    }
+}
+
+/// Issue 29: a member name reaches files (`synchronous_standby_names`, the recovery file's upstream line):
+/// one with a line break is left out, as an unreadable member is.
+#[test]
+fn a_member_whose_name_holds_a_line_break_is_left_out() {
+    let kvs: &[Kv] = &[
+        ("members/pg2\nrestore_command = 'x'", MEMBER, Some("1")),
+        ("members/pg3", MEMBER, Some("2")),
+    ];
+    for s in read(kvs) {
+        let names: Vec<String> = s
+            .cluster
+            .members
+            .iter()
+            .map(|m| m.name.to_string())
+            .collect();
+        assert_eq!(names, ["pg3"]);
     }
 }
 
@@ -166,13 +207,13 @@ fn a_leader_or_initialize_that_is_not_utf8_is_read_as_garbage() {
 
 /// etcd's adapter read a value that is not UTF-8 with replacement characters before its builder saw it, so
 /// bytes inside a JSON string made a valid `config` (and member): a value nobody wrote, read as written.
-/// Patroni cannot read such a value at all; tenure reads it as garbage: `config` fails the read, a member is
+/// Patroni cannot read such a value at all; tenure reads it as garbage: `config` is marked unreadable, a member is
 /// left out.
 #[test]
 fn json_that_is_not_utf8_is_garbage() {
     let config: &[u8] = b"{\"pause\": true, \"x\": \"\xff\"}";
-    for s in both(&[("config", config, None)]) {
-        assert!(matches!(s, Err(DcsError::BadData { .. })), "{s:?}");
+    for s in read(&[("config", config, None)]) {
+        assert!(s.config.is_none() && s.config_unreadable.is_some(), "{s:?}");
     }
     let member: &[u8] =
         b"{\"conn_url\":\"\xff\",\"api_url\":\"\",\"state\":\"running\",\"role\":\"replica\",\"version\":\"1\"}";

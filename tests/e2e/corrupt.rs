@@ -11,10 +11,10 @@
 //!   so never a candidate. tenure skips the record with a warning: the same, the peer is no candidate. The
 //!   owner rewrites its record every loop, which is the repair.
 //! - `config`: Patroni falls back to `{}` (its defaults). tenure cannot guess `pause` (an unpaused guess
-//!   would make the core act), so a `config` that is not JSON fails the read: the primary keeps renewing
-//!   its lease (as in a store outage), replicas follow and never race, the running settings are kept; JSON
-//!   of the wrong shape or types is refused by the settings parser and the last valid settings are kept.
-//!   See docs/differences.md.
+//!   would make the core act), so a `config` that is not a JSON object is unreadable: every agent acts on
+//!   the last valid one it read (a crashed primary is still replaced: `..._garbage_config_then_the_primary_
+//!   crashes`), and one that never read a valid one stands still as in a store outage; JSON of the wrong
+//!   types is refused by the settings parser and the last valid settings are kept. See docs/differences.md.
 //! - `failover`: ignored with a warning, as Patroni ignores what it cannot parse; no switchover happens.
 //! - `history`, `status`, `failsafe`, `initialize`: an unreadable value counts as absent (Patroni: an
 //!   empty history, optime 0, no failsafe); the leader rewrites `status` each loop and `initialize` with
@@ -502,4 +502,52 @@ fn etcd_garbage_in_every_key() {
 #[test]
 fn consul_garbage_in_every_key() {
     corrupt_every_key(StoreKind::Consul);
+}
+
+/// Issue 29: a `config` that is not JSON failed every agent's read, as a store outage does, so nobody
+/// could take over from a crashed primary. With garbage held in `config`, the primary's host crashes: a
+/// replica takes over on the last valid config it read, and nobody overwrites the garbage (the operator's
+/// value to repair, not the agents').
+fn garbage_config_then_the_primary_crashes(kind: StoreKind) {
+    let mut c = Cluster::start(kind);
+    let kv = Kv::new(&c);
+    let p = c.primary().expect("one primary");
+    create_table(&c, p);
+    let garbage = b"{not json".to_vec();
+    kv.put("config", &garbage);
+    // Two agent loops: every agent has read the garbage.
+    std::thread::sleep(HOLD_MIN);
+    assert_primary_writable(&mut c, p, "config = not JSON");
+    let fault = c.epoch.elapsed();
+    c.crash_host(p);
+    let next = c.wait_until(
+        "a new primary after the crash, with garbage in config",
+        CONVERGE_BUDGET,
+        |c| others(p).find(|i| c.first_writable(*i, fault).is_some()),
+    );
+    log(
+        &c,
+        &format!(
+            "config = not JSON, {} crashed: {} took over after {:.1} s",
+            c.nodes[p].name,
+            c.nodes[next].name,
+            (c.epoch.elapsed() - fault).as_secs_f64()
+        ),
+    );
+    assert_eq!(
+        kv.get("config"),
+        Some(garbage),
+        "the garbage was overwritten"
+    );
+    c.assert_never_two_primaries();
+}
+
+#[test]
+fn etcd_garbage_config_then_the_primary_crashes() {
+    garbage_config_then_the_primary_crashes(StoreKind::Etcd);
+}
+
+#[test]
+fn consul_garbage_config_then_the_primary_crashes() {
+    garbage_config_then_the_primary_crashes(StoreKind::Consul);
 }
