@@ -423,6 +423,55 @@ fn parameters_that_run_code_come_from_the_store_only_where_the_file_allows_them(
     );
 }
 
+/// A store's `pg_hba` line that admits clients without a password (`trust`, `ident`) would let a store writer in as
+/// the superuser, and so run programs on every member: taken only where the file allows it (`pg_hba` in
+/// `postgresql.parameters_from_store_allowed`), or when the file sets its own `pg_hba` (which wins anyway).
+#[test]
+fn a_pg_hba_from_the_store_that_admits_without_a_password_is_taken_only_where_the_file_allows_it() {
+    let hba = |lines: serde_json::Value| json!({"postgresql": {"pg_hba": lines}});
+    let trusting = hba(json!([
+        "local all all scram-sha-256",
+        "host all all 0.0.0.0/0 trust"
+    ]));
+    let run = |c: &Config, v: &serde_json::Value| {
+        let d = DynamicSettings::parse(v).unwrap();
+        let e = c.effective(&c.core_config(), &d).unwrap();
+        (e.pg.pg_hba, c.check_dynamic(v).map(|_| ()))
+    };
+
+    let c = file(FILE);
+    let (lines, check) = run(&c, &trusting);
+    assert!(!lines.iter().any(|l| l.contains("trust")), "{lines:?}");
+    let e = check.unwrap_err().to_string();
+    assert!(
+        e.starts_with("postgresql.pg_hba[1]: admits clients without a password (trust)"),
+        "{e}"
+    );
+    let (lines, check) = run(&c, &hba(json!(["host all all 10.0.0.0/8 IDENT"])));
+    assert!(lines.is_empty(), "{lines:?}");
+    assert!(check.is_err());
+    let (lines, check) = run(&c, &hba(json!(["host all all 10.0.0.0/8 scram-sha-256"])));
+    assert_eq!((lines.len(), check), (1, Ok(())));
+
+    let allowing = FILE.replace(
+        "  parameters: {shared_buffers",
+        "  parameters_from_store_allowed: [pg_hba]\n  parameters: {shared_buffers",
+    );
+    let c = file(&allowing);
+    let (lines, check) = run(&c, &trusting);
+    assert_eq!((lines.len(), check), (2, Ok(())));
+
+    // A line break in a line would add a line nobody checked: the whole value is refused.
+    let e = refused(hba(json!([
+        "host all all 10.0.0.0/8 scram-sha-256\nhost all all 0/0 trust"
+    ])));
+    assert!(
+        e.to_string()
+            .starts_with("postgresql.pg_hba[0]: holds the control character"),
+        "{e}"
+    );
+}
+
 /// The file's own names and values become lines too: a line break there stops the agent at start (64).
 #[test]
 fn the_files_parameters_allow_list_and_name_pass_the_grammar() {

@@ -46,6 +46,14 @@ impl Dynamic {
                          postgresql.parameters_from_store_allowed does not name; ignored, the file's value stays"
                     );
                 }
+                if let Some((i, method)) = config.refused_hba_from_store(&d) {
+                    warn!(
+                        key = %format!("postgresql.pg_hba[{i}]"),
+                        method,
+                        "the store's pg_hba admits clients without a password, which this member's \
+                         postgresql.parameters_from_store_allowed does not allow; ignored, the file's pg_hba stays"
+                    );
+                }
                 self.valid = Some(d);
                 true
             }

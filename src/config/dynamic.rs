@@ -8,7 +8,10 @@
 // - `postgresql.parameters`: the store's, then the local file's `postgresql.parameters` over them, except the
 //   parameters Patroni passes on the command line (`PROTECTED`): for those the store wins;
 //   `listen_addresses`, `port`, `cluster_name` and `hot_standby` never come from the store;
-// - `postgresql.use_pg_rewind` and `postgresql.pg_hba`: the local file's, else the store's;
+// - `postgresql.use_pg_rewind` and `postgresql.pg_hba`: the local file's, else the store's; but a store's
+//   `pg_hba` with a method that admits a client without a password (`pg::hba::PASSWORDLESS`, tenure's rule)
+//   only where the file's `postgresql.parameters_from_store_allowed` names `pg_hba` (or it is the file's
+//   `bootstrap.dcs` value); otherwise the file's `bootstrap.dcs` value, or tenure's defaults;
 // - parameters that run code (`guc::RUNS_CODE`, tenure's rule, not Patroni's): the store's value only where
 //   the file's `postgresql.parameters_from_store_allowed` names them (or it is the file's `bootstrap.dcs`
 //   value); otherwise the file's `bootstrap.dcs` value, or none.
@@ -18,7 +21,7 @@ use serde_json::Value;
 
 use crate::ha::observation::SyncSettings;
 use crate::ha::{CoreConfig, Timing, TimingError};
-use crate::pg::{guc, PgSettings};
+use crate::pg::{guc, hba, PgSettings};
 
 use super::defaults::MAX_DURATION_S as MAX_SECONDS;
 use super::{Config, Store};
@@ -234,10 +237,14 @@ fn pg_hba(v: &Value) -> Result<Option<Vec<String>>, DynamicError> {
         Value::Null => Ok(None),
         Value::Array(lines) => lines
             .iter()
-            .map(|l| {
-                l.as_str()
-                    .map(str::to_string)
-                    .ok_or_else(|| invalid("postgresql.pg_hba", "must be a list of strings"))
+            .enumerate()
+            .map(|(i, l)| {
+                let l = l
+                    .as_str()
+                    .ok_or_else(|| invalid("postgresql.pg_hba", "must be a list of strings"))?;
+                hba::check_line(l)
+                    .map_err(|why| invalid(&format!("postgresql.pg_hba[{i}]"), why))?;
+                Ok(l.to_string())
             })
             .collect::<Result<Vec<_>, _>>()
             .map(Some),
@@ -400,7 +407,11 @@ impl Config {
             .local_pg
             .pg_hba
             .clone()
-            .or_else(|| d.pg_hba.clone())
+            .or_else(|| {
+                d.pg_hba
+                    .clone()
+                    .filter(|_| self.refused_hba_from_store(d).is_none())
+            })
             .unwrap_or(pg.pg_hba);
         Ok(Effective { core, pg })
     }
@@ -420,7 +431,35 @@ impl Config {
                 ),
             ));
         }
+        if let Some((i, method)) = self.refused_hba_from_store(&d) {
+            return Err(invalid(
+                &format!("postgresql.pg_hba[{i}]"),
+                format!(
+                    "admits clients without a password ({method}) and this member's file does not let the \
+                     store set such lines; name pg_hba in postgresql.parameters_from_store_allowed there, or \
+                     set postgresql.pg_hba in the file"
+                ),
+            ));
+        }
         Ok(d)
+    }
+
+    /// The first line of the store's `pg_hba` whose method admits a client without a password
+    /// ([`hba::PASSWORDLESS`]), with that method, when this member would take the store's `pg_hba` and its
+    /// file does not allow such lines from the store (`pg_hba` in `postgresql.parameters_from_store_allowed`, or
+    /// the very lines of its `bootstrap.dcs`).
+    pub fn refused_hba_from_store(&self, d: &DynamicSettings) -> Option<(usize, &'static str)> {
+        let lines = d.pg_hba.as_ref()?;
+        let allowed = self.local_pg.pg_hba.is_some()
+            || self.local_pg.from_store_allowed.contains("pg_hba")
+            || self.local_pg.bootstrap_pg_hba.as_ref() == Some(lines);
+        if allowed {
+            return None;
+        }
+        lines
+            .iter()
+            .enumerate()
+            .find_map(|(i, l)| hba::passwordless_method(l).map(|m| (i, m)))
     }
 
     /// The store's parameters that run code ([`guc::RUNS_CODE`]) which this member does not take from it:

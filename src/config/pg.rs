@@ -314,12 +314,15 @@ fn gucs(
     out
 }
 
-/// `postgresql.parameters_from_store_allowed`: parameter names, lowercase.
+/// `postgresql.parameters_from_store_allowed`: parameter names, lowercase, and `pg_hba` (`pg::hba`).
 fn from_store_allowed(list: Option<Vec<String>>, ctx: &mut Ctx) -> BTreeSet<String> {
     let key = "postgresql.parameters_from_store_allowed";
     let mut out = BTreeSet::new();
     for (i, name) in list.into_iter().flatten().enumerate() {
-        if let Err(why) = guc::check_name(&name) {
+        if name == "pg_hba" {
+            // Not a parameter: lets the store's pg_hba hold lines that admit clients without a password.
+            out.insert(name);
+        } else if let Err(why) = guc::check_name(&name) {
             ctx.invalid(
                 &format!("{key}[{i}]"),
                 format!("{name:?} {why}"),

@@ -11,6 +11,7 @@ pub mod controldata;
 pub mod ctl;
 pub(crate) mod files;
 pub mod guc;
+pub mod hba;
 mod log_tail;
 pub mod probe;
 mod process;

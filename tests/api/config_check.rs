@@ -127,6 +127,18 @@ async fn a_config_the_agents_would_refuse_is_refused_at_the_door_with_422() {
                                "postgresql": {"parameters": {"Shared_Preload_Libraries": "evil"}}}),
             "postgresql.parameters.shared_preload_libraries: runs code",
         ),
+        // A pg_hba line that admits anyone: the superuser, then `COPY ... TO PROGRAM`, on every member.
+        (
+            reqwest::Method::PATCH,
+            serde_json::json!({"postgresql": {"pg_hba": ["local all all scram-sha-256",
+                                                         "host all all 0.0.0.0/0 trust"]}}),
+            "postgresql.pg_hba[1]: admits clients without a password (trust)",
+        ),
+        (
+            reqwest::Method::PATCH,
+            serde_json::json!({"postgresql": {"pg_hba": ["host all all 10.0.0.0/8 scram-sha-256\nhost all all 0/0 trust"]}}),
+            "postgresql.pg_hba[0]: holds the control character",
+        ),
         // Consul: session TTL ttl/2 = 10 s less drift cannot fit loop_wait + retry_timeout + fence_budget.
         (
             reqwest::Method::PUT,
