@@ -4,6 +4,7 @@
 write unavailability, and how many gaps exceed 1 s; optional SINCE: first ack after that unix time is also reported as first_ack_after_s). The role: $TENURE_TEST_PGUSER (default postgres)."""
 import os
 import sys
+import time
 
 import psycopg2
 
@@ -14,8 +15,18 @@ with open(acked_path) as f:
     for line in f:
         i, t = line.split()
         acks.append((int(i), float(t)))
-conn = psycopg2.connect(host=host, port=port, user=os.environ.get("TENURE_TEST_PGUSER", "postgres"), password=password, dbname="postgres",
-                        connect_timeout=5)
+# A verification read, not the measured figure (the writer's acks are): right after a failover HAProxy may
+# not have marked the new primary up yet (its check: every 1 s, up after 2), so the read retries for 30 s.
+deadline = time.monotonic() + 30
+while True:
+    try:
+        conn = psycopg2.connect(host=host, port=port, user=os.environ.get("TENURE_TEST_PGUSER", "postgres"),
+                                password=password, dbname="postgres", connect_timeout=5)
+        break
+    except psycopg2.OperationalError:
+        if time.monotonic() > deadline:
+            raise
+        time.sleep(0.5)
 with conn.cursor() as cur:
     cur.execute("SELECT id FROM tenure_writes")
     present = {r[0] for r in cur.fetchall()}
