@@ -22,7 +22,9 @@ pub mod socket;
 pub mod sync;
 pub mod tls;
 
-pub(crate) use process::{is_postmaster_of, pid_alive, process_started_at_ns, strip_own_env};
+pub(crate) use process::{
+    is_postmaster_of, pid_alive, process_started_at_ns, runs_postgres, strip_own_env,
+};
 
 /// A role name, its password, and the TLS settings of its `postgresql.authentication` section.
 #[derive(Clone, PartialEq, Eq)]

@@ -179,6 +179,21 @@ pub(crate) fn read_postmaster_pid(settings: &PgSettings) -> Option<(i32, String)
 /// `postgresql/postmaster.py` does: the executable must be `postgres` (or `postmaster`), and either its
 /// start time matches `postmaster.pid`'s (within 3 s) or its working directory is the data directory.
 pub(crate) fn is_postmaster_of(pid: i32, data_dir: &Path) -> bool {
+    if !runs_postgres(pid) {
+        return false;
+    }
+    let cwd_matches = match (
+        std::fs::read_link(format!("/proc/{pid}/cwd")),
+        data_dir.canonicalize(),
+    ) {
+        (Ok(cwd), Ok(dir)) => cwd == dir,
+        _ => false,
+    };
+    cwd_matches || start_time_matches(pid, data_dir)
+}
+
+/// `pid` is another process whose executable is `postgres` (or `postmaster`).
+pub(crate) fn runs_postgres(pid: i32) -> bool {
     if pid <= 0 || pid == std::process::id() as i32 {
         return false;
     }
@@ -190,18 +205,10 @@ pub(crate) fn is_postmaster_of(pid: i32, data_dir: &Path) -> bool {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let name = name.trim_end_matches(" (deleted)");
-    if name != "postgres" && name != "postmaster" {
-        return false;
-    }
-    let cwd_matches = match (
-        std::fs::read_link(format!("/proc/{pid}/cwd")),
-        data_dir.canonicalize(),
-    ) {
-        (Ok(cwd), Ok(dir)) => cwd == dir,
-        _ => false,
-    };
-    cwd_matches || start_time_matches(pid, data_dir)
+    matches!(
+        name.trim_end_matches(" (deleted)"),
+        "postgres" | "postmaster"
+    )
 }
 
 /// `postmaster.pid` line 3 (start time, epoch seconds) against the process's own start time.

@@ -211,21 +211,7 @@ fn stop_postmaster(data: &File) {
 /// children chdir into the data directory): compared by inode, so a renamed path still matches and a
 /// process elsewhere never does.
 fn is_postmaster_in(pid: i32, id: (u64, u64)) -> bool {
-    if pid <= 0 || pid == std::process::id() as i32 || !crate::pg::pid_alive(pid) {
-        return false;
-    }
-    let Ok(exe) = std::fs::read_link(format!("/proc/{pid}/exe")) else {
-        return false;
-    };
-    let name = exe
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    // An upgrade replaced the binary under a running server: the link then ends in " (deleted)".
-    if !matches!(
-        name.trim_end_matches(" (deleted)"),
-        "postgres" | "postmaster"
-    ) {
+    if !crate::pg::runs_postgres(pid) || !crate::pg::pid_alive(pid) {
         return false;
     }
     std::fs::metadata(format!("/proc/{pid}/cwd")).is_ok_and(|m| identity(&m) == id)
