@@ -23,6 +23,8 @@ mod more_commands;
 mod packaging;
 #[path = "cli/query.rs"]
 mod query;
+#[path = "cli/remove.rs"]
+mod remove;
 
 use std::path::PathBuf;
 use std::process::Stdio;

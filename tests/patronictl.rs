@@ -6,6 +6,8 @@
 mod etcd_server;
 #[path = "support/pg.rs"]
 mod pg_support;
+#[path = "patronictl/remove.rs"]
+mod remove;
 
 use std::process::Command;
 use std::time::Duration;

@@ -78,31 +78,26 @@ pub(super) fn now_text() -> String {
 
 async fn list(ctx: &Ctx, format: Format, extended: bool) -> Result<(), CliError> {
     let snapshot = ctx.store.read().await?;
-    let rows = rows(&snapshot);
+    print!(
+        "{}",
+        listing(&ctx.config.scope, &snapshot, format, extended)
+    );
+    Ok(())
+}
+
+/// patronictl's `output_members`: the members of `snapshot` in `format`.
+pub fn listing(scope: &str, snapshot: &ClusterSnapshot, format: Format, extended: bool) -> String {
+    let rows = rows(snapshot);
     // `json` and `yaml` print the same objects, patronictl's keys.
-    let objects = || {
-        Value::Array(
-            rows.iter()
-                .map(|r| row_json(&ctx.config.scope, r))
-                .collect(),
-        )
-    };
-    let out = match format {
+    let objects = || Value::Array(rows.iter().map(|r| row_json(scope, r)).collect());
+    match format {
         Format::Json => format!("{}\n", objects()),
         // patronictl's `click.echo` adds a blank line to PyYAML's text.
         Format::Yaml => super::pyyaml::dump(&objects()) + "\n",
-        Format::Tsv => tsv(&ctx.config.scope, &rows, extended),
-        Format::Table => render(&ctx.config.scope, &snapshot, &rows, extended, false),
-        Format::Topology => render(
-            &ctx.config.scope,
-            &snapshot,
-            &topology(rows),
-            extended,
-            true,
-        ),
-    };
-    print!("{out}");
-    Ok(())
+        Format::Tsv => tsv(scope, &rows, extended),
+        Format::Table => render(scope, snapshot, &rows, extended, false),
+        Format::Topology => render(scope, snapshot, &topology(rows), extended, true),
+    }
 }
 
 /// The table `reload` shows before its question, as patronictl's `output_members`.

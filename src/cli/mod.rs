@@ -3,8 +3,9 @@
 //! go through a member's REST API (the leader first), `restart`, `reinit`, `reload` and `version` through
 //! the named members' own APIs, so the agents act on them through `decide()`; `query` runs SQL on a member.
 //!
-//! Nothing here writes to the store: when no member's API answers, the command fails (exit 69) instead of
-//! falling back to writing the `config` or `failover` key as patronictl does.
+//! Only `remove` writes to the store (it deletes the scope, as patronictl's does): when no member's API
+//! answers, the others fail (exit 69) instead of falling back to writing the `config` or `failover` key as
+//! patronictl does.
 mod control;
 mod diff;
 mod edit;
@@ -13,6 +14,7 @@ mod members;
 mod prompt;
 mod pyyaml;
 mod query;
+mod remove;
 mod rest;
 mod show;
 mod store;
@@ -122,6 +124,10 @@ pub enum Command {
     Reinit {
         node: String,
         force: bool,
+    },
+    /// Delete every key of the scope after patronictl's three typed answers (the listing in `format`).
+    Remove {
+        format: Format,
     },
 }
 
@@ -263,6 +269,7 @@ async fn dispatch(ctx: &Ctx, command: Command) -> Result<(), CliError> {
         Command::Reinit { node, force } => {
             control::node_action(ctx, node, control::NodeAction::Reinitialize, force).await
         }
+        Command::Remove { format } => remove::remove(ctx, format).await,
     }
 }
 

@@ -1,4 +1,4 @@
-//! Questions before a change of primary (a confirmation, a candidate): asked on a terminal only.
+//! Questions before a change: a confirmation or a candidate (on a terminal only), and `remove`'s typed answers.
 use std::io::{BufRead, IsTerminal, Write};
 
 use super::CliError;
@@ -36,4 +36,29 @@ pub fn ask(question: &str, choices: &str, fix: &str) -> Result<String, CliError>
         .read_line(&mut answer)
         .map_err(|e| CliError::internal(format!("stdin: {e}")))?;
     Ok(answer.trim().to_string())
+}
+
+/// click's `prompt(question, type=str)`, as `patronictl remove` asks: `question: ` on stdout, a line read
+/// from stdin whether or not it is a terminal (so a script can pipe the answers), an empty line asked
+/// again; end of input is click's `Aborted!`. Only the line end is taken off: the answer is compared as typed.
+pub fn type_in(question: &str) -> Result<String, CliError> {
+    let stdin = std::io::stdin();
+    loop {
+        print!("{question}: ");
+        std::io::stdout()
+            .flush()
+            .map_err(|e| CliError::internal(format!("stdout: {e}")))?;
+        let mut line = String::new();
+        let read = stdin
+            .lock()
+            .read_line(&mut line)
+            .map_err(|e| CliError::internal(format!("stdin: {e}")))?;
+        if read == 0 {
+            return Err(CliError::refused("Aborted!"));
+        }
+        let answer = line.trim_end_matches(['\r', '\n']);
+        if !answer.is_empty() {
+            return Ok(answer.to_string());
+        }
+    }
 }

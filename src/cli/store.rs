@@ -1,4 +1,4 @@
-//! The store, read-only: one consistent read of the scope through the agent's own `Dcs` adapter.
+//! The store through the agent's own `Dcs` adapter: one consistent read of the scope, and `remove`'s wipe.
 use tokio::time::{Duration, Instant};
 
 use super::CliError;
@@ -46,14 +46,25 @@ impl Store {
         self.dcs
             .get_cluster(true, deadline)
             .await
-            .map_err(|e| match e {
-                DcsError::Unavailable(why) => CliError::unavailable(format!(
-                    "cannot reach the store at {}: {why}",
-                    self.address
-                )),
-                other => {
-                    CliError::internal(format!("reading the store at {}: {other}", self.address))
-                }
-            })
+            .map_err(|e| self.error("reading", e))
+    }
+
+    /// Delete every key of the scope (`tenure remove`), with a read's time budget.
+    pub async fn delete_cluster(&self) -> Result<(), CliError> {
+        let deadline = Instant::now() + Duration::from_millis(self.read_ms);
+        self.dcs
+            .delete_cluster(deadline)
+            .await
+            .map_err(|e| self.error("deleting the cluster's keys in", e))
+    }
+
+    /// 69 when the store did not answer (nothing may be inferred); anything else is internal.
+    fn error(&self, doing: &str, e: DcsError) -> CliError {
+        match e {
+            DcsError::Unavailable(why) => {
+                CliError::unavailable(format!("cannot reach the store at {}: {why}", self.address))
+            }
+            other => CliError::internal(format!("{doing} the store at {}: {other}", self.address)),
+        }
     }
 }

@@ -124,4 +124,7 @@ pub trait Dcs: Send + Sync {
     fn set_ttl(&self, ttl_ms: u64);
     /// Destroy our session/lease (and so every key bound to it). Used on shutdown and in tests.
     async fn destroy_session(&self, deadline: Instant) -> Result<(), DcsError>;
+    /// Delete every key under the scope's prefix (`service/<scope>/`, the trailing slash sparing a scope
+    /// whose name merely starts the same): Patroni's `delete_cluster`, for `tenure remove`. Ok if none.
+    async fn delete_cluster(&self, deadline: Instant) -> Result<(), DcsError>;
 }

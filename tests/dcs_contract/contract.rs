@@ -2,6 +2,7 @@
 //! per backend by `contract_tests!`.
 mod faults;
 mod members;
+mod remove;
 mod sync;
 mod ttl;
 mod watch;
@@ -18,6 +19,7 @@ use tokio::time::{sleep, Instant};
 
 pub use faults::*;
 pub use members::*;
+pub use remove::*;
 pub use sync::*;
 pub use ttl::*;
 pub use watch::*;
@@ -71,7 +73,8 @@ macro_rules! contract_tests {
             passed_deadline_is_unavailable, no_cluster_leader_is_unavailable, frozen_store_answers_by_deadline,
             dropped_connection_is_unavailable, a_new_ttl_applies_from_the_next_acquire,
             an_unchanged_member_record_is_not_written_again, sync_key_is_written_with_cas,
-            sync_key_is_deleted_with_cas, garbage_sync_key_reads_as_no_leader, sync_key_carries_quorum);
+            sync_key_is_deleted_with_cas, garbage_sync_key_reads_as_no_leader, sync_key_carries_quorum,
+            delete_cluster_wipes_the_scope_only);
     };
     ($factory:path; $($case:ident),* $(,)?) => {
         $(

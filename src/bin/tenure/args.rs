@@ -1,4 +1,4 @@
-//! The arguments of `reload`, `dsn`, `topology`, `version`, `edit-config` and `generate`, as patronictl
+//! The arguments of `reload`, `dsn`, `topology`, `version`, `edit-config`, `query`, `remove` and `generate`, as patronictl
 //! spells them, and the library command each one becomes.
 use clap::{Args, Subcommand};
 
@@ -277,4 +277,24 @@ pub(crate) enum GenerateWhat {
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
+}
+
+#[derive(Args)]
+#[command(after_help = EXIT_CODES)]
+pub(crate) struct RemoveArgs {
+    /// The cluster to wipe, as patronictl requires it; it must be the config's `scope`.
+    #[arg(value_name = "CLUSTER")]
+    cluster: String,
+    /// The format of the listing shown first.
+    #[arg(long, short = 'f', value_enum, default_value = "table")]
+    format: FormatArg,
+}
+
+impl RemoveArgs {
+    pub(crate) fn command(self) -> (Scope, Command) {
+        let command = Command::Remove {
+            format: self.format.into(),
+        };
+        (Scope(Some(self.cluster)), command)
+    }
 }

@@ -9,7 +9,8 @@ mod args;
 mod commands;
 mod generate;
 use args::{
-    DsnArgs, EditConfigArgs, GenerateWhat, QueryArgs, ReloadArgs, TopologyArgs, VersionArgs,
+    DsnArgs, EditConfigArgs, GenerateWhat, QueryArgs, ReloadArgs, RemoveArgs, TopologyArgs,
+    VersionArgs,
 };
 use commands::{agent, demo, operator, usage, validate, EXIT_USAGE};
 
@@ -86,6 +87,9 @@ enum Command {
     /// Throw a replica's data away and clone it again from the leader; allowed in pause
     /// (POST /reinitialize on its API).
     Reinit(NodeArgs),
+    /// Delete every key of the cluster from the store, after typing its name, "Yes I am aware" and the
+    /// leader's name (read from stdin, terminal or not, as patronictl).
+    Remove(RemoveArgs),
     /// The fencing process an agent starts (internal): stops PostgreSQL when the lease deadline passes.
     #[command(hide = true)]
     Fencer(FencerArgs),
@@ -395,6 +399,10 @@ fn main() -> ExitCode {
             operator(scope, command, &env)
         }
         Command::Dsn(a) => {
+            let (scope, command) = a.command();
+            operator(scope, command, &env)
+        }
+        Command::Remove(a) => {
             let (scope, command) = a.command();
             operator(scope, command, &env)
         }

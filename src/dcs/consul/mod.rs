@@ -319,6 +319,13 @@ impl Dcs for ConsulDcs {
             .map(|_| ())
     }
 
+    async fn delete_cluster(&self, deadline: Instant) -> Result<(), DcsError> {
+        self.http
+            .kv_delete(self.layout.prefix(), "recurse", deadline)
+            .await
+            .map(|_| ())
+    }
+
     async fn clear_switchover(&self, deadline: Instant) -> Result<(), DcsError> {
         self.http
             .kv_delete(&self.layout.failover(), "", deadline)

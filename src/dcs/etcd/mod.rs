@@ -19,7 +19,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use etcd_client::{
-    Client, Compare, CompareOp, ConnectOptions, GetOptions, PutOptions, Txn, TxnOp, TxnOpResponse,
+    Client, Compare, CompareOp, ConnectOptions, DeleteOptions, GetOptions, PutOptions, Txn, TxnOp,
+    TxnOpResponse,
 };
 use tokio::sync::Mutex;
 use tokio::time::Instant;
@@ -178,6 +179,23 @@ impl EtcdDcs {
         })
         .await?;
         Ok(())
+    }
+
+    /// Delete `key`, or every key it starts when `opts` has a prefix; Ok whether or not there was one.
+    async fn delete(
+        &self,
+        key: &str,
+        opts: Option<DeleteOptions>,
+        what: &str,
+        deadline: Instant,
+    ) -> Result<(), DcsError> {
+        self.call(
+            deadline,
+            what,
+            |mut c| async move { c.delete(key, opts).await },
+        )
+        .await
+        .map(|_| ())
     }
 
     /// A create-only put: `Conflict` when the key exists.
@@ -394,20 +412,19 @@ impl Dcs for EtcdDcs {
 
     async fn cancel_initialize(&self, deadline: Instant) -> Result<(), DcsError> {
         let key = self.keys.initialize.as_str();
-        self.call(deadline, "delete initialize", |mut c| async move {
-            c.delete(key, None).await
-        })
-        .await?;
-        Ok(())
+        self.delete(key, None, "delete initialize", deadline).await
     }
 
     async fn clear_switchover(&self, deadline: Instant) -> Result<(), DcsError> {
         let key = self.keys.failover.as_str();
-        self.call(deadline, "delete failover", |mut c| async move {
-            c.delete(key, None).await
-        })
-        .await?;
-        Ok(())
+        self.delete(key, None, "delete failover", deadline).await
+    }
+
+    async fn delete_cluster(&self, deadline: Instant) -> Result<(), DcsError> {
+        let prefix = DeleteOptions::new().with_prefix();
+        let scope = self.keys.prefix.as_str();
+        self.delete(scope, Some(prefix), "delete the scope", deadline)
+            .await
     }
 
     async fn cas_config(
