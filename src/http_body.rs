@@ -1,4 +1,8 @@
 //! An HTTP answer's body read up to a cap: a store or a member that answers without end cannot fill memory.
+//!
+//! Caps: Consul 16 MiB, a peer's `/patroni` 1 MiB, a member's answer to the CLI 16 MiB. The other bounds on what
+//! crosses a trust boundary: `agent/seen.rs` (departed members remembered), `api/refusals.rs` (refusal log lines per
+//! interval), `pg/log_tail.rs` (the log's last 64 KiB).
 
 /// Why a body could not be read.
 #[derive(Debug, thiserror::Error)]

@@ -1,4 +1,8 @@
 //! Log output: `key=value` lines (colour only on a terminal) or one JSON object per line (`log.type: json`).
+//!
+//! A cycle logs at INFO when its reason changed or it did more than the steady renew/optime/fence (`CycleLog`), else
+//! at DEBUG, with an INFO heartbeat a minute. The JSON lines have their own formatter here: tracing-subscriber's
+//! `json` feature needs one more crate.
 use std::fmt;
 use std::io::IsTerminal;
 

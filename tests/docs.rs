@@ -4,6 +4,8 @@ use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::Command;
 
+#[path = "docs/architecture.rs"]
+mod architecture;
 #[path = "api/harness.rs"]
 #[allow(dead_code)]
 mod harness;

@@ -1,4 +1,26 @@
 //! The REST API's control port for this agent: operator requests become writes to the store.
+//!
+//! Operator requests for this node (`POST /restart`, `POST /reinitialize`) do not go through the store: the request
+//! goes with a oneshot for the answer over a channel (capacity one: a second request meanwhile gets 503), which wakes
+//! the loop's sleep; the next cycle passes it in `Observation::request`, executes the decision, and replies from
+//! `Decision::answer` and the actions' outcomes, without looking at anything else: accepted and every action `Done`
+//! -> 200 ("restarted successfully" once PostgreSQL is back, since `pg_ctl start -w` waits; "reinitialize started"
+//! once the job runs), accepted but an action failed -> 503 "restart failed: ...", refused -> 503 with the refusal.
+//! The REST caller waits at most its `timeout` (default 120 s), then gets 503 "status unknown". The
+//! `postgres_version` filter is refused (400) rather than ignored; `restart_pending` never matches (tenure does not
+//! report pending restarts).
+//!
+//! Scheduled restarts, as Patroni's: `POST /restart {"schedule": "<ISO 8601 with a zone>", "role"?}` is parsed by the
+//! API (400 "Timezone information is mandatory for the scheduled restart"; 422 "Unable to parse scheduled
+//! timestamp..."), then answered by the core like any request (`ha::operator`): 202 "Restart scheduled"; 500 "Can't
+//! schedule restart in the paused state"; 422 "Cannot schedule restart in the past" (the core compares with
+//! `wall_ms`, so the API reads no clock); 409 "Another restart is already scheduled". `DELETE /restart`: 200
+//! "scheduled restart deleted" / 404 "no restarts are scheduled", answered by whatever cycle comes next (it needs no
+//! action and no store). A pending one is published as `scheduled_restart` in the member key, `GET /patroni` and `GET
+//! /cluster`, and `tenure list` shows it. `POST /reload` (202 "reload scheduled") wakes the loop as SIGHUP does. A
+//! switchover request is checked against the core's rules (`ha::switchover_request_problem` on the last snapshot: 400
+//! without a candidate in pause, 412 for a candidate that is not a running replica or lags beyond
+//! `maximum_lag_on_failover`) before it is written.
 use std::sync::Arc;
 
 use async_trait::async_trait;

@@ -1,6 +1,31 @@
 //! The executor: the one place an `Action` becomes I/O. It translates; it never decides.
 //! What an action finds (peer probes, a divergence verdict, failsafe answers) it returns, for the next
 //! observation (`cycle::Found`); nothing is parked here between cycles.
+//!
+//! One translation does a little more than one call: `WriteHistory` appends Patroni's history line to the `history`
+//! key. `CheckDivergence` is a pure read. A replica's start (`pg::ctl::start`) raises the hot-standby minimums to the
+//! primary's values from `pg_controldata`, as Patroni does. A replica streams through its own physical slot
+//! (Patroni's naming) on its upstream: the executor creates it there, if absent, as part of starting, following,
+//! cloning or rewinding towards that upstream (and streams without it if the upstream cannot take it right now);
+//! `max_slot_wal_keep_size` bounds what the slot of an absent member keeps.
+//!
+//! Every local step has a bound; a step past it is `Failed` with a message naming the step and the bound
+//! (`PgError::StepTimeout`, "CHECKPOINT did not finish within 60000 ms"), and what it started is killed (each binary
+//! runs in a process group of its own: `pg::process`). `pg_ctl_timeout` (`PgSettings::local_step_timeout_ms`) bounds
+//! `pg_ctl start`/`stop`/`promote`, `pg_controldata`, `CHECKPOINT` (before a graceful stop, and after a promotion),
+//! the bootstrap's role statements and the rewind source's checks. Single-user crash recovery has an hour
+//! (`crash_recovery_timeout_ms`, or `pg_ctl_timeout` if longer: it replays all WAL since the last checkpoint, and one
+//! killed at its bound starts over, so a short bound could keep a member from ever rejoining; Patroni waits without
+//! one). `REMOTE_STEP_TIMEOUT_MS` (5 s) bounds the divergence check's history queries to the leader (a timeout leaves
+//! the check `Unknown`, retried after `loop_wait / 5`); creating our slot upstream has 2 s. `pg_ctl stop` and
+//! `promote` run with `-W` and the shell polls for the outcome every 5-10 ms, where `pg_ctl -w` polls every 100 ms.
+//!
+//! Jobs (bootstrap, clone, rewind, re-clone) run as tasks the core sees as `JobStatus`, and no job runs forever: past
+//! `Executor::job_timeout_ms` (`JOB_TIMEOUT_MS`, 6 h: copying a large database takes hours, so the bound only ends a
+//! job that hangs, a source that lets us in and never answers, which no TCP keep-alive notices) its processes are
+//! killed (a clone's partial copy removed, as after a failed `pg_basebackup`) and the core sees `Finished(job,
+//! Failed(..))`, which it handles as any failed job. `tests/pg_deadlines.rs` shows a hung `CHECKPOINT`, hung history
+//! queries and a hung clone ending at their bounds, with nothing left running.
 use std::sync::Arc;
 
 use tokio::task::JoinHandle;

@@ -13,6 +13,17 @@
 //! it runs by holding an exclusive `flock` on `fence.lock` (the agent try-locks it: a lock cannot go stale
 //! the way a PID file does), checks a process is this data directory's postmaster before signalling it,
 //! and takes `standby.signal` as proof of a standby only together with evidence the server wrote itself.
+//!
+//! A standby is left alone, so a restarted agent can start its replica before it stands the old fence down;
+//! `standby.signal` counts as proof only when it predates the postmaster or `global/pg_control` says archive recovery
+//! (a database superuser can create the file under a running primary). The postmaster is checked by
+//! `/proc/<pid>/exe`, start time or working directory, as Patroni does. The fencer ends when the agent writes `exit`
+//! into the fence file; a restarted agent re-arms the same fencing process (docs/security.md covers the folder).
+//!
+//! Why a separate process: the alternative, "PostgreSQL cannot outlive its agent", turns every agent restart
+//! (upgrade, crash) into a PostgreSQL outage, and does nothing for a frozen agent. The watchdog (`watchdog.rs`)
+//! covers what the fencer cannot. In the simulator the fencing process is modelled apart from the agent and the
+//! watchdog apart from both; the faults include freezing the agent alone, and the agent with its fencing process.
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 

@@ -1,4 +1,7 @@
 //! A failed assertion of the decision core ends the agent with exit code 70 and the assertion's message.
+//!
+//! The agent then stops without acting, PostgreSQL is left to the fencing process, and `tenure agent` exits 70 with
+//! the assertion's message rather than a panic's 101.
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use crate::ha::{decide, CoreConfig, Decision, Memory, Observation};

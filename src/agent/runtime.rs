@@ -1,5 +1,12 @@
 //! `tenure agent`'s setup around `shell::run_loop` (the REST API, signals, the executor) and the real
 //! world's tools: store watches, the PostgreSQL probe, applying the `config` key and SIGHUP.
+//!
+//! The loop sleeps until `wake_at`, waking early when the leader key or the `config` key changes (two store watches;
+//! the second makes a pause reach every member at once), on SIGTERM/SIGINT (the next `decide` gets `shutting_down`)
+//! or SIGHUP (`reload.rs`). Before the first cycle, `unique.rs` refuses to run (exit 64) when another live agent
+//! answers `/patroni` with our name. When the store has no `config` key, the leader uploads its bootstrap settings
+//! (`WriteConfig`: all of `bootstrap.dcs`, parameters and `pg_hba` included), as Patroni does; member keys carry
+//! `pause` while paused (`patronictl pause --wait` waits for it).
 use std::collections::BTreeMap;
 use std::sync::Arc;
 

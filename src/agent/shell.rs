@@ -1,6 +1,14 @@
 //! The agent's loop as a function of its world (`World`): `tenure agent` runs it with the real store,
 //! PostgreSQL, peers and tokio (`runtime::RealWorld`); the simulator runs the same function with its
 //! models and its own clock and executor (`tests/sim/agent.rs`), as mini-redis's server takes its listener.
+//!
+//! Everything the loop reaches outside is a `World` call: `now`, `core`, `read_store`, `observe`, `decided`,
+//! `run(action, deadline)`, `publish`, `finished`, `sleep`, `exit`. The sequencing rules live in `cycle::Cycle` and
+//! so run under the simulator's thousands of seeds: deadlines, no read after an unanswered call, the member key
+//! beside the loop, what feeds the next observation, a core assertion ending the agent. What a world does inside its
+//! calls is its own: the real world applies the `config` key and SIGHUP inside `observe`, and waits on store watches
+//! and signals inside `sleep`; the simulator models a changed setting as a new `core` at `observe` and a watch as an
+//! early wake-up.
 use crate::ha::{
     Action, ActionOutcome, Cluster, CoreConfig, Decision, Millis, Observation, Outcome,
 };

@@ -8,6 +8,9 @@
 //! `watchdog.device` may also name a regular file or a FIFO: a test double ("file watchdog") that gets one
 //! line per call instead of ioctls (`timeout <s>`, `keepalive <CLOCK_MONOTONIC ms>`, `close`), so tests
 //! can watch what a real device would have been told.
+//!
+//! `watchdog.mode: automatic` leads without the watchdog if the device cannot be opened; `required` makes `ArmFence`
+//! fail, so the core never promotes.
 #![allow(unsafe_code)]
 
 use std::fs::File;

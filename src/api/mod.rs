@@ -1,4 +1,9 @@
 //! The REST API (warp): health checks, status, metrics and control, answered from the agent's published status.
+//!
+//! Patroni's health paths include the synchronous ones (`/sync`, `/async`, `/read-only-sync`) and quorum commit's
+//! (`/quorum`, `/read-only-quorum`), their rules in `ha::health`. `serve` is one of the two places outside the agent
+//! runtime that spawn tasks: its server task and one task per connection (`server.rs`); the other is
+//! `pg::probe::connect`, for tokio-postgres's connection driver.
 mod auth;
 pub mod control;
 pub mod failsafe;

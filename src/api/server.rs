@@ -1,5 +1,8 @@
 //! Connections: a cap on open connections (the oldest idle one makes room), a share kept for health checks,
 //! a header-read and an idle timeout, and a bounded shutdown.
+//!
+//! Why not warp's own `serve`: it has no header-read timeout, no connection cap and an unbounded graceful shutdown;
+//! so warp's hyper (0.14, features `server`, `http1`, `runtime`) is driven per connection here.
 use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::future::Future;

@@ -1,4 +1,7 @@
 //! The JSON of `GET /patroni` and `GET /cluster`, shaped as Patroni's (patroni-compat §1.1).
+//!
+//! Synchronous and quorum standbys are shown as Patroni shows them: `sync_standby`/`quorum_standby` in `/patroni`,
+//! and as the member's role in `/cluster`.
 use serde_json::{json, Map, Value};
 
 use super::state::Published;

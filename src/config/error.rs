@@ -1,4 +1,9 @@
 //! Config errors and warnings: each names where the value came from (file and line, or variable), the key and a fix.
+//!
+//! YAML comes through `yaml_serde`: serde_yaml (archived upstream at 0.9.34) continued by the YAML organization, the
+//! same libyaml parser transpiled to Rust, the same `Value` and the same error texts (`<path>: <problem> at line L
+//! column C`), which `from_yaml` turns into file, line, key and fix. Not serde_yml (unsound, archived) nor a parser
+//! with other error texts, which would have meant rewriting that rendering.
 use std::fmt;
 use std::path::{Path, PathBuf};
 

@@ -1,4 +1,10 @@
 //! The agent's YAML config (Patroni's keys) -> typed [`Config`] -> the core's and the adapters' settings.
+//!
+//! `dynamic.rs` reads the store's `config` key into typed `DynamicSettings` (refusals name the key), merged over the
+//! file by Patroni's precedence in `Config::effective` (timing checked by `Timing::validate`);
+//! `Config::check_dynamic` is what `PATCH`/`PUT /config` call before writing (422). `keys.rs`'s `known_keys()` asks
+//! the serde structs themselves for every key of the file (`deny_unknown_fields` lists a section's fields), and the
+//! manual's reference is checked against it.
 //
 // Parse, don't validate: `raw` holds the file as written (`deny_unknown_fields`), `env` applies the
 // `TENURE_*` overrides from an injected map, `build` turns both into typed values in one place, and every

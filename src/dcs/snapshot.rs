@@ -1,4 +1,10 @@
 //! `ClusterSnapshot`, one read of the scope: built from either store's key-values, and what the core derives.
+//!
+//! The one builder of a snapshot from either store's key-values (`StoreEntry`: key, bytes, owner session or lease,
+//! modify index), with a warning for every value read other than as written. The `sync` key (Patroni's `SyncState`,
+//! `{"leader", "sync_standby": "a,b", "quorum": q}`, `quorum` 0 in priority mode) is read into `Cluster.sync`;
+//! garbage, a `quorum` Python's `int()` refuses included, reads as a key with no leader, which matches nobody. It is
+//! written only by compare-and-set on the index read (`Dcs::write_sync`, `Dcs::delete_sync`).
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 

@@ -1,4 +1,11 @@
 //! What the core asks the shell to do, and what it reports: actions, the decision, node status.
+//!
+//! A `Decision` carries ordered `actions` (the shell stops at the first that does not succeed), `store_deadline` (the
+//! decision expires there: no action starts after it and no store call runs past it), whether the next read must be
+//! quorum-confirmed, and `answer`: present exactly when a request was observed, `Accepted` (this decision's actions
+//! carry it out) or `Refused(Refusal)` with Patroni's message ("I am the leader, can not reinitialize", "restart
+//! conditions are not satisfied: ...", "Another restart is already scheduled"). The member record carries a pending
+//! scheduled restart.
 pub use super::reason::Reason;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;

@@ -1,4 +1,20 @@
 //! Failed starts of PostgreSQL: remembered until it runs, retried no faster than loop_wait, doubling to a minute.
+//!
+//! `pg_ctl start` that fails with no postmaster left (a broken `postgresql.auto.conf`, a full disk) is a failed
+//! start; one that gives up waiting while the postmaster still runs (a long crash recovery) is not: the probe then
+//! reports `Starting`. The failure carries the last five lines of PostgreSQL's log (`PgError::StartFailed`);
+//! `RecoverCrashed` fails the same way and counts the same (its success does not clear the count). Failed starts in a
+//! row are remembered (`Memory::start_failure`) until PostgreSQL is seen running:
+//! - the key holder gives the key up at once after a failed start (`StartFailedReleasing`, naming the log lines), not
+//!   after `primary_start_timeout`, so the healthiest replica takes over (Patroni releases after a failed start too);
+//!   `primary_start_timeout` still bounds a crashed primary's restarts in place;
+//! - no start (as primary or replica, or `RecoverCrashed`) runs before `loop_wait` after the last failure, doubling
+//!   with each failure up to 60 s (`StartBackoff`); an operator's restart is not held back;
+//! - a cleanly stopped former primary whose start failed does not race with its old position: it first starts as a
+//!   replica, so it is a candidate again only once it runs.
+//!
+//! A decision that expired before its start ran (a frozen agent) is reported as failed by the shell and counts too:
+//! that only makes the key holder give up a key whose lease was running out anyway.
 use super::action::Action;
 use super::decide::{Ctx, Plan};
 use super::memory::{Memory, StartFailure};

@@ -1,4 +1,11 @@
 //! Patroni's callbacks: which `on_*` script is due after which PostgreSQL action, with which role word.
+//!
+//! With `pre_promote` configured, `Promote` runs only after a `PrePromote` in the same decision (the shell stops at a
+//! failed one). A failed or killed `pre_promote` (`Memory::pre_promote_veto`) means no promotion in that lease term:
+//! the key is released (`PrePromoteVetoed`) and the race skipped for a ttl (`check` asserts it; simulator checker
+//! NoPromoteAfterVeto, mutant `IgnorePrePromoteVeto`). `Memory::callback_role` follows Patroni's state-handler role:
+//! a stopped primary is `demoted`, so its next start as a replica is `on_role_change`; `before_stop` runs before a
+//! fast stop.
 use std::fmt;
 
 use super::action::{Action, StopMode};

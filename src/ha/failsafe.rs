@@ -7,6 +7,46 @@
 //! within `drift` of true time, PostgreSQL on the primary is stopped before any grant ends; members outside
 //! the `failsafe` key may not race at all while failsafe mode is on, and the primary asks a superset of
 //! that key. A fresh agent (whose grant died with its memory) waits one ttl before racing.
+//! In figures: the primary is fenced, budget included, by `s + ttl·(1−2·drift)` on its clock, at most `ttl·(1−drift)`
+//! of true time after `s`; each grant lasts `ttl` on the member's clock, at least `ttl/(1+drift) ≥ ttl·(1−drift)` of
+//! true time after `r ≥ s`. So every member that could race holds a grant until the primary has stopped writing.
+//!
+//! On by default, unlike Patroni (issue 30): a `config` key without `failsafe_mode` reads as on, and the bootstrap
+//! writes `bootstrap.dcs.failsafe_mode` (default true); `failsafe_mode: false` turns it off. While the store works,
+//! the key holder writes the `failsafe` key, `{name: api_url}` of every member (Patroni's key and JSON), with its
+//! renewal and only when it changes. With the store unreachable, a primary that has seen the key posts `{name,
+//! conn_url, api_url}` to every member it knows from the key (and from the members it saw within the last ttl, a
+//! superset of any value the store can hold), in parallel, bounded by `tenure.failsafe_timeout` (default 2 s,
+//! shortened to the room the timing leaves: `CoreConfig::failsafe_round_ms`). The action is `Done` only if every
+//! member answered 200; the same decision then arms the fence (and the watchdog) to `t + ttl·(1−2·drift) −
+//! fence_budget`, `t` the decision's `now`, no later than the round's send; the next cycle records the extension from
+//! the round's send time. Anything less (a timeout, a 500 from a member running as primary, a 502 from one with
+//! failsafe off, a frozen or restarted agent, a partition) extends nothing: the shell stops at the round, so the
+//! `ArmFence` after it never runs, and the fence fires at the old deadline.
+//!
+//! `Timing::validate_failsafe` checks that a round can land before the last extension runs out (`loop_wait +
+//! retry_timeout + 2·failsafe_timeout + fence_budget ≤ ttl·(1−2·drift)`): an explicit `tenure.failsafe_timeout` that
+//! breaks it is a config error, and the default is shortened until it holds (ttl 10, loop_wait 1, retry_timeout 4,
+//! fence_budget 2: 1.4 s); only where less than 100 ms would fit does failsafe extend nothing. The default used to
+//! make failsafe inert under such timings, so a hung store fenced the primary in 7.9 s (`tests/sim/failsafe_hung.rs`,
+//! checker FailsafeKeepsPrimary, mutant `FailsafeFixedTimeout`; `e2e_failsafe`'s benchmark case).
+//!
+//! A replica answers 200 "Accepted" while the core says so (failsafe on, not primary, holding no lease, not about to
+//! acquire or promote); 500 "Running as a leader" otherwise; 502 with failsafe off. Before answering 200 the API
+//! records the grant (`api/failsafe.rs`); the core then neither races nor promotes until `receive + ttl` (a key
+//! holder with a live grant gives the key up instead of promoting), even if the store comes back with the leader key
+//! expired (`guard`). When the store returns, a primary still within its extension takes the key again
+//! (`FailsafeReacquiring`) instead of demoting; a key held by anyone else voids the extension. The simulator's
+//! LeaseCovers accepts a writable primary without the key only while every other member holds a live grant for it,
+//! has a dead or younger-than-a-ttl agent, or is outside the key.
+//!
+//! Limits, stated plainly. Patroni's rule is "all members", not a quorum: one unreachable member fences the primary.
+//! A replica whose agent restarts during the outage cannot read `failsafe_mode` and answers 502, so the primary
+//! fences. If the key holder dies while the key lacks a member (it was away when the key was last written), that
+//! member cannot race until a new leader rewrites the key or failsafe mode is turned off. Turning failsafe mode off
+//! during an outage reaches only the members that can read the store. The first round must land within the lease the
+//! outage found (with Consul's `ttl/2` sessions and hung reads that is tight: `loop_wait + retry_timeout +
+//! failsafe_timeout` must fit in the usable session).
 use std::collections::BTreeMap;
 
 use super::action::{Action, FailsafeAnswer, Job};

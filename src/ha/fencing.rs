@@ -1,5 +1,11 @@
 //! The fencing process's deadline in each decision: armed before PostgreSQL becomes writable, moved with
 //! every lease extension, stood down when PostgreSQL is no longer primary (R1).
+//!
+//! A renewal arms the fence in its own decision: `RenewLeader` is followed by `ArmFence` with the deadline counted
+//! from the decision's `now` (no later than the renewal's send, so never past what its acknowledgement grants; the
+//! shell runs the arm only after an acknowledged renewal). Arming it a cycle later let a slow store's lease run out
+//! between the two (`e2e_slow_store`; mutant `ArmRenewalFromBudgetEnd` trips LeaseCovers). The published deadline
+//! (`/primary`, R4) is the fence's: the lease, or in pause and failsafe mode their extension.
 use super::action::Action;
 use super::config::MutantName;
 use super::decide::{Ctx, Local};

@@ -1,4 +1,11 @@
 //! Paths of a node that does not hold the key while another does: clone, follow, rejoin (rewind/re-clone).
+//!
+//! The old primary, now a follower, checks its history against the new leader at once and retries an inconclusive
+//! check (the new leader still in recovery) after `loop_wait / 5`. A stopped PostgreSQL whose pg_control gives no
+//! trustworthy WAL end (`needs_crash_recovery`: it crashed as a primary; a standby that crashed in archive recovery
+//! has its minimum recovery point) gets `RecoverCrashed` first, in a decision of its own: single-user mode replays
+//! the WAL and writes a shutdown checkpoint, as Patroni's `ensure_clean_shutdown`; the check follows in the next
+//! cycle.
 use super::action::{Action, Job};
 use super::config::MutantName;
 use super::decide::{Ctx, Local, Plan};

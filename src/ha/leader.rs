@@ -1,4 +1,40 @@
 //! The leader's paths: keep the lease, promote, restart a crashed primary, run a switchover; and R2.
+//!
+//! A leader that reads a snapshot contradicting its valid lease asks the store with a renew instead of demoting
+//! (Consul's default reads can be stale). A key holder whose timeline is older than the cluster's gives the key up
+//! (`behind_cluster_timeline`) unless it is the announcer of the newer timeline that never got there: before
+//! promoting, the new timeline is written to `history`, so a timeline ID is never created twice.
+//!
+//! Switchover, the leader's half: a leader that sees a due switchover checkpoints (writes still flow), stops
+//! PostgreSQL fast and stands its fence down; in the next cycle it writes its shutdown checkpoint's position as the
+//! `status` optime and releases the key, without waiting for anyone. It checks the candidate again when it acts,
+//! comparing the candidate's published position with its own last *published* one (`status.optime`, as Patroni's
+//! `is_lagging`), not its live WAL. The candidate's half is in `no_leader.rs`.
+//!
+//! Pause means hands off: no promote, demote, start or stop, except what an operator asks for by name, as in Patroni:
+//! `restart` (the leader restarts as primary under its lease, the fence armed before the start; a replica restarts
+//! following the leader), `reinit` (stop immediately, re-clone from the leader, start again once the clone is done:
+//! `Memory::operator_start`), and a switchover to a named candidate. The primary keeps renewing its key. While the
+//! agent runs, it extends the fence deadline per cycle whatever the store says, by one usable TTL and at least a
+//! whole cycle in which both store calls hang (`Timing::pause_fence_ms`: with Consul's ttl/2 sessions the usable TTL
+//! alone was shorter than such a cycle, and `e2e_outage` `e3_` saw the paused primary fenced during the outage), so a
+//! store outage in pause does not stop the primary; a dead or frozen agent still fences.
+//!
+//! When the store comes back after more than a ttl, the paused primary's lease has lapsed: it takes the key again
+//! ("retaking the leader key for the running primary", Patroni's "PAUSE: acquired session lock as a leader"), whether
+//! the key is gone or still shows its name (a thawed etcd revokes an expired lease only after its first lessor tick;
+//! before issue 16 that read stopped PostgreSQL). The acquire is the store's compare-and-set, so it fails if anyone
+//! else holds the key; and if a read shows another member holding it, PostgreSQL is stopped at once, pause or not
+//! (only an operator's failover hands the key on in pause). A SIGTERM decides pause from the snapshot of its own
+//! cycle; stopping an agent in pause disarms the fence and leaves PostgreSQL running. After a resume, replicas wait
+//! `pause_fence_ms` before racing, so a paused primary has heard of the resume or stopped. The simulator's
+//! PauseHandsOff checker holds the agents to this (`tests/sim/pause_outage.rs`: pause with the store down or frozen
+//! for three ttls, on both store shapes; mutant `PauseDemotesOnLapsedKey`); end to end, `e2e_outage` `e1_`..`e3_`.
+//!
+//! Known hazard, stated plainly: if an operator resumes while a paused primary is cut off from the store (it cannot
+//! hear of the resume) *and* from its peers (they cannot see it still running), a replica may be promoted while the
+//! old primary keeps extending its pause fence. Resume once every member reaches the store (`tenure list` shows
+//! them); the simulator's random operator only resumes under that condition.
 use super::action::{Action, StopMode};
 use super::config::MutantName;
 use super::decide::{Ctx, Local, Plan};

@@ -1,4 +1,11 @@
 //! Lease arithmetic (GUIDE §4): deadlines come only from acknowledged requests, counted from their send time.
+//!
+//! A lease term keeps the `Timing` it was granted with (`Lease::timing`), not the one configured since: the store
+//! enforces the TTL it granted. A renewal takes over the configured timing only at the same session TTL, so a dynamic
+//! `ttl` change applies from the next acquire; the adapters make an acquire always run on a session of the configured
+//! TTL (`Dcs::set_ttl`), and the simulator's store model gives each session the TTL it was created with
+//! (`tests/sim/timing_change.rs`; mutant `TermTakesNewTtl`). Consul's session TTL is `ttl/2`, as in Patroni, because
+//! Consul only promises "not before TTL" and may reap as late as 2×TTL.
 use super::config::Timing;
 use super::types::Millis;
 

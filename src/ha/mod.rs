@@ -1,4 +1,8 @@
 //! The pure decision core: `decide(config, memory, observation) -> Decision`. No I/O, clock, randomness or env.
+//!
+//! Enforced twice: `tests/core_purity.rs` greps every file here for I/O, clock, randomness, environment and tokio,
+//! and the compiler refuses clock, env, fs, net and process calls: `clippy.toml`'s `disallowed-methods` and
+//! `disallowed-types`, denied here and allowed for the rest of the crate in `Cargo.toml`'s `[lints.clippy]`.
 // Enforced by the compiler for clock, env, fs, net and process calls (clippy.toml), by tests/core_purity.rs for
 // the rest (tokio, logging, randomness).
 #![deny(clippy::disallowed_methods, clippy::disallowed_types)]

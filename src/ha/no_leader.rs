@@ -1,5 +1,16 @@
 //! Paths of a node that does not hold the key while the key is free: bootstrap, clone, the race, a paused
 //! cluster's wait, a switchover candidate's catch-up.
+//!
+//! Switchover, the candidate's half: woken by the leader-key watch, it compares the old leader's published optime
+//! with its *own* receive position (fresh each cycle; a probe of its REST status would be up to a loop old) and, if
+//! it is short, re-reads every few tens of ms (`Reason::SwitchoverCatchingUp`) for at most two loops before racing as
+//! before; then it probes (a running primary still blocks), acquires, announces the timeline, arms the fence and
+//! promotes. A failover (no old leader in the request) does not wait: a dead leader sends nothing more.
+//!
+//! A failed bootstrap leaves an empty data directory (`pg::ctl::bootstrap`); the core then releases the key, deletes
+//! the `initialize` its race wrote (`CancelInitialize`) and does not race again for a ttl
+//! (`Memory::bootstrap_failed_at`), so another member bootstraps (`tests/sim/bootstrap_failure.rs`, mutant
+//! `KeepInitializeAfterFailedBootstrap`; end to end, `e2e_etcd`/`e2e_consul` `k_`).
 use super::action::Action;
 use super::config::MutantName;
 use super::decide::{Ctx, Local, Plan};

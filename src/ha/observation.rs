@@ -1,4 +1,12 @@
 //! What the shell observed this cycle: the store snapshot, local PostgreSQL, peers, and last actions' outcomes.
+//!
+//! `now` is monotonic ms, read once by the shell; wall time serves only scheduled switchovers and restarts. The store
+//! is a snapshot or `Unavailable`, with the time that read was sent. Peer probes and the divergence check are present
+//! when the previous decision asked for them; each outcome of the previous decision's actions is stamped with the
+//! instant its request was *sent*. `request` is an operator's `OperatorRequest` for this node (`Restart { role
+//! filter, at_wall_ms }`, now or scheduled; `CancelRestart`; `Reinitialize { force }`) that arrived through the REST
+//! API since the last cycle; failsafe mode adds the answers to the last `POST /failsafe` round and the last grant
+//! this node gave (leader, receive time).
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::action::Action;

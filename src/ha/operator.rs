@@ -2,6 +2,17 @@
 //! in Patroni. Refusals carry Patroni's messages; an accepted request is carried out by the plan's actions.
 //! A scheduled restart (`POST /restart` with `schedule`) lives in `Memory` until its time, then runs as a
 //! restart asked for then would, or is dropped with the reason.
+//!
+//! A restart's filters (`RestartFilter`: Patroni's `role`, `restart_pending`, `postgres_version`) are checked against
+//! the observed PostgreSQL, for a scheduled restart when it falls due. The schedule lives in `Memory` only (an agent
+//! restart forgets it, as Patroni's does); `decide` sets `wake_at` to its time (the wall difference added to the
+//! monotonic `now`). When `wall_ms` reaches it, on a fresh store snapshot and after the safety paths, the core runs
+//! exactly the operator restart's plan (`ScheduledRestartDue`: a primary only holding its key under a valid lease,
+//! fence armed before the start), once, and forgets it; if the conditions do not hold then (paused meanwhile, role
+//! filter, PostgreSQL not running, a job running) it is dropped with `ScheduledRestartDropped { why }`, and one found
+//! more than 1.5 `loop_wait` late with `ScheduledRestartStale`, Patroni's staleness rule. Not done: Patroni also
+//! cancels a scheduled restart when the postmaster was restarted meanwhile, and keeps (not drops) one that falls due
+//! in pause.
 use super::action::{Action, Job, NodeRole, Refusal, RequestAnswer, StopMode};
 use super::decide::{Ctx, Local, Plan};
 use super::memory::{Memory, ScheduledRestart};

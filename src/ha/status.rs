@@ -1,4 +1,15 @@
 //! The member record and node status a decision publishes: derived from the observation and the new memory.
+//!
+//! Lag, as Patroni measures it. The probe reads a replica's received position (the greater of
+//! `pg_last_wal_receive_lsn()` and `pg_stat_wal_receiver.written_lsn`), its replayed position and the receiver's
+//! `latest_end_lsn`; a primary's position is its flushed WAL. Members publish `receive_lsn` and `replay_lsn` apart
+//! and `xlog_location` as the greater. For failover and switchover (`election.rs`) a replica's position is the
+//! greater of received and replayed, against the leader's last published position (`status.optime`): both sides are
+//! as old as their last publication, so an idle cluster shows 0 lag. `/replica?lag=N` and `/read-only?lag=N` answer
+//! 503 once the *replayed* position is more than N behind the newer of `status.optime` and `latest_end_lsn`
+//! (Patroni's `do_GET_replica`): a read balancer cares about what a query can see. It is computed here into
+//! `NodeStatus::lag_bytes` each cycle, so up to one `loop_wait` old. With neither reference known and a limit asked,
+//! tenure answers 503 where Patroni answers 200.
 use super::action::Job;
 use super::action::{MemberStatus, NodeRole, NodeStatus};
 use super::decide::{Ctx, Local};

@@ -1,4 +1,7 @@
 //! Writing files into folders another user can write (data directory, pgpass folder) without following links.
+//!
+//! Every file written for PostgreSQL is created `O_EXCL|O_NOFOLLOW` with its mode at creation, `fchown`ed on the
+//! descriptor and renamed into place; emptying the data directory and handing it over follow no link either.
 // When the agent runs as root with `run_as`, the postgres user (or a database superuser through
 // `COPY ... TO`) can plant a symlink at the temporary name. Opening with O_CREAT|O_EXCL|O_NOFOLLOW refuses
 // any existing entry, the mode is set at creation (no window with umask permissions), the owner is changed

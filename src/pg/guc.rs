@@ -1,4 +1,8 @@
 //! PostgreSQL's config-file grammar for what tenure writes there: parameter names, quoted values, member names.
+//!
+//! Parameter names as its lexer reads them, values without control characters quoted as `quote_literal`, member names
+//! without control characters. `RUNS_CODE` lists the parameters that load or run code, which the store sets only
+//! where the local file allows them.
 //
 // Everything a file line is built from passes these checks first; a name or value from the store never
 // reaches `tenure.conf` or `tenure.recovery.conf` otherwise (docs/security.md, "Store values are data").

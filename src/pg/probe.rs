@@ -1,4 +1,9 @@
 //! Reading local PostgreSQL's state over SQL (tokio-postgres) and `pg_controldata`, into the core's `PgState`.
+//!
+//! It reads role, positions, timelines, `pending_restart`, `server_version_num`, `synchronous_standby_names` (in the
+//! first query, before the WAL position, which the core takes as the floor for those names) and a primary's
+//! `pg_stat_replication` as `RunningPg::standbys`. The runtime's probe keeps its connection across cycles for the
+//! same postmaster (`KeptConnection`), since a new one runs SCRAM's key derivation.
 use std::time::Duration;
 
 use tokio_postgres::error::SqlState;

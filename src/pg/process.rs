@@ -1,4 +1,9 @@
 //! Running PostgreSQL binaries (as `run_as` when set) with a bound, and inspecting the postmaster by PID.
+//!
+//! Each binary runs in a process group of its own, SIGKILLed whole when its future is dropped before it exits
+//! (`runuser` does not pass a SIGKILL on to its child; `pg_ctl start`'s postmaster is in a session of its own and
+//! survives, as a start that is still recovering must), and without the agent's `TENURE_*` variables in its
+//! environment. `super::bounded` gives a step its deadline (`PgError::StepTimeout`).
 use std::ffi::OsString;
 use std::path::Path;
 use std::process::Stdio;

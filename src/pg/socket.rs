@@ -1,4 +1,4 @@
-//! The Unix socket the agent reaches its own PostgreSQL through, and the start-up check that no other user can put a socket in its place.
+//! The Unix socket the agent reaches its own PostgreSQL through, checked at start-up: no other user can replace it.
 // Over TCP at 127.0.0.1, any local user can bind the port while PostgreSQL is down and ask the next probe
 // for its password. A socket in a directory only the agent's user (or root) can write cannot be replaced,
 // so a connection there is as good as a verified one (`tls::connect`).

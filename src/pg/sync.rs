@@ -1,4 +1,8 @@
 //! `synchronous_standby_names` in Patroni's format: rendered, parsed back, written, reloaded and confirmed.
+//!
+//! The format: `''`, the strict placeholder, `a`, or `n (a,b,...)` sorted and quoted as `quote_standby_name`; read
+//! back into `SyncNames`, anything else `Other`. `apply` writes `tenure.conf`, and on a running server (a replica
+//! too: promotion does not re-read the files) reloads and waits, bounded, until `SHOW` reports it.
 use std::collections::BTreeSet;
 use std::time::Duration;
 

@@ -1,4 +1,4 @@
-//! libpq's `ssl*` settings of an authentication section: as libpq keywords, and as a rustls connector for tokio-postgres.
+//! libpq's `ssl*` settings of an authentication section: as libpq keywords, and as a rustls connector.
 // libpq consumers (primary_conninfo, pg_basebackup, pg_rewind) get the settings as keywords and apply them
 // themselves. The agent's own connections get the same meaning from rustls: `prefer`/`require` encrypt
 // without checking the certificate, `verify-ca` checks the chain against `sslrootcert` only, `verify-full`

@@ -1,4 +1,4 @@
-//! `tenure fencer`, the fencing process: watches the fence file through descriptors it holds, and stops this data directory's postmaster once an armed deadline passes.
+//! `tenure fencer`: reads the fence file through descriptors it holds; stops the postmaster past an armed deadline.
 // Every file is opened relative to a directory descriptor taken at start (through `/proc/self/fd/N`, so
 // no unsafe code): renaming the data directory's parent or the runtime folder's changes nothing, a link
 // is never followed (`O_NOFOLLOW`), a FIFO never blocks (`O_NONBLOCK`, then only regular files are read).

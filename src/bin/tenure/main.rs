@@ -1,4 +1,6 @@
 //! The `tenure` command line: `agent` and the operator commands; exit codes per GUIDE §6.
+//!
+//! The fencing process's exact argv skips clap (`tenure fencer`, started by the agent).
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -1,4 +1,6 @@
 //! etcd settings, the whole-second lease TTL, and Patroni's absolute key names (with the leading slash).
+//!
+//! The TLS material is read at construction, so a missing PEM file stops the agent before PostgreSQL is touched.
 use crate::dcs::KeyLayout;
 
 /// How to reach etcd and who we are in it.

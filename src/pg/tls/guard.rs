@@ -1,4 +1,4 @@
-//! The agent's own SQL connections: its socket (TCP or Unix), and a guard that refuses a cleartext or MD5 password request from a server whose identity was not verified.
+//! The agent's own SQL sockets (TCP or Unix), and a guard: no cleartext or MD5 password to an unverified server.
 // tokio-postgres answers AuthenticationCleartextPassword and AuthenticationMD5Password on its own, and
 // `channel_binding=require` (which would refuse both) needs TLS with SCRAM. So the guard reads what the
 // server sends before tokio-postgres does: at the first such request it fails the read, and the password
