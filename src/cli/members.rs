@@ -15,9 +15,10 @@ use crate::dcs::ClusterSnapshot;
 const RELOAD_TIMEOUT: Duration = Duration::from_secs(15);
 
 /// patronictl's `--role` choices (`master` is `primary`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Role {
     Leader,
+    #[value(alias = "master")]
     Primary,
     StandbyLeader,
     Replica,

@@ -7,31 +7,6 @@ use std::path::PathBuf;
 use super::{watch_seconds, FormatArg, Scope, ScopedArgs, EXIT_CODES};
 use tenure::cli::{Command, Format, Role};
 
-/// patronictl's `--role` choices (`master` is `primary`).
-#[derive(Clone, Copy, clap::ValueEnum)]
-pub(crate) enum RoleArg {
-    Leader,
-    Primary,
-    StandbyLeader,
-    Replica,
-    Standby,
-    Any,
-    Master,
-}
-
-impl From<RoleArg> for Role {
-    fn from(r: RoleArg) -> Self {
-        match r {
-            RoleArg::Leader => Role::Leader,
-            RoleArg::Primary | RoleArg::Master => Role::Primary,
-            RoleArg::StandbyLeader => Role::StandbyLeader,
-            RoleArg::Replica => Role::Replica,
-            RoleArg::Standby => Role::Standby,
-            RoleArg::Any => Role::Any,
-        }
-    }
-}
-
 #[derive(Args)]
 #[command(after_help = EXIT_CODES)]
 pub(crate) struct ReloadArgs {
@@ -43,7 +18,7 @@ pub(crate) struct ReloadArgs {
     members: Vec<String>,
     /// Reload only members with this role.
     #[arg(long, short = 'r', value_enum, default_value = "any")]
-    role: RoleArg,
+    role: Role,
     /// Do not ask for confirmation (required when stdin is not a terminal).
     #[arg(long)]
     force: bool,
@@ -53,7 +28,7 @@ impl ReloadArgs {
     pub(crate) fn command(self) -> (Scope, Command) {
         let command = Command::Reload {
             members: self.members,
-            role: self.role.into(),
+            role: self.role,
             force: self.force,
         };
         (Scope(Some(self.cluster)), command)
@@ -67,7 +42,7 @@ pub(crate) struct DsnArgs {
     client: ScopedArgs,
     /// Give the DSN of a member with this role (default: the leader).
     #[arg(long, short = 'r', value_enum, conflicts_with = "member")]
-    role: Option<RoleArg>,
+    role: Option<Role>,
     /// Give the DSN of this member.
     #[arg(long, short = 'm', value_name = "NAME")]
     member: Option<String>,
@@ -76,7 +51,7 @@ pub(crate) struct DsnArgs {
 impl DsnArgs {
     pub(crate) fn command(self) -> (Scope, Command) {
         let command = Command::Dsn {
-            role: self.role.map(Role::from),
+            role: self.role,
             member: self.member,
         };
         (self.client.into(), command)
@@ -202,7 +177,7 @@ pub(crate) struct QueryArgs {
     dbname: Option<String>,
     /// Query the leader (default), or a member with this role.
     #[arg(long, short = 'r', value_enum, conflicts_with = "member")]
-    role: Option<RoleArg>,
+    role: Option<Role>,
     /// Query this member.
     #[arg(long, short = 'm', value_name = "NAME")]
     member: Option<String>,
@@ -235,7 +210,7 @@ impl QueryArgs {
         };
         let command = Command::Query(tenure::cli::QueryArgs {
             sql,
-            role: self.role.map(Role::from),
+            role: self.role,
             member: self.member,
             username: self.username,
             password,
