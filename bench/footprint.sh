@@ -5,7 +5,8 @@
 # at its defaults. For each agent, summed over its own processes (tenure: the agent, and its fencing process apart;
 # Patroni: its process; pg_autoctl: its process tree), never PostgreSQL's: CPU seconds per minute over the window
 # (utime + stime of every thread, plus children they reaped in it, from /proc/PID/stat) and RSS, anonymous and
-# file-backed (/proc/PID/status, at the end). Also each etcd's own CPU and RSS, and the store requests per idle
+# file-backed (/proc/PID/status, at the end; PSS from smaps_rollup beside it, since RSS counts pages shared
+# between processes once per process). Also each etcd's own CPU and RSS, and the store requests per idle
 # cycle from each etcd's /metrics (grpc_server_started_total and grpc_server_msg_received_total by method,
 # sampled at the window's ends; one etcd per cluster, so the counts are the cluster's; per node = / 3).
 # Usage: bench/footprint.sh [window_s=120] [warmup_s=30]. Needs root, etcd, PostgreSQL 15, and
@@ -72,11 +73,12 @@ def procs():
             except OSError:
                 exe = ""
             cmd = open(f"/proc/{d}/cmdline", "rb").read().replace(b"\0", b" ").decode(errors="replace")
+            pss = next((int(l.split()[1]) for l in open(f"/proc/{d}/smaps_rollup") if l.startswith("Pss:")), 0)
         except (OSError, IndexError):
             continue
         # stat fields after the name: state ppid ... utime(14) stime(15) cutime(16) cstime(17) ... starttime(22)
         out[int(d)] = dict(ppid=int(r[1]), ticks=int(r[11]) + int(r[12]), cticks=int(r[13]) + int(r[14]),
-                           start=int(r[19]), exe=exe, cmd=cmd, **st)
+                           start=int(r[19]), exe=exe, cmd=cmd, Pss=pss, **st)
     return out
 
 def members(ps, kind, pid, excl):
@@ -122,31 +124,39 @@ def mib(kb):
     return kb / 1024
 
 print(f"# window {elapsed:.1f} s; CPU = (utime + stime of the processes, all threads, and of children they reaped) / window")
-hdr = f"{'system':8} {'node':8} {'process':12} {'role':8} {'CPU s/min':>9} {'RSS MiB':>8} {'anon':>6} {'file':>6} {'procs':>5}"
+hdr = f"{'system':8} {'node':8} {'process':12} {'role':8} {'CPU s/min':>9} {'RSS MiB':>8} {'anon':>6} {'file':>6} {'PSS':>6} {'procs':>5}"
 print(hdr)
 totals = {}
 for u in units:
     system, node, part, kind, pid = u[:5]
     excl = {int(x) for x in u[5:]}
     ps = members(after, kind, int(pid), excl)
-    cpu = rss = anon = file = 0
+    cpu = rss = anon = file = pss = 0
     for p in ps:
         v = after[p]
         b = before.get(p)
         same = b is not None and b["start"] == v["start"]
         cpu += (v["ticks"] + v["cticks"]) - ((b["ticks"] + b["cticks"]) if same else 0)
-        rss += v.get("VmRSS", 0); anon += v.get("RssAnon", 0); file += v.get("RssFile", 0)
+        rss += v.get("VmRSS", 0); anon += v.get("RssAnon", 0); file += v.get("RssFile", 0); pss += v["Pss"]
     s_min = cpu / HZ / elapsed * 60
     label = {"pg-side": "pg-workers"}.get(part, part)
     r = role(system, node) if system != "store" else "store"
     if part == "pg-side":
         r = "monitor"
-    print(f"{system:8} {node:8} {label:12} {r:8} {s_min:9.3f} {mib(rss):8.1f} {mib(anon):6.1f} {mib(file):6.1f} {len(ps):5}")
+    print(f"{system:8} {node:8} {label:12} {r:8} {s_min:9.3f} {mib(rss):8.1f} {mib(anon):6.1f} {mib(file):6.1f} {mib(pss):6.1f} {len(ps):5}")
+    # A process tree's members one by one (pg_autoctl: its supervisor, the Postgres controller, the keeper or
+    # the monitor listener), so a figure for one of them can be compared with the tree's.
+    for p in (ps if kind == "tree" and len(ps) > 1 else []):
+        v, b = after[p], before.get(p)
+        c = (v["ticks"] + v["cticks"]) - ((b["ticks"] + b["cticks"]) if b is not None and b["start"] == v["start"] else 0)
+        name = v["cmd"].split(": ", 1)[1].strip() if v["cmd"].startswith("pg_autoctl: ") else os.path.basename(v["exe"]) + " (supervisor)"
+        print(f"{'':8} {'':8} {'  ' + name[:30]:30} {c / HZ / elapsed * 60:9.3f} {mib(v.get('VmRSS', 0)):8.1f}"
+              f" {mib(v.get('RssAnon', 0)):6.1f} {mib(v.get('RssFile', 0)):6.1f} {mib(v['Pss']):6.1f}")
     if system == "tenure":
-        t = totals.setdefault(node, [0, 0, 0, 0])
-        t[0] += s_min; t[1] += rss; t[2] += anon; t[3] += file
+        t = totals.setdefault(node, [0, 0, 0, 0, 0])
+        t[0] += s_min; t[1] += rss; t[2] += anon; t[3] += file; t[4] += pss
 for node, t in totals.items():
-    print(f"{'tenure':8} {node:8} {'agent+fencer':12} {role('tenure', node):8} {t[0]:9.3f} {mib(t[1]):8.1f} {mib(t[2]):6.1f} {mib(t[3]):6.1f}")
+    print(f"{'tenure':8} {node:8} {'agent+fencer':12} {role('tenure', node):8} {t[0]:9.3f} {mib(t[1]):8.1f} {mib(t[2]):6.1f} {mib(t[3]):6.1f} {mib(t[4]):6.1f}")
 
 cycles = elapsed / loop_wait
 print(f"\n# store requests per idle cycle per node, from each cluster's own etcd (/metrics): delta over the window"

@@ -9,6 +9,7 @@
 # first primary stopped being writable, seconds without a writable node (sampler) and the writer's longest gap,
 # samples with two writable nodes, acknowledged writes missing from the primary afterwards, and how long after
 # the store returned one writable node answered GET /primary 200.
+# A control run with failsafe off on both: TENURE_DCS="failsafe_mode: false" PATRONI_FAILSAFE=false bench/outage.sh.
 # Usage: bench/outage.sh [runs=1] [outage_s=60] [settle_s=30] [after_s=30]. Needs root, etcd, PostgreSQL 15,
 # `scripts/install-deps bench` (patroni, python3-psycopg2). NO_BUILD=1 reuses the release binary.
 set -euo pipefail
@@ -22,10 +23,11 @@ TIMING="ttl: ${TTL:-10}, loop_wait: ${LOOP_WAIT:-1}, retry_timeout: ${RETRY:-4}"
 
 start_etcd etcd-tenure
 start_etcd etcd-patroni
-tenure_cluster etcd-tenure "$TIMING"
-# tenure's default is what is measured: nothing in its config may pin failsafe_mode.
-! grep -qi failsafe "$W"/tenure/pg*.yml || { echo "the tenure config pins failsafe: $(grep -i failsafe "$W"/tenure/pg*.yml)" >&2; exit 1; }
-patroni_cluster etcd-patroni "$TIMING, failsafe_mode: true"
+tenure_cluster etcd-tenure "$TIMING${TENURE_DCS:+, $TENURE_DCS}"
+# Unless TENURE_DCS asks otherwise, tenure's default is what is measured: nothing in its config may name failsafe.
+[ -n "${TENURE_DCS:-}" ] || ! grep -qi failsafe "$W"/tenure/pg*.yml ||
+  { echo "the tenure config pins failsafe: $(grep -i failsafe "$W"/tenure/pg*.yml)" >&2; exit 1; }
+patroni_cluster etcd-patroni "$TIMING, failsafe_mode: ${PATRONI_FAILSAFE:-true}"
 declare -A DATA PORT APIP
 for i in 1 2 3; do
   DATA[tenure.$i]=${T_DATA[$i]}; PORT[tenure.$i]=${T_PG[$i]}; APIP[tenure.$i]=${T_API[$i]}
@@ -135,7 +137,8 @@ if __name__ == "__main__":
 EOPY
 
 conditions
-echo "# build $(build_commit) ($BIN, release); both clusters: $TIMING; Patroni: failsafe_mode: true; tenure: its default"
+echo "# build $(build_commit) ($BIN, release); both clusters: $TIMING; Patroni: failsafe_mode: ${PATRONI_FAILSAFE:-true};" \
+  "tenure: ${TENURE_DCS:-its default (no failsafe key in its config)}"
 echo "# outage ${OUTAGE_S} s (both etcds SIGSTOPped at once), ${SETTLE_S} s after the clusters settled; writers stop ${AFTER_S} s after SIGCONT"
 for r in $(seq 1 "$RUNS"); do
   for _ in $(seq 1 180); do healthy && break; sleep 1; done
@@ -180,4 +183,7 @@ for r in $(seq 1 "$RUNS"); do
     /usr/bin/python3 "$W/outage.py" report "$s" "$W/samples.$r" "$W/acks.$s.$r" "$W/present.$s.$r" \
       "$t_stop" "$t_cont" "$t_end" "${P0[$s]}" "$([ $s = tenure ] && echo pg || echo p)${P0[$s]}" "${API_OK[$s]:-never within ${AFTER_S} s}"
   done
+  # Whether the failsafe rounds ran: the leaders' log lines that say so (both agents word it as Patroni does).
+  echo "# run $r: log lines 'failsafe mode is enabled': tenure $(cat "$W"/tenure/agent*.log | grep -c 'failsafe mode is enabled' || true)," \
+    "Patroni $(cat "$W"/patroni/p*/patroni.log | grep -c 'failsafe mode is enabled' || true) (cumulative over runs)"
 done

@@ -178,4 +178,6 @@ conditions() {
   echo "# $(date -u +%FT%TZ), $(nproc) cores ($(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1)), $(free -g | awk '/Mem/ {print $2}') GB," \
     "load average $(cut -d' ' -f1-3 /proc/loadavg)"
 }
-build_commit() { git -C "$ROOT" log -1 --format=%h 2>/dev/null; git -C "$ROOT" diff --quiet -- src Cargo.toml 2>/dev/null || echo "(+ local changes)"; }
+# The commit the release binary was built from: the last one that changed what goes into it.
+build_commit() { git -C "$ROOT" log -1 --format=%h -- src Cargo.toml Cargo.lock build.rs 2>/dev/null
+  git -C "$ROOT" diff --quiet HEAD -- src Cargo.toml Cargo.lock 2>/dev/null || echo "(+ uncommitted changes)"; }
