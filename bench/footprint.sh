@@ -149,7 +149,7 @@ for u in units:
     for p in (ps if kind == "tree" and len(ps) > 1 else []):
         v, b = after[p], before.get(p)
         c = (v["ticks"] + v["cticks"]) - ((b["ticks"] + b["cticks"]) if b is not None and b["start"] == v["start"] else 0)
-        name = v["cmd"].split(": ", 1)[1].strip() if v["cmd"].startswith("pg_autoctl: ") else os.path.basename(v["exe"]) + " (supervisor)"
+        name = v["cmd"].split(": ", 1)[1].strip() if v["cmd"].startswith("pg_autoctl: ") else "supervisor"
         print(f"{'':8} {'':8} {('  ' + name)[:21]:21} {c / HZ / elapsed * 60:9.3f} {mib(v.get('VmRSS', 0)):8.1f}"
               f" {mib(v.get('RssAnon', 0)):6.1f} {mib(v.get('RssFile', 0)):6.1f} {mib(v['Pss']):6.1f}")
     if system == "tenure":
