@@ -1,7 +1,8 @@
 # Sourced by the bench scripts that run tenure clusters: the release build (NO_BUILD=1 runs the binaries already
 # there: a build of a different target set can re-resolve features and recompile the crate for minutes), a temp
-# dir W owned by postgres and removed on exit with every agent, postmaster, fencer and the etcd started in it
-# (KEEP=1 keeps it, with the logs), free_port, one etcd on loopback at 127.0.0.1:$EP, and node_config.
+# dir W owned by postgres and removed on exit (KEEP=1 keeps it, with the logs) after every process the script
+# started is stopped by PID (reaper.sh), free_port, one etcd on loopback at 127.0.0.1:$EP, and node_config.
+source "$(dirname "${BASH_SOURCE[0]}")/reaper.sh"
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 [ -n "${NO_BUILD:-}" ] && [ -x "$ROOT/target/release/tenure" ] ||
   cargo build --release --quiet --manifest-path "$ROOT/Cargo.toml" --bin tenure --example failover_writer
@@ -10,19 +11,13 @@ WRITER=$ROOT/target/release/examples/failover_writer
 W=$(mktemp -d /tmp/tenure-bench.XXXXXX)
 chown postgres:postgres "$W"
 cleanup() {
-  [ -f "$W/etcd.pid" ] && kill -CONT "$(cat "$W/etcd.pid")" 2>/dev/null || true
-  pkill -TERM -f "$BIN agent --config $W/" 2>/dev/null || true
-  sleep 3
-  pkill -KILL -f "$BIN agent --config $W/" 2>/dev/null || true
-  for d in "$W"/data*; do [ -f "$d/postmaster.pid" ] && kill -9 "$(head -1 "$d/postmaster.pid")" 2>/dev/null || true; done
-  pkill -f "$BIN fencer --file $W/" 2>/dev/null || true
-  [ -f "$W/etcd.pid" ] && kill "$(cat "$W/etcd.pid")" 2>/dev/null || true
-  sleep 1; if [ -n "${KEEP:-}" ]; then echo "kept $W"; else rm -rf "$W"; fi
+  stop_descendants "$(cat "$W/etcd.pid" 2>/dev/null)"
+  if [ -n "${KEEP:-}" ]; then echo "kept $W"; else rm -rf "$W"; fi
 }
 trap cleanup EXIT
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 EP=$(free_port); EPP=$(free_port)
-runuser -u postgres -- /usr/bin/etcd --data-dir "$W/etcd" --listen-client-urls "http://127.0.0.1:$EP" \
+setpriv --reuid=postgres --regid=postgres --init-groups /usr/bin/etcd --data-dir "$W/etcd" --listen-client-urls "http://127.0.0.1:$EP" \
   --advertise-client-urls "http://127.0.0.1:$EP" --listen-peer-urls "http://127.0.0.1:$EPP" >"$W/etcd.log" 2>&1 &
 echo $! >"$W/etcd.pid"
 declare -a PGP API

@@ -1,17 +1,10 @@
 # Sourced first by the side-by-side benches (footprint.sh, outage.sh): tenure, Patroni 3.0.2 and
 # pg_auto_failover clusters on loopback, each on its own store, in one temp dir W owned by postgres.
-# The script re-executes itself as a child subreaper, so every process it starts (and every orphan of
-# theirs: postmasters that pg_ctl detaches, the agents' fencers) stays its descendant; on exit the agents
+# The script runs as a child subreaper (reaper.sh); on exit the agents
 # get SIGTERM by PID, then every remaining descendant SIGTERM and SIGKILL by PID, and `ps` shows what is
 # left (nothing, or the script says so). NO_BUILD=1 reuses target/release/tenure; KEEP=1 keeps W.
 # Needs root, etcd, PostgreSQL 15, and for the peers `scripts/install-deps bench`.
-[ -n "${BENCH_SUBREAPER:-}" ] || BENCH_SUBREAPER=1 exec /usr/bin/python3 -c '
-import ctypes, os, sys
-# PR_SET_CHILD_SUBREAPER (36): kept across execve, so bash below is the subreaper.
-if ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0) != 0:
-    sys.exit("prctl(PR_SET_CHILD_SUBREAPER) failed")
-os.execv("/bin/bash", ["bash"] + sys.argv[1:])' "$0" "$@"
-[ -z "${BENCH_TRACE:-}" ] || set -x
+source "$(dirname "${BASH_SOURCE[0]}")/reaper.sh"
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 [ -n "${NO_BUILD:-}" ] && [ -x "$ROOT/target/release/tenure" ] ||
@@ -23,14 +16,6 @@ chown postgres:postgres "$W"
 AGENTS=() # PIDs stopped first, gracefully (each stops its own PostgreSQL)
 STORES=() # PIDs stopped last
 
-# Every descendant of this script, by PID (one ps snapshot), leaving out this query's own processes: the
-# subshells bash forks for it (same command line as the script), ps and awk.
-descendants() { ps -e -o pid=,ppid=,args= | awk -v root=$$ '
-  { args = $0; sub(/^ *[0-9]+ +[0-9]+ /, "", args); kids[$2] = kids[$2] " " $1; cmd[$1] = args }
-  END { n = split(kids[root], q, " "); for (i = 1; i <= n; i++) { m = split(kids[q[i]], k, " ");
-        for (j = 1; j <= m; j++) q[++n] = k[j] }
-        for (i = 1; i <= n; i++) if (cmd[q[i]] != cmd[root] && cmd[q[i]] !~ /^(ps -e|awk -v root)/) print q[i] }'; }
-alive() { local p n=0; for p in "$@"; do kill -0 "$p" 2>/dev/null && n=$((n + 1)); done; [ "$n" -gt 0 ]; }
 cleanup() {
   set +e
   local p ds
@@ -38,12 +23,7 @@ cleanup() {
   for p in "${AGENTS[@]}"; do kill -TERM "$p" 2>/dev/null; done
   for _ in $(seq 1 40); do alive "${AGENTS[@]}" || break; sleep 0.5; done
   # Orphaned postmasters and fencers are ours (subreaper): stop them, then the stores.
-  for p in $(descendants); do [[ " ${STORES[*]} " == *" $p "* ]] || kill -TERM "$p" 2>/dev/null; done
-  sleep 3
-  for p in "${STORES[@]}"; do kill -TERM "$p" 2>/dev/null; done
-  sleep 1
-  for p in $(descendants); do kill -KILL "$p" 2>/dev/null; done
-  wait 2>/dev/null
+  stop_descendants "${STORES[@]}"
   ds=$(descendants); ds=${ds//$'\n'/ }
   local left
   left=$(ps -e -o pid=,args= | grep -F "$W" | grep -v grep || true)
