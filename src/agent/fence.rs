@@ -1,8 +1,8 @@
 //! The fencing process: holds the lease deadline in a file and stops PostgreSQL when it passes (R5).
 //!
 //! The agent writes `armed <deadline_ms>` or `disarmed` (atomically, by rename) to `fence` in its runtime
-//! folder `<data_dir>.fence.d/`; a separate `tenure fencer` process (`fencer.rs`) polls that file every
-//! 20 ms and, once `CLOCK_MONOTONIC` passes an armed deadline, sends the postmaster SIGQUIT (immediate
+//! folder `<data_dir>.fence.d/`; a separate `tenure fencer` process (`fencer.rs`) sleeps on that file and
+//! a timer (`wake.rs`) and, once `CLOCK_MONOTONIC` passes an armed deadline, sends the postmaster SIGQUIT (immediate
 //! shutdown: every backend goes with it), then SIGKILL if it is still there. It needs nothing from the
 //! agent to do this: an agent killed or frozen leaves a primary that stops writing by its lease deadline.
 //!
@@ -32,10 +32,8 @@ use nix::fcntl::{Flock, FlockArg};
 use crate::ha::Millis;
 
 mod fencer;
+mod wake;
 pub use fencer::fencer_main;
-
-/// How often the fencing process looks at the clock and the file.
-const POLL_MS: u64 = 20;
 
 /// The fence file's name in the runtime folder; the lock is `<name>.lock`.
 const FENCE_FILE: &str = "fence";
