@@ -4,7 +4,7 @@
 # (KEEP=1 keeps it, with the logs), free_port, one etcd on loopback at 127.0.0.1:$EP, and node_config.
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 [ -n "${NO_BUILD:-}" ] && [ -x "$ROOT/target/release/tenure" ] ||
-  cargo build --release --quiet --manifest-path "$ROOT/Cargo.toml" --bin tenure --example failover_writer
+  cargo build --release --quiet --manifest-path "$ROOT/Cargo.toml" --bin tenure --bin tenure-fencer --example failover_writer
 BIN=$ROOT/target/release/tenure
 WRITER=$ROOT/target/release/examples/failover_writer
 W=$(mktemp -d /tmp/tenure-bench.XXXXXX)

@@ -6,7 +6,7 @@
 set -euo pipefail
 SECS=${1:-120}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-cargo build --release --quiet --manifest-path "$ROOT/Cargo.toml" --bin tenure
+cargo build --release --quiet --manifest-path "$ROOT/Cargo.toml" --bin tenure --bin tenure-fencer
 BIN=$ROOT/target/release/tenure
 "$BIN" demo >/tmp/tenure-footprint.log 2>&1 &
 DEMO=$!

@@ -1,4 +1,4 @@
-//! The fencing process's timing (issue 30): asleep while armed, and its SIGQUIT on the deadline, not up to a poll later.
+//! The fencing process as the agent starts it (issue 30): its own small binary, asleep while armed, its SIGQUIT on the deadline.
 // A stand-in postmaster: a copy of bash named `postgres`, working in the data directory and named by
 // `postmaster.pid`, which is all the fencer checks before it signals (no `standby.signal`, so no standby).
 // It writes the wall-clock time it received SIGQUIT; the test maps that to the monotonic clock the deadline
@@ -212,5 +212,30 @@ async fn a_postmaster_started_after_the_deadline_is_stopped_at_once() {
     assert!(
         after_ms < 200,
         "SIGQUIT only {after_ms} ms after the postmaster started"
+    );
+}
+
+/// The agent starts `tenure-fencer`, the small binary beside its own, with the command line the fencer
+/// always had (`tenure fencer --file F --data-dir D`, which `pgrep` patterns look for). Seen failing
+/// before the change: the fencer's executable was "tenure".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_agent_starts_the_small_fencer_binary_beside_its_own() {
+    let mut s = setup();
+    s.fence.arm(after_ms(60_000)).expect("arm");
+    let pid = fencer_pid(&s.data);
+    let exe = std::fs::read_link(format!("/proc/{pid}/exe")).unwrap();
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap();
+    s.fence.disarm().unwrap();
+    s.fence.stop_process();
+    assert_eq!(
+        exe.file_name().and_then(|n| n.to_str()),
+        Some("tenure-fencer"),
+        "the fencer runs {}",
+        exe.display()
+    );
+    let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+    assert!(
+        cmdline.starts_with("tenure fencer --file "),
+        "the fencer's command line: {cmdline}"
     );
 }
