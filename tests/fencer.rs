@@ -3,6 +3,9 @@
 // `postmaster.pid`, which is all the fencer checks before it signals (no `standby.signal`, so no standby).
 // It writes the wall-clock time it received SIGQUIT; the test maps that to the monotonic clock the deadline
 // is on, from a pair of readings taken together.
+#[path = "support/pg.rs"]
+mod pg_support;
+
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -238,4 +241,54 @@ async fn the_agent_starts_the_small_fencer_binary_beside_its_own() {
         cmdline.starts_with("tenure fencer --file "),
         "the fencer's command line: {cmdline}"
     );
+}
+
+/// An agent restarted after its predecessor's fence expired finishes crash recovery in single-user mode
+/// (`postgres --single`, as `pg_rewind` also does) before it decides anything: that process serves no
+/// client, so the fencer leaves it alone. Seen failing before the fix: "the fencer stopped a single-user
+/// postgres" (the old 20 ms poll hit it often; a fencer woken by `postmaster.pid` appearing, always).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_single_user_postgres_under_an_expired_fence_is_left_alone() {
+    use std::os::unix::process::CommandExt;
+    let node = pg_support::PgNode::new("fence-single");
+    let data = node.settings.data_dir.clone();
+    tenure::pg::ctl::bootstrap(&node.settings, &Default::default())
+        .await
+        .unwrap_or_else(|e| panic!("bootstrap: {e}\n{}", node.log()));
+    let pid = node.postmaster_pid().expect("postmaster.pid");
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid),
+        nix::sys::signal::Signal::SIGINT,
+    );
+    assert!(
+        within(30_000, || !data.join("postmaster.pid").exists()),
+        "the postmaster did not stop"
+    );
+    let mut fence = Fence::with_program(&data, env!("CARGO_BIN_EXE_tenure").as_ref());
+    fence
+        .arm(Millis(tenure::clock::monotonic().0 - 1))
+        .expect("arm");
+    let _ = fencer_pid(&data);
+    std::thread::sleep(Duration::from_millis(300));
+    let user = nix::unistd::User::from_name("postgres")
+        .unwrap()
+        .expect("postgres user");
+    let mut single = std::process::Command::new(format!("{}/postgres", pg_support::BIN_DIR))
+        .args(["--single", "-D"])
+        .arg(&data)
+        .arg("postgres")
+        .current_dir(&data)
+        .uid(user.uid.as_raw())
+        .gid(user.gid.as_raw())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1_500)); // past the fencer's safety-net look too
+    let alive = matches!(single.try_wait(), Ok(None));
+    drop(single.stdin.take()); // end of input: the single-user backend exits
+    let _ = single.wait();
+    fence.disarm().unwrap();
+    fence.stop_process();
+    assert!(alive, "the fencer stopped a single-user postgres");
 }

@@ -203,7 +203,7 @@ fn stop_postmaster(data: &File) {
     let Some(pid) = named.or_else(|| find_postmaster(id)) else {
         return;
     };
-    if is_standby(data, pid) {
+    if is_standby(data, pid) || is_standalone(pid) {
         return;
     }
     let _ = kill(Pid::from_raw(pid), Signal::SIGQUIT);
@@ -214,6 +214,18 @@ fn stop_postmaster(data: &File) {
         }
     }
     let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+}
+
+/// A stand-alone backend (`postgres --single`: crash recovery by a restarted agent or by `pg_rewind`;
+/// `--boot`: initdb): it listens on nothing and serves no client, so it is no writable primary. Its
+/// command line is the one it was started with (PostgreSQL rewrites the process title only of processes
+/// under a postmaster), which no SQL can change.
+fn is_standalone(pid: i32) -> bool {
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    matches!(
+        cmdline.split(|&b| b == 0).nth(1),
+        Some(b"--single" | b"--boot")
+    )
 }
 
 /// A live `postgres` (or `postmaster`) process working in the directory `id` (the postmaster and its
@@ -239,7 +251,8 @@ fn find_postmaster(id: (u64, u64)) -> Option<i32> {
         let ppid = stat
             .rfind(')')
             .and_then(|i| stat[i + 1..].split_whitespace().nth(1)?.parse::<i32>().ok());
-        !ppid.is_some_and(|p| ours.contains(&p))
+        // A stand-alone backend working there too does not hide the postmaster behind it.
+        !ppid.is_some_and(|p| ours.contains(&p)) && !is_standalone(pid)
     })
 }
 
