@@ -70,11 +70,11 @@ while :; do sleep 100 & wait $!; done"#;
         .spawn()
         .unwrap();
     let pid = child.id().to_string();
+    // Under an expired fence it may be signalled before it named itself: that counts as started too.
+    let named =
+        || std::fs::read_to_string(s.data.join("postmaster.pid")).is_ok_and(|t| t.trim() == pid);
     assert!(
-        within(5_000, || std::fs::read_to_string(
-            s.data.join("postmaster.pid")
-        )
-        .is_ok_and(|t| t.trim() == pid)),
+        within(5_000, || got.exists() || named()),
         "the stand-in postmaster did not start"
     );
     child
