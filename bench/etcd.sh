@@ -5,7 +5,7 @@
 source "$(dirname "${BASH_SOURCE[0]}")/reaper.sh"
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 [ -n "${NO_BUILD:-}" ] && [ -x "$ROOT/target/release/tenure" ] ||
-  cargo build --release --quiet --manifest-path "$ROOT/Cargo.toml" --bin tenure --example failover_writer
+  cargo build --release --quiet --manifest-path "$ROOT/Cargo.toml" --bin tenure --bin tenure-fencer --example failover_writer
 BIN=$ROOT/target/release/tenure
 WRITER=$ROOT/target/release/examples/failover_writer
 W=$(mktemp -d /tmp/tenure-bench.XXXXXX)

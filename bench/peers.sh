@@ -8,7 +8,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/reaper.sh"
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 [ -n "${NO_BUILD:-}" ] && [ -x "$ROOT/target/release/tenure" ] ||
-  cargo build --release --quiet --manifest-path "$ROOT/Cargo.toml" --bin tenure
+  cargo build --release --quiet --manifest-path "$ROOT/Cargo.toml" --bin tenure --bin tenure-fencer
 BIN=$ROOT/target/release/tenure
 PGBIN=/usr/lib/postgresql/15/bin
 W=$(mktemp -d /tmp/tenure-peers.XXXXXX)

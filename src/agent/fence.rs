@@ -1,8 +1,8 @@
 //! The fencing process: holds the lease deadline in a file and stops PostgreSQL when it passes (R5).
 //!
 //! The agent writes `armed <deadline_ms>` or `disarmed` (atomically, by rename) to `fence` in its runtime
-//! folder `<data_dir>.fence.d/`; a separate `tenure fencer` process (`fencer.rs`) polls that file every
-//! 20 ms and, once `CLOCK_MONOTONIC` passes an armed deadline, sends the postmaster SIGQUIT (immediate
+//! folder `<data_dir>.fence.d/`; a separate `tenure fencer` process (`fencer.rs`) sleeps on that file and
+//! a timer (`wake.rs`) and, once `CLOCK_MONOTONIC` passes an armed deadline, sends the postmaster SIGQUIT (immediate
 //! shutdown: every backend goes with it), then SIGKILL if it is still there. It needs nothing from the
 //! agent to do this: an agent killed or frozen leaves a primary that stops writing by its lease deadline.
 //!
@@ -32,10 +32,11 @@ use nix::fcntl::{Flock, FlockArg};
 use crate::ha::Millis;
 
 mod fencer;
+mod wake;
 pub use fencer::fencer_main;
 
-/// How often the fencing process looks at the clock and the file.
-const POLL_MS: u64 = 20;
+/// The fencing process's own binary, looked for beside the agent's.
+const FENCER_BIN: &str = "tenure-fencer";
 
 /// The fence file's name in the runtime folder; the lock is `<name>.lock`.
 const FENCE_FILE: &str = "fence";
@@ -130,7 +131,8 @@ impl Fence {
         if fencer_holds_lock(&lock_file(&self.file)) {
             return Ok(());
         }
-        let mut cmd = tokio::process::Command::new(&self.program);
+        let mut cmd = tokio::process::Command::new(fencer_binary(&self.program));
+        // The command line the fencer always had, whichever binary runs it: what operators grep for.
         cmd.arg0("tenure");
         cmd.arg("fencer")
             .arg("--file")
@@ -150,6 +152,48 @@ impl Fence {
         self.child = Some(child);
         Ok(())
     }
+}
+
+/// The binary to start as `tenure fencer`: `tenure-fencer` beside the agent's `program` when there is one
+/// (it maps a fraction of the agent's pages: issue 30's 2 MiB), else `program` itself, whose `fencer`
+/// command is the same code. `/proc/self/exe` is read as the path it names; a binary replaced by an upgrade
+/// while the agent runs reads as "<path> (deleted)", and the new `tenure-fencer` beside it is as good.
+fn fencer_binary(program: &Path) -> PathBuf {
+    use std::os::unix::ffi::OsStrExt;
+    let exe = std::fs::read_link(program).map_or_else(
+        |_| program.to_path_buf(),
+        |target| program.parent().map_or(target.clone(), |p| p.join(&target)),
+    );
+    let bytes = exe.as_os_str().as_bytes();
+    let exe = Path::new(std::ffi::OsStr::from_bytes(
+        bytes.strip_suffix(b" (deleted)").unwrap_or(bytes),
+    ));
+    match exe.parent().map(|dir| dir.join(FENCER_BIN)) {
+        Some(small)
+            if std::fs::metadata(&small)
+                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0) =>
+        {
+            small
+        }
+        _ => program.to_path_buf(),
+    }
+}
+
+/// `fencer --file FILE --data-dir DIR`, exactly: the file and the data directory (how the agent starts
+/// the fencer; `tenure` then skips clap, whose command tree would cost the fencer resident pages).
+pub fn fencer_argv(
+    mut args: impl Iterator<Item = std::ffi::OsString>,
+) -> Option<(PathBuf, PathBuf)> {
+    let mut next_is = |word: &str| args.next().filter(|a| a == word).map(|_| ());
+    next_is("fencer")?;
+    next_is("--file")?;
+    let file = args.next()?;
+    let mut next_is = |word: &str| args.next().filter(|a| a == word).map(|_| ());
+    next_is("--data-dir")?;
+    let data_dir = args.next()?;
+    args.next()
+        .is_none()
+        .then(|| (file.into(), data_dir.into()))
 }
 
 fn pid_file(data_dir: &Path) -> PathBuf {
@@ -274,6 +318,26 @@ mod tests {
         assert_eq!(read_state(f.file()), Some(State::Exit));
         std::fs::write(f.file(), "garbage").unwrap();
         assert_eq!(read_state(f.file()), None);
+    }
+
+    /// `tenure-fencer` beside the agent's binary (or a link to it) is the one started; without it (or
+    /// not executable), the agent's own binary.
+    #[test]
+    fn the_small_fencer_binary_beside_the_agents_is_preferred() {
+        let dir = tempfile::tempdir().unwrap();
+        let bin = dir.path().join("bin");
+        std::fs::create_dir(&bin).unwrap();
+        let agent = bin.join("tenure");
+        std::fs::write(&agent, "").unwrap();
+        let link = dir.path().join("tenure-link");
+        std::os::unix::fs::symlink("bin/tenure", &link).unwrap();
+        assert_eq!(fencer_binary(&agent), agent);
+        let small = bin.join(FENCER_BIN);
+        std::fs::write(&small, "").unwrap();
+        assert_eq!(fencer_binary(&agent), agent, "not executable");
+        std::fs::set_permissions(&small, std::fs::Permissions::from_mode(0o755)).unwrap();
+        assert_eq!(fencer_binary(&agent), small);
+        assert_eq!(fencer_binary(&link), small);
     }
 
     /// The runtime folder is the agent's own: a link in its place, or a folder of another user, is

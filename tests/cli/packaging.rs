@@ -117,6 +117,14 @@ fn the_deb_ships_the_man_page_and_the_completions() {
             .unwrap_or_else(|| panic!("{file} is not in {deb}:\n{listing}"));
         assert!(line.starts_with("-rw-r--r-- root/root"), "{line}");
     }
+    // The fencing process's own small binary, beside the agent's (issue 30: its resident memory).
+    for bin in ["./usr/bin/tenure", "./usr/bin/tenure-fencer"] {
+        let line = listing
+            .lines()
+            .find(|l| l.ends_with(bin))
+            .unwrap_or_else(|| panic!("{bin} is not in {deb}:\n{listing}"));
+        assert!(line.starts_with("-rwxr-xr-x root/root"), "{line}");
+    }
     // The completions know the commands.
     let root = work.path().join("target/debian/root");
     let bash =

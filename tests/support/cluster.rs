@@ -200,6 +200,13 @@ impl Cluster {
         if std::fs::hard_link(TENURE_BIN, &bin).is_err() {
             std::fs::copy(TENURE_BIN, &bin).expect("copy the tenure binary");
         }
+        // The fencing process's own binary, which the agents start from beside theirs, as installed.
+        if let Some(fencer) = option_env!("CARGO_BIN_EXE_tenure-fencer") {
+            let link = root.path().join("tenure-fencer");
+            if std::fs::hard_link(fencer, &link).is_err() {
+                std::fs::copy(fencer, &link).expect("copy the tenure-fencer binary");
+            }
+        }
         let mut nodes: Vec<NodeSpec> = (0..NODES)
             .map(|i| NodeSpec {
                 scope: "e2e".into(),

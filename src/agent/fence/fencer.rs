@@ -13,7 +13,11 @@ use nix::fcntl::{Flock, FlockArg};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
-use super::{parse_state, State, POLL_MS};
+use super::wake::Wake;
+use super::{parse_state, State};
+
+/// How often, after SIGQUIT, the fencer looks whether the postmaster is gone (25 looks, then SIGKILL).
+const GONE_CHECK_MS: u64 = 20;
 
 /// `path` relative to the directory `dir` holds, wherever that directory now is.
 fn at(dir: &File, name: impl AsRef<Path>) -> PathBuf {
@@ -126,6 +130,8 @@ pub fn fencer_main(file: &Path, data_dir: &Path) -> ! {
         Ok(None) => std::process::exit(0), // another fencer watches the file
         Err(e) => fail("cannot take the lock", &e),
     };
+    // Watching before the first read: a write after that read wakes us.
+    let mut wake = Wake::new(&run, &data);
     // A file that vanished or that we do not trust changes nothing: deleting the fence file must not
     // disarm the fence.
     let mut state = None;
@@ -136,16 +142,19 @@ pub fn fencer_main(file: &Path, data_dir: &Path) -> ! {
         if let Some(now) = read_trusted_state(&run, name) {
             state = Some(now);
         }
+        let mut deadline_ahead = None;
         match state {
             Some(State::Exit) => {
                 (lock, state) = leave_or_stay(lock, &run, name);
+                continue; // stayed: look at what the new agent wrote
             }
             Some(State::Armed(deadline)) if crate::clock::monotonic().0 >= deadline => {
                 stop_postmaster(&data)
             }
+            Some(State::Armed(deadline)) => deadline_ahead = Some(deadline),
             _ => {}
         }
-        std::thread::sleep(Duration::from_millis(POLL_MS));
+        wake.sleep(deadline_ahead);
     }
 }
 
@@ -194,17 +203,29 @@ fn stop_postmaster(data: &File) {
     let Some(pid) = named.or_else(|| find_postmaster(id)) else {
         return;
     };
-    if is_standby(data, pid) {
+    if is_standby(data, pid) || is_standalone(pid) {
         return;
     }
     let _ = kill(Pid::from_raw(pid), Signal::SIGQUIT);
     for _ in 0..25 {
-        std::thread::sleep(Duration::from_millis(POLL_MS));
+        std::thread::sleep(Duration::from_millis(GONE_CHECK_MS));
         if !crate::pg::pid_alive(pid) {
             return;
         }
     }
     let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+}
+
+/// A stand-alone backend (`postgres --single`: crash recovery by a restarted agent or by `pg_rewind`;
+/// `--boot`: initdb): it listens on nothing and serves no client, so it is no writable primary. Its
+/// command line is the one it was started with (PostgreSQL rewrites the process title only of processes
+/// under a postmaster), which no SQL can change.
+fn is_standalone(pid: i32) -> bool {
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    matches!(
+        cmdline.split(|&b| b == 0).nth(1),
+        Some(b"--single" | b"--boot")
+    )
 }
 
 /// A live `postgres` (or `postmaster`) process working in the directory `id` (the postmaster and its
@@ -230,7 +251,8 @@ fn find_postmaster(id: (u64, u64)) -> Option<i32> {
         let ppid = stat
             .rfind(')')
             .and_then(|i| stat[i + 1..].split_whitespace().nth(1)?.parse::<i32>().ok());
-        !ppid.is_some_and(|p| ours.contains(&p))
+        // A stand-alone backend working there too does not hide the postmaster behind it.
+        !ppid.is_some_and(|p| ours.contains(&p)) && !is_standalone(pid)
     })
 }
 

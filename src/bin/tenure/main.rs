@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, CommandFactory, Parser, Subcommand};
+use tenure::agent::fence::fencer_argv;
 
 mod args;
 mod commands;
@@ -296,20 +297,6 @@ struct FlushArgs {
     /// What to forget.
     #[arg(value_name = "WHAT", value_enum)]
     what: FlushWhat,
-}
-
-/// `fencer --file FILE --data-dir DIR`, exactly: the file and the data directory.
-fn fencer_argv(mut args: impl Iterator<Item = std::ffi::OsString>) -> Option<(PathBuf, PathBuf)> {
-    let mut next_is = |word: &str| args.next().filter(|a| a == word).map(|_| ());
-    next_is("fencer")?;
-    next_is("--file")?;
-    let file = args.next()?;
-    let mut next_is = |word: &str| args.next().filter(|a| a == word).map(|_| ());
-    next_is("--data-dir")?;
-    let data_dir = args.next()?;
-    args.next()
-        .is_none()
-        .then(|| (file.into(), data_dir.into()))
 }
 
 fn main() -> ExitCode {
