@@ -160,7 +160,6 @@ fn the_template_parses_into_every_setting() {
     assert!(!api.allow_unauthenticated && api.certfile.is_none());
     assert_eq!(api.ttl_ms, 30_000);
     assert!(c.fencer.enabled);
-    assert_eq!(c.fencer.fast_stop_timeout_ms, 1_000);
 }
 
 #[test]

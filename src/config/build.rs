@@ -213,17 +213,12 @@ pub(crate) fn build(
     let fencer_raw = tenure.fencer.unwrap_or_default();
     let fencer = FencerSettings {
         enabled: fencer_raw.enabled.unwrap_or(true),
-        fast_stop_timeout_ms: ctx.ms(
-            fencer_raw.fast_stop_timeout,
-            "tenure.fencer.fast_stop_timeout",
-            fence_budget_ms / 2,
-        ),
     };
-    if fencer.fast_stop_timeout_ms >= fence_budget_ms {
-        ctx.invalid(
+    if fencer_raw.fast_stop_timeout.is_some() {
+        // Accepted so older files load; the fencer stops PostgreSQL immediately (SIGQUIT) at its deadline.
+        ctx.warn(
             "tenure.fencer.fast_stop_timeout",
-            "must be shorter than tenure.fence_budget: the immediate stop must also fit in the budget",
-            Some("lower it or raise tenure.fence_budget"),
+            "the fencer stops PostgreSQL immediately when the lease deadline passes (remove the key)",
         );
     }
     if !fencer.enabled && watchdog.as_ref().map(|w| w.mode) != Some(WatchdogMode::Required) {

@@ -101,9 +101,6 @@ impl WatchdogSettings {
 pub struct FencerSettings {
     /// Off only together with `watchdog.mode: required`.
     pub enabled: bool,
-    /// How long a fast stop may take before the fencer escalates to an immediate one; shorter than the
-    /// fence budget (default: half of it).
-    pub fast_stop_timeout_ms: u64,
 }
 
 /// A loaded, checked configuration. Built only by [`load`] or [`parse`].
