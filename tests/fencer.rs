@@ -292,3 +292,38 @@ async fn a_single_user_postgres_under_an_expired_fence_is_left_alone() {
     fence.stop_process();
     assert!(alive, "the fencer stopped a single-user postgres");
 }
+
+/// At bootstrap the leader arms its fence before `initdb` has made the data directory. The fencer waits for
+/// the directory instead of ending, so the primary started in it is fenced from its first moment (a killed
+/// agent leaves no unfenced primary). Seen failing before the fix: the fencer had exited ("tenure fencer:
+/// <data_dir>: No such file or directory"), and the postmaster was never signalled.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fence_armed_before_initdb_fences_the_primary_started_after() {
+    let mut s = setup();
+    std::fs::remove_dir(&s.data).unwrap();
+    s.fence.arm(after_ms(100)).expect("arm");
+    let pid = fencer_pid(&s.data);
+    std::thread::sleep(Duration::from_millis(400)); // past the deadline, still no data directory
+                                                    // Running, not a zombie (the test process is its parent and has not reaped it).
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let alive = stat
+        .rsplit(") ")
+        .next()
+        .is_some_and(|rest| !rest.starts_with('Z'));
+    std::fs::create_dir(&s.data).unwrap();
+    let got = s.data.parent().unwrap().join("got");
+    let mut pm = start_postmaster(&s, &got);
+    let at = signalled_at(&got, 5_000);
+    let _ = pm.kill();
+    let _ = pm.wait();
+    s.fence.disarm().unwrap();
+    s.fence.stop_process();
+    assert!(
+        alive,
+        "the fencer ended while the data directory did not exist yet"
+    );
+    assert!(
+        at.is_some(),
+        "the postmaster started in the new data directory was never signalled"
+    );
+}

@@ -116,11 +116,7 @@ pub fn fencer_main(file: &Path, data_dir: &Path) -> ! {
         fail("no fence file", &file.display());
     };
     let run = open_dir(run_path).unwrap_or_else(|e| fail(&run_path.display().to_string(), &e));
-    // The data directory as configured (it may legitimately be reached through a link), held from now on.
-    let data = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(nix::libc::O_DIRECTORY | nix::libc::O_CLOEXEC)
-        .open(data_dir)
+    let data = wait_for_data_dir(data_dir, &run, name)
         .unwrap_or_else(|e| fail(&data_dir.display().to_string(), &e));
     let mut lock_name = name.to_owned();
     lock_name.push(".lock");
@@ -155,6 +151,28 @@ pub fn fencer_main(file: &Path, data_dir: &Path) -> ! {
             _ => {}
         }
         wake.sleep(deadline_ahead);
+    }
+}
+
+/// The data directory as configured (it may legitimately be reached through a link), held from now on. At
+/// bootstrap the leader arms its fence before `initdb` makes the directory: no postmaster can run in a
+/// directory that does not exist, so wait for it (looking once a second) rather than end and leave the
+/// primary started there unfenced until the agent's next renewal. Told to exit meanwhile, end.
+fn wait_for_data_dir(data_dir: &Path, run: &File, name: &OsStr) -> std::io::Result<File> {
+    loop {
+        let opened = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(nix::libc::O_DIRECTORY | nix::libc::O_CLOEXEC)
+            .open(data_dir);
+        match opened {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                if matches!(read_trusted_state(run, name), Some(State::Exit)) {
+                    std::process::exit(0);
+                }
+                std::thread::sleep(std::time::Duration::from_secs(1));
+            }
+            other => return other,
+        }
     }
 }
 
