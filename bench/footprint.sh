@@ -187,3 +187,5 @@ EOS
 /usr/bin/python3 "$W/measure.py" "$W/units" "$W/roles.start" "bash $W/roles.sh" "$WINDOW" "$LOOP_WAIT" \
   "${ETCD_URL[etcd-tenure]}" "${ETCD_URL[etcd-patroni]}"
 echo "# load average at the window's end: $(cut -d' ' -f1-3 /proc/loadavg)"
+# Where tenure's pages are (the agents' 8 MiB goal): per mapping, at the window's end.
+"$ROOT/bench/rss_map.sh" "${T_AGENT[1]}" "${T_AGENT[2]}" "${T_AGENT[3]}"
