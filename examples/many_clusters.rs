@@ -137,7 +137,11 @@ async fn member(
             stats.errors.fetch_add(1, Relaxed);
         }
         if !s.attribution.no_publish {
-            publisher.publish(record(scope, i, leader), 10_000);
+            publisher.publish(
+                record(scope, i, leader),
+                10_000,
+                tokio::time::Instant::now(),
+            );
         }
         if stats.measuring.load(Relaxed) {
             stats.cycles.fetch_add(1, Relaxed);

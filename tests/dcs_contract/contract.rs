@@ -113,8 +113,13 @@ fn scope(case: &str) -> String {
     format!("contract-{case}-{nanos}")
 }
 
+/// A client as the agent runs it: its store mirror fed beside it (a backend without one returns at once), so
+/// every case holds for reads from the mirror as for full reads.
 async fn client(b: &dyn Backend, scope: &str, name: &str) -> Arc<dyn Dcs> {
-    Arc::from(b.make_client(scope, name, b.ttl_ms()).await)
+    let c: Arc<dyn Dcs> = Arc::from(b.make_client(scope, name, b.ttl_ms()).await);
+    let fed = c.clone();
+    tokio::spawn(async move { fed.run_mirror().await });
+    c
 }
 
 async fn snapshot(c: &dyn Dcs) -> ClusterSnapshot {
