@@ -178,6 +178,18 @@ impl Mirror {
         })
     }
 
+    /// A full read is under way: the mirror is not confirmed for it (yet).
+    pub fn unconfirm(&self) {
+        self.lock().confirmed = false;
+    }
+
+    /// A full read showed the scope's keys at `keys` (key, modify revision): the mirror is confirmed for it
+    /// when it shows the same now.
+    pub fn checked(&self, keys: &BTreeMap<String, u64>) {
+        let mut s = self.lock();
+        s.confirmed = s.live && s.keys == *keys;
+    }
+
     /// The snapshot the last read confirmed, if no progress request was sent since and the stream is open.
     pub fn confirmed(&self) -> Option<Arc<ClusterSnapshot>> {
         let s = self.lock();
@@ -240,6 +252,15 @@ mod tests {
         assert!(m.matches(&at7, 7, soon()).await.is_some());
         assert!(m.confirmed().is_some(), "the leader's check may use it");
         assert!(m.applied_to(7).is_some());
+        m.unconfirm();
+        assert!(m.confirmed().is_none(), "a full read under way");
+        m.checked(&keys(&[("a", 5)]));
+        assert!(m.confirmed().is_none(), "the full read showed other keys");
+        m.checked(&at7);
+        assert!(
+            m.confirmed().is_some(),
+            "the full read showed the mirror's keys"
+        );
         m.ask();
         assert!(m.confirmed().is_none(), "a new read has not been answered");
         m.down();

@@ -138,6 +138,15 @@ impl EtcdDcs {
         self.feed.mirror.matches(&keys, at, until).await
     }
 
+    /// A full read's key-values: the mirror is confirmed for the leader's check if it shows the same keys.
+    pub(super) fn full_read_checks_mirror(&self, kvs: &[(&etcd_client::KeyValue, &str)]) {
+        let keys = kvs
+            .iter()
+            .map(|(kv, key)| (key.to_string(), non_negative(kv.mod_revision())))
+            .collect();
+        self.feed.mirror.checked(&keys);
+    }
+
     /// The mirror, as this cycle's read confirmed it, shows the leader key holding our name under `lease`.
     pub(super) fn leader_confirmed(&self, lease: i64) -> bool {
         let Some(snap) = self.feed.mirror.confirmed() else {

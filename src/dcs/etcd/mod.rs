@@ -271,6 +271,7 @@ impl Dcs for EtcdDcs {
             }
         }
         self.full_read_sent(Instant::now());
+        self.feed.mirror.unconfirm();
         let prefix = self.keys.prefix.as_str();
         let opts = GetOptions::new().with_prefix();
         let mark = self.own_member.read_started();
@@ -287,6 +288,7 @@ impl Dcs for EtcdDcs {
             .iter()
             .filter_map(|kv| Some((kv, kv.key_str().ok()?)))
             .collect();
+        self.full_read_checks_mirror(&kvs);
         let own = kvs.iter().find(|(_, key)| *key == self.member_key);
         let own_lease = own.map(|(kv, _)| kv.lease().to_string());
         self.own_member.observed(
