@@ -127,6 +127,11 @@ impl ApiState {
         }
         let mut snap = (*m).clone();
         crate::dcs::snapshot::fill_derived(&mut snap);
+        // An unreadable `config` key reads as the defaults (pause off); the agent acts on the last valid one,
+        // which its own last read carries: show that, as before the mirror.
+        if let (Some(_), Some(read)) = (&snap.config_unreadable, &p.cluster) {
+            snap.cluster.config = read.cluster.config.clone();
+        }
         Some(snap)
     }
 }
