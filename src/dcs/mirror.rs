@@ -4,7 +4,9 @@
 //! reads it back in `get_cluster` only when it is *confirmed* for that read: the stream is open, it answered the
 //! read's own progress request (so a frozen store is not mistaken for a quiet one) at store revision R, and the
 //! mirror has applied the scope's events up to R (or a keys-only read at R shows the scope as the mirror has it).
-//! Otherwise, and once per ttl as a safety net, the backend reads the whole scope as before.
+//! Otherwise, and once per ttl as a safety net, the backend reads the whole scope as before. (An etcd member cut off
+//! from its quorum answers progress requests from its own revision: until that full read fails there and moves the
+//! watch on, such a mirror looks quiet rather than unavailable; renewals fail there at once.)
 //!
 //! Why a mirrored read is as safe as a Range. What the core trusts as fresh is unchanged: a confirmed snapshot is
 //! the scope as of a revision the store reached after the read began, which is what a linearizable Range returns;

@@ -102,6 +102,7 @@ impl EtcdDcs {
         };
         let Some(at) = mirror.answer(asked, until).await else {
             debug!("etcd mirror: no progress answer in time; starting the watch over");
+            self.next_endpoint();
             self.feed.restart.notify_one();
             return None;
         };
@@ -112,6 +113,13 @@ impl EtcdDcs {
         let own = own.as_ref().map(|(v, o)| (v.as_str(), o.as_str()));
         self.own_member.observed(mark, own);
         Some((*snap).clone())
+    }
+
+    /// A full read failed: the mirror's stream may be served by a member that lost its quorum (it answers
+    /// progress requests from its own revision, and a Range through it fails), so start it over, on the next
+    /// endpoint when there are several. Staleness there is thus bounded by the safety net's period, a ttl.
+    pub(super) fn mirror_suspect(&self) {
+        self.feed.restart.notify_one();
     }
 
     /// A keys-only Range of the scope, and the mirror once it shows the same keys at the same revisions.
@@ -219,8 +227,7 @@ impl EtcdDcs {
             let msg = tokio::select! {
                 m = stream.message() => m,
                 _ = self.feed.restart.notified() => {
-                    self.next_endpoint();
-                    return DcsError::Unavailable("a read's progress request went unanswered".into());
+                    return DcsError::Unavailable("a read found the stream silent or the store unreadable".into());
                 }
             };
             let msg = match msg {

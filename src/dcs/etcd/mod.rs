@@ -279,7 +279,8 @@ impl Dcs for EtcdDcs {
             .call(deadline, "range", |mut c| async move {
                 c.get(prefix, Some(opts)).await
             })
-            .await?;
+            .await
+            .inspect_err(|_| self.mirror_suspect())?;
         let revision = resp.header().map_or(0, |h| h.revision());
         // Keys Patroni writes are UTF-8; a key that is not is not ours. A value that is not is garbage in one
         // of our keys, which the snapshot builder reads as garbage and names in a warning.
