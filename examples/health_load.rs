@@ -98,6 +98,7 @@ async fn start(listener: tokio::net::TcpListener) -> std::net::SocketAddr {
         clock: Arc::new(move || Millis(started.elapsed().as_millis() as u64)),
         control: Arc::new(NoControl),
         failsafe: Default::default(),
+        mirror: None,
     };
     let settings = RestApiSettings::new(listener.local_addr().expect("addr"), 30_000);
     let shutdown = async {

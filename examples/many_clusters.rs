@@ -2,10 +2,12 @@
 //! each member a real store adapter (`EtcdDcs` or `ConsulDcs`, one connection each) running the store calls
 //! of an idle agent's cycle in the agent's order, with the agent's own member publisher.
 //!
-//! An idle cycle, as `agent::runtime` runs it: `get_cluster`; the leader `renew_leader`; the member record
-//! handed to `MemberPublisher` (a session renewal and a put, beside the loop); then the leader-key and
-//! config-key watches for the rest of `loop_wait`. No PostgreSQL and no decision core: nothing changes in
-//! an idle cluster, so the calls are the same every cycle.
+//! An idle cycle, as `agent::runtime` ran it before the store mirror: `get_cluster`; the leader `renew_leader`;
+//! the member record handed to `MemberPublisher` (a session renewal unless the loop's was acknowledged in the
+//! cycle, and a put when changed, beside the loop); then the leader-key and config-key watches for the rest of
+//! `loop_wait`. No store mirror runs here (each read is a full one), so etcd figures are those of the path
+//! without it. No PostgreSQL and no decision core: nothing changes in an idle cluster, so the calls are the
+//! same every cycle.
 //!
 //! Reported over the measuring window: the store's CPU seconds per second (from `/proc/<pid>/stat`), this
 //! process's CPU, requests/s and bytes/s (etcd: its own `/metrics`; the Consul test double: the requests
@@ -137,7 +139,8 @@ async fn member(
             stats.errors.fetch_add(1, Relaxed);
         }
         if !s.attribution.no_publish {
-            publisher.publish(record(scope, i, leader), 10_000);
+            // The cycle's start: after the leader's renewal in it, the publisher sends none of its own.
+            publisher.publish(record(scope, i, leader), 10_000, start);
         }
         if stats.measuring.load(Relaxed) {
             stats.cycles.fetch_add(1, Relaxed);

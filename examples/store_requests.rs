@@ -3,8 +3,10 @@
 //!
 //! Each agent talks to the store through its own counting TCP proxy. For etcd the proxy parses the client's
 //! HTTP/2 frames: every HEADERS frame the client sends opens a stream, i.e. one gRPC call (unary or a stream
-//! such as a keep-alive or a watch). For Consul it counts HTTP/1.1 request lines. Bytes are TCP payload both
-//! ways. Run by `bench/store_requests.sh`.
+//! such as a keep-alive or a watch), and every non-empty DATA frame it sends, i.e. one gRPC request message
+//! (a unary request, or one more message on an open stream such as a watch's progress request). For Consul it
+//! counts HTTP/1.1 request lines (calls and messages alike). Bytes are TCP payload both ways. Run by
+//! `bench/store_requests.sh`.
 //!
 //! Usage: `cargo run --example store_requests -- [cycles] [loop_wait_ms] [etcd|consul|both]`
 //! (default 3 cycles of 10 000 ms, both stores).
@@ -27,6 +29,7 @@ use tokio::time::Instant;
 
 const H2_PREFACE_LEN: usize = 24;
 const H2_FRAME_HEADERS: u8 = 0x1;
+const H2_FRAME_DATA: u8 = 0x0;
 const SCOPE: &str = "bench";
 const TTL_MS: u64 = 30_000;
 
@@ -34,14 +37,16 @@ const TTL_MS: u64 = 30_000;
 #[derive(Default)]
 struct Counters {
     calls: AtomicU64,
+    msgs: AtomicU64,
     bytes_up: AtomicU64,
     bytes_down: AtomicU64,
 }
 
 impl Counters {
-    fn take(&self) -> (u64, u64, u64) {
+    fn take(&self) -> (u64, u64, u64, u64) {
         (
             self.calls.swap(0, Relaxed),
+            self.msgs.swap(0, Relaxed),
             self.bytes_up.swap(0, Relaxed),
             self.bytes_down.swap(0, Relaxed),
         )
@@ -73,6 +78,9 @@ impl CallCounter {
                     if buf[3] == H2_FRAME_HEADERS {
                         counters.calls.fetch_add(1, Relaxed);
                     }
+                    if buf[3] == H2_FRAME_DATA && len > 0 {
+                        counters.msgs.fetch_add(1, Relaxed);
+                    }
                     buf.drain(..9 + len);
                 }
             }
@@ -84,6 +92,7 @@ impl CallCounter {
                     .filter(|w| *w == LINE_END)
                     .count();
                 counters.calls.fetch_add(hits as u64, Relaxed);
+                counters.msgs.fetch_add(hits as u64, Relaxed);
                 let keep = tail.len().min(LINE_END.len() - 1);
                 tail.drain(..tail.len() - keep);
             }
@@ -180,9 +189,13 @@ fn deadline() -> Instant {
 }
 
 /// Bootstrap (not counted), then `cycles` idle cycles of both agents side by side; prints per-cycle figures.
-/// Every agent sleeps in two watches, on the leader key and on the config key: nothing changes in an idle
-/// cycle, so both last the rest of the loop.
+/// An agent whose store keeps a mirror (etcd) sleeps on it, its one watch already open; one without (Consul)
+/// sleeps in two watches, on the leader key and on the config key: nothing changes in an idle cycle, so both
+/// last the rest of the loop.
 async fn idle_watches(dcs: &dyn Dcs, (leader, config): (u64, u64), wait_ms: u64) {
+    if dcs.mirror().is_some() {
+        return tokio::time::sleep(Duration::from_millis(wait_ms)).await;
+    }
     let (l, c) = tokio::join!(
         dcs.watch_leader(leader, wait_ms),
         dcs.watch_config(config, wait_ms)
@@ -224,8 +237,13 @@ async fn measure(
         snap.cluster.leader.expect("leader").index,
         snap.config.expect("config").1,
     );
+    // The mirrors' watches are open before counting starts (their set-up is bootstrap traffic).
+    tokio::time::sleep(Duration::from_millis(500)).await;
     lc.take();
     rc.take();
+    // What the agent's publisher does: no renewal of its own after one the loop's cycle got acknowledged.
+    let renew_unless_renewed =
+        |_: &str, agent: &dyn Dcs, cycle: Instant| agent.renewed_at().is_none_or(|t| t < cycle);
 
     let leader_loop = async {
         for _ in 0..cycles {
@@ -235,6 +253,12 @@ async fn measure(
                 .await
                 .expect("leader get_cluster");
             leader.renew_leader(deadline()).await.expect("renew_leader");
+            if renew_unless_renewed("leader", leader, start) {
+                leader
+                    .renew_session(deadline())
+                    .await
+                    .expect("renew_session");
+            }
             leader
                 .publish_member(&record("pg1", "primary"), deadline())
                 .await
@@ -247,14 +271,17 @@ async fn measure(
     };
     let replica_loop = async {
         for _ in 0..cycles {
+            let start = Instant::now();
             replica
                 .get_cluster(true, deadline())
                 .await
                 .expect("replica get_cluster");
-            replica
-                .renew_session(deadline())
-                .await
-                .expect("renew_session");
+            if renew_unless_renewed("replica", replica, start) {
+                replica
+                    .renew_session(deadline())
+                    .await
+                    .expect("renew_session");
+            }
             replica
                 .publish_member(&record("pg2", "replica"), deadline())
                 .await
@@ -267,10 +294,11 @@ async fn measure(
 
     println!("{store}: {cycles} idle HA cycles of loop_wait={loop_wait_ms} ms, per cycle ({unit}; TCP payload bytes)");
     for (who, c) in [("leader", lc), ("replica", rc)] {
-        let (calls, up, down) = c.take();
+        let (calls, msgs, up, down) = c.take();
         println!(
-            "  {who:8} calls={:.1} bytes_up={} bytes_down={} total={}",
+            "  {who:8} calls={:.1} msgs={:.1} bytes_up={} bytes_down={} total={}",
             calls as f64 / cycles as f64,
+            msgs as f64 / cycles as f64,
             up / cycles,
             down / cycles,
             (up + down) / cycles
@@ -284,15 +312,19 @@ async fn measure_etcd(cycles: u64, loop_wait_ms: u64) {
     let (lc, rc) = (Arc::new(Counters::default()), Arc::new(Counters::default()));
     let leader = etcd_agent(proxy(upstream.clone(), Arc::clone(&lc), true).await, "pg1");
     let replica = etcd_agent(proxy(upstream, Arc::clone(&rc), true).await, "pg2");
-    measure(
-        "etcd 3.4 (gRPC)",
-        "gRPC calls",
-        (&leader, &lc),
-        (&replica, &rc),
-        cycles,
-        loop_wait_ms,
-    )
-    .await;
+    // Each agent's store mirror runs beside its loop, as the agent runtime spawns it.
+    tokio::select! {
+        _ = leader.run_mirror() => {}
+        _ = replica.run_mirror() => {}
+        _ = measure(
+            "etcd 3.4 (gRPC)",
+            "gRPC calls",
+            (&leader, &lc),
+            (&replica, &rc),
+            cycles,
+            loop_wait_ms,
+        ) => {}
+    }
 }
 
 async fn measure_consul(cycles: u64, loop_wait_ms: u64) {

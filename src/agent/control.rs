@@ -179,12 +179,11 @@ impl Control for StoreControl {
         &self,
         merge: serde_json::Value,
     ) -> Result<serde_json::Value, ControlError> {
-        let (current, index) = {
-            let p = self.published.borrow();
-            match p.cluster.as_ref().and_then(|c| c.config.clone()) {
-                Some((v, i)) => (v, Some(i)),
-                None => (serde_json::json!({}), None),
-            }
+        // The store's config now (Patroni reads it afresh too): the published one can be a loop old, and a
+        // second PATCH right after a first then lost its compare-and-set on the first one's index.
+        let (current, index) = match self.current().await.and_then(|c| c.config) {
+            Some((v, i)) => (v, Some(i)),
+            None => (serde_json::json!({}), None),
         };
         let mut value = current;
         merge_patch(&mut value, &merge);
@@ -196,13 +195,10 @@ impl Control for StoreControl {
         value: serde_json::Value,
     ) -> Result<serde_json::Value, ControlError> {
         // An unreadable key is replaced too: PUT is how an operator repairs it.
-        let index = {
-            let p = self.published.borrow();
-            p.cluster.as_ref().and_then(|c| {
-                let unreadable = c.config_unreadable.as_ref().map(|(_, i)| *i);
-                c.config.as_ref().map(|(_, i)| *i).or(unreadable)
-            })
-        };
+        let index = self.current().await.and_then(|c| {
+            let unreadable = c.config_unreadable.as_ref().map(|(_, i)| *i);
+            c.config.as_ref().map(|(_, i)| *i).or(unreadable)
+        });
         self.write_config(value, index).await
     }
 

@@ -1,8 +1,8 @@
 //! `tenure agent`'s setup around `shell::run_loop` (the REST API, signals, the executor) and the real
 //! world's tools: store watches, the PostgreSQL probe, applying the `config` key and SIGHUP.
 //!
-//! The loop sleeps until `wake_at`, waking early when the leader key or the `config` key changes (two store watches;
-//! the second makes a pause reach every member at once), on SIGTERM/SIGINT (the next `decide` gets `shutting_down`)
+//! The loop sleeps until `wake_at`, waking early when the leader key or the `config` key changes (seen by the store
+//! mirror's watch, or two key watches on a store without one; the config key makes a pause reach every member at once), on SIGTERM/SIGINT (the next `decide` gets `shutting_down`)
 //! or SIGHUP (`reload.rs`). Before the first cycle, `unique.rs` refuses to run (exit 64) when another live agent
 //! answers `/patroni` with our name. When the store has no `config` key, the leader uploads its bootstrap settings
 //! (`WriteConfig`: all of `bootstrap.dcs`, parameters and `pg_hba` included), as Patroni does; member keys carry
@@ -72,7 +72,14 @@ pub async fn run_agent(
         },
     });
     let failsafe = crate::api::failsafe::SharedFailsafe::default();
+    // The store mirror (one watch on the scope): the loop's reads, its early wake-ups, the REST API's answers.
+    let mirror = dcs.mirror();
+    let feed = {
+        let dcs = dcs.clone();
+        tokio::spawn(async move { dcs.run_mirror().await })
+    };
     let state = ApiState {
+        mirror: mirror.clone(),
         published: rx,
         clock: Arc::new(clock::monotonic),
         control,
@@ -124,6 +131,8 @@ pub async fn run_agent(
         cycle_log: CycleLog::default(),
         probe_conn: crate::pg::probe::KeptConnection::default(),
         config_key: None,
+        mirror,
+        cycle_at: Instant::now(),
         running: None,
         streaming: false,
         record: None,
@@ -131,6 +140,7 @@ pub async fn run_agent(
         env,
     };
     let ended = super::shell::run_loop(&mut world).await;
+    feed.abort();
     let _ = stop_api.send(());
     let _ = api_task.await;
     ended
@@ -238,6 +248,33 @@ pub(super) fn config_index(exec: &Executor, store: &StoreView) -> Option<u64> {
 pub(super) enum Watched {
     Leader,
     Config,
+}
+
+/// With a store mirror: wake when it shows the leader key or the `config` key other than the loop's last read
+/// (`read`) did, in a snapshot newer than that read (so an older mirror never wakes the loop again and again).
+pub(super) async fn mirror_changed(
+    mirror: &crate::dcs::mirror::Mirror,
+    read: Option<&crate::dcs::ClusterSnapshot>,
+) {
+    let Some(read) = read else {
+        return std::future::pending().await;
+    };
+    let keys = |s: &crate::dcs::ClusterSnapshot| {
+        let leader = s.cluster.leader.as_ref().map(|l| (l.name.clone(), l.index));
+        (leader, s.config.as_ref().map(|(_, i)| *i))
+    };
+    let seen = keys(read);
+    let mut rx = mirror.subscribe();
+    loop {
+        if let Some(now) = mirror.snapshot() {
+            if now.index > read.index && keys(&now) != seen {
+                return;
+            }
+        }
+        if rx.changed().await.is_err() {
+            return std::future::pending().await;
+        }
+    }
 }
 
 /// Wake early when the leader key changes (a replica learns of a free key at once) or the config key does

@@ -69,6 +69,10 @@ pub(super) struct RealWorld {
     pub probe_conn: KeptConnection,
     /// This cycle's: the `config` key as read, PostgreSQL's details, the member record.
     pub config_key: Option<serde_json::Value>,
+    /// The store mirror, when the backend keeps one: the early wake-up on a leader or `config` key change.
+    pub mirror: Option<Arc<crate::dcs::mirror::Mirror>>,
+    /// When this cycle began (its store read): the member publisher's renewal is skipped after the loop's.
+    pub cycle_at: tokio::time::Instant,
     pub running: Option<RunningStatus>,
     pub streaming: bool,
     pub record: Option<MemberRecord>,
@@ -108,6 +112,7 @@ impl World for RealWorld {
 
     async fn read_store(&mut self, consistent: bool, deadline: Millis) -> Option<Cluster> {
         self.config_key = None;
+        self.cycle_at = tokio::time::Instant::now();
         match self.dcs.get_cluster(consistent, instant_at(deadline)).await {
             Ok(mut snap) => {
                 snapshot::fill_derived(&mut snap);
@@ -131,6 +136,7 @@ impl World for RealWorld {
 
     fn read_skipped(&mut self) {
         self.config_key = None;
+        self.cycle_at = tokio::time::Instant::now();
         rt::count_store_error(&mut self.counters, &rt::skipped_read());
     }
 
@@ -218,7 +224,7 @@ impl World for RealWorld {
         };
         let retry_ms = self.retry_ms();
         match (&self.publisher, wait) {
-            (Some(p), false) => p.publish(record, retry_ms),
+            (Some(p), false) => p.publish(record, retry_ms, self.cycle_at),
             _ => super::publisher::write_now(self.dcs.as_ref(), &record, retry_ms).await,
         }
     }
@@ -239,8 +245,22 @@ impl World for RealWorld {
         let config_index = rt::config_index(&self.exec, &obs.store);
         let dcs = self.dcs.as_ref();
         let s = &mut self.signals;
+        // One store mirror replaces the two key watches; a store without one watches the keys.
+        let (leader_index, config_index) = match self.mirror {
+            Some(_) => (None, None),
+            None => (leader_index, config_index),
+        };
+        let mirrored = async {
+            match (&self.mirror, &obs.store) {
+                (Some(m), crate::ha::StoreView::Available(_)) => {
+                    rt::mirror_changed(m, self.exec.snapshot.as_ref()).await
+                }
+                _ => std::future::pending().await,
+            }
+        };
         let woke = tokio::select! {
             _ = tokio::time::sleep_until(wake) => Woke::Timer,
+            _ = mirrored => Woke::Timer,
             _ = rt::watch(dcs, rt::Watched::Leader, leader_index, wake) => Woke::Timer,
             _ = rt::watch(dcs, rt::Watched::Config, config_index, wake) => Woke::Timer,
             _ = s.term.recv() => Woke::Stop("SIGTERM"),

@@ -103,7 +103,11 @@ where
     }
     let state = &ctx.state;
     match (read, path) {
-        (true, "/patroni") => json(200, &status::patroni_json(&state.published.borrow())),
+        (true, "/patroni") => {
+            let p = state.published.borrow();
+            let fresh = state.newer_snapshot(&p);
+            json(200, &status::patroni_json_fresh(&p, fresh.as_ref()))
+        }
         (true, "/cluster") => from_snapshot(ctx, |p, c| (200, status::cluster_json(p, c))),
         (true, "/history") => from_snapshot(ctx, |_, c| {
             (
@@ -156,13 +160,14 @@ fn health(ctx: &Ctx, check: Check, query: &str, code_only: bool) -> Response<Bod
     json(code, &status::patroni_json(&p))
 }
 
-/// Answer from the last store snapshot; 503 before the first one.
+/// Answer from the freshest store snapshot (the mirror's, or the loop's last read); 503 before the first one.
 fn from_snapshot(
     ctx: &Ctx,
     f: impl FnOnce(&super::Published, &crate::dcs::ClusterSnapshot) -> (u16, serde_json::Value),
 ) -> Response<Body> {
     let p = ctx.state.published.borrow();
-    match &p.cluster {
+    let fresh = ctx.state.newer_snapshot(&p);
+    match fresh.as_ref().or(p.cluster.as_ref()) {
         Some(c) => {
             let (code, v) = f(&p, c);
             json(code, &v)

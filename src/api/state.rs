@@ -112,4 +112,26 @@ pub struct ApiState {
     pub control: Arc<dyn Control>,
     /// Failsafe answer and grant, shared with the runtime (`api::failsafe`).
     pub failsafe: super::failsafe::SharedFailsafe,
+    /// The store mirror, when the backend keeps one: `/cluster`, `/config`, `/history` and `/patroni`'s store
+    /// fields answer from it when it is newer than the loop's last read, with no store request of their own.
+    pub mirror: Option<Arc<crate::dcs::mirror::Mirror>>,
+}
+
+impl ApiState {
+    /// The store's freshest snapshot here: the mirror's when it is at least as new as the loop's last read
+    /// (with what the loop derives from a read filled in).
+    pub fn newer_snapshot(&self, p: &Published) -> Option<ClusterSnapshot> {
+        let m = self.mirror.as_ref()?.snapshot()?;
+        if p.cluster.as_ref().is_some_and(|read| read.index > m.index) {
+            return None;
+        }
+        let mut snap = (*m).clone();
+        crate::dcs::snapshot::fill_derived(&mut snap);
+        // An unreadable `config` key reads as the defaults (pause off); the agent acts on the last valid one,
+        // which its own last read carries: show that, as before the mirror.
+        if let (Some(_), Some(read)) = (&snap.config_unreadable, &p.cluster) {
+            snap.cluster.config = read.cluster.config.clone();
+        }
+        Some(snap)
+    }
 }

@@ -88,6 +88,25 @@ pub fn patroni_json(p: &Published) -> Value {
     Value::Object(out)
 }
 
+/// `GET /patroni` with its store fields (`pause`, `cluster_unlocked`) from `fresh`, a snapshot newer than the
+/// loop's last read when there is one: a pause shows at once, not a loop later.
+pub fn patroni_json_fresh(p: &Published, fresh: Option<&ClusterSnapshot>) -> Value {
+    let mut out = patroni_json(p);
+    if let (Some(c), Value::Object(o)) = (fresh, &mut out) {
+        for (key, on) in [
+            ("pause", c.cluster.config.pause),
+            ("cluster_unlocked", unlocked(c)),
+        ] {
+            if on {
+                o.insert(key.into(), json!(true));
+            } else {
+                o.remove(key);
+            }
+        }
+    }
+    out
+}
+
 /// A replica reports what it received and replayed; a primary (no receive/replay positions) its location.
 fn xlog(m: &MemberRecord, replay_paused: bool) -> Option<Value> {
     if m.receive_lsn.is_some() || m.replay_lsn.is_some() {

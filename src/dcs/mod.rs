@@ -5,6 +5,7 @@
 pub mod consul;
 pub mod etcd;
 pub mod keys;
+pub mod mirror;
 mod own_member;
 pub mod records;
 pub mod rfc3339;
@@ -124,6 +125,17 @@ pub trait Dcs: Send + Sync {
     fn set_ttl(&self, ttl_ms: u64);
     /// Destroy our session/lease (and so every key bound to it). Used on shutdown and in tests.
     async fn destroy_session(&self, deadline: Instant) -> Result<(), DcsError>;
+    /// The store mirror this adapter keeps (`mirror.rs`), once `run_mirror` runs; `None` for a backend without one.
+    fn mirror(&self) -> Option<std::sync::Arc<mirror::Mirror>> {
+        None
+    }
+    /// Keep the mirror fed until the agent stops (the runtime spawns this); returns at once without one.
+    async fn run_mirror(&self) {}
+    /// The send time of the last acknowledged renewal of our session or lease (the member publisher skips
+    /// its own when the loop renewed in this cycle). `None` when unknown.
+    fn renewed_at(&self) -> Option<Instant> {
+        None
+    }
     /// Delete every key under the scope's prefix (`service/<scope>/`, the trailing slash sparing a scope
     /// whose name merely starts the same): Patroni's `delete_cluster`, for `tenure remove`. Ok if none.
     async fn delete_cluster(&self, deadline: Instant) -> Result<(), DcsError>;

@@ -60,6 +60,7 @@ pub(super) async fn start_on(
         clock: Arc::new(|| Millis(NOW)),
         control,
         failsafe: Default::default(),
+        mirror: None,
     };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let (stop, stopped) = oneshot::channel::<()>();

@@ -67,6 +67,7 @@ async fn a_config_the_agents_would_refuse_is_refused_at_the_door_with_422() {
         clock: Arc::new(|| Millis(NOW)),
         control,
         failsafe: Default::default(),
+        mirror: None,
     };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let (stop, stopped) = oneshot::channel::<()>();
@@ -211,6 +212,7 @@ async fn put_config_replaces_an_unreadable_config_key() {
         clock: Arc::new(|| Millis(NOW)),
         control,
         failsafe: Default::default(),
+        mirror: None,
     };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let (stop, stopped) = oneshot::channel::<()>();

@@ -131,6 +131,7 @@ impl Api {
             clock: Arc::new(move || Millis(clock_now.load(Ordering::SeqCst))),
             control: control.clone(),
             failsafe: failsafe.clone(),
+            mirror: None,
         };
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let (stop, stopped) = oneshot::channel::<()>();

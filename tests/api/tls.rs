@@ -52,6 +52,7 @@ async fn https_with_and_without_client_certificates() {
         clock: std::sync::Arc::new(|| tenure::ha::Millis(NOW)),
         control: std::sync::Arc::new(FakeControl::default()),
         failsafe: Default::default(),
+        mirror: None,
     };
     let err = tenure::api::serve(s, state, listener, std::future::pending())
         .await

@@ -3,6 +3,7 @@
 mod faults;
 mod members;
 mod remove;
+mod renewal;
 mod sync;
 mod ttl;
 mod watch;
@@ -20,6 +21,7 @@ use tokio::time::{sleep, Instant};
 pub use faults::*;
 pub use members::*;
 pub use remove::*;
+pub use renewal::*;
 pub use sync::*;
 pub use ttl::*;
 pub use watch::*;
@@ -74,7 +76,7 @@ macro_rules! contract_tests {
             dropped_connection_is_unavailable, a_new_ttl_applies_from_the_next_acquire,
             an_unchanged_member_record_is_not_written_again, sync_key_is_written_with_cas,
             sync_key_is_deleted_with_cas, garbage_sync_key_reads_as_no_leader, sync_key_carries_quorum,
-            delete_cluster_wipes_the_scope_only);
+            delete_cluster_wipes_the_scope_only, one_keep_alive_per_leader_cycle);
     };
     ($factory:path; $($case:ident),* $(,)?) => {
         $(
@@ -113,8 +115,13 @@ fn scope(case: &str) -> String {
     format!("contract-{case}-{nanos}")
 }
 
+/// A client as the agent runs it: its store mirror fed beside it (a backend without one returns at once), so
+/// every case holds for reads from the mirror as for full reads.
 async fn client(b: &dyn Backend, scope: &str, name: &str) -> Arc<dyn Dcs> {
-    Arc::from(b.make_client(scope, name, b.ttl_ms()).await)
+    let c: Arc<dyn Dcs> = Arc::from(b.make_client(scope, name, b.ttl_ms()).await);
+    let fed = c.clone();
+    tokio::spawn(async move { fed.run_mirror().await });
+    c
 }
 
 async fn snapshot(c: &dyn Dcs) -> ClusterSnapshot {

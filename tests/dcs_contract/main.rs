@@ -13,5 +13,6 @@ mod contract;
 
 mod consul;
 mod etcd;
+mod etcd_mirror;
 mod etcd_tls;
 mod snapshot;

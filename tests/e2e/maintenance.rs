@@ -9,6 +9,8 @@
 #[path = "common.rs"]
 #[allow(dead_code)]
 mod common;
+#[path = "fresh.rs"]
+mod fresh;
 #[path = "lag.rs"]
 mod lag;
 #[path = "manual.rs"]
@@ -427,4 +429,11 @@ fn i_scheduled_restart_of_a_replica_runs_at_its_time_not_before() {
 #[test]
 fn k_etcd_idle_cluster_logs_a_heartbeat_a_minute_changes_at_info() {
     quiet::idle_cluster_is_quiet(Cluster::start(StoreKind::Etcd));
+}
+
+/// A change written through the leader (PATCH /config, a scheduled switchover and its cancel, a pause and
+/// resume) shows in a replica's `/config`, `/cluster` and `/patroni` within 100 ms of the leader's answer.
+#[test]
+fn l_etcd_rest_answers_reflect_a_store_change_within_100_ms() {
+    fresh::rest_answers_are_fresh(StoreKind::Etcd);
 }

@@ -56,6 +56,11 @@ pub fn read_arrive(w: &mut World, i: usize, gen: u64, consistent: bool) {
     let (names, tags) = (w.names(), w.tags());
     let view = if !w.reaches_store(i) {
         None
+    } else if w.store.etcd && w.rng.chance(w.knobs.stale_read_pct) {
+        // etcd's reads come from the store mirror, consistent or not (`dcs::mirror`).
+        let t = w.t;
+        let keys = (names.as_slice(), tags.as_slice());
+        Some(w.store.mirror_read(i, t, 1_000, &mut w.rng, keys))
     } else if !consistent && w.rng.chance(w.knobs.stale_read_pct) {
         let t = w.t;
         Some(w.store.stale_read(t, 1_000, &mut w.rng, &names, &tags))
@@ -177,6 +182,7 @@ pub fn write_member(w: &mut World, i: usize, member: Option<MemberStatus>) {
     };
     let session = crate::apply::ensure_session(w, i);
     w.store.put_member(i, m, session);
+    w.store.wrote(i);
 }
 
 pub fn start_action(w: &mut World, i: usize, action: Action, deadline: u64) {
@@ -226,7 +232,9 @@ pub fn store_arrive(w: &mut World, i: usize, gen: u64, deadline: u64) {
         .clone()
         .expect("a store call in flight");
     let outcome = if w.reaches_store(i) {
-        crate::apply::apply(w, i, &action)
+        let applied = crate::apply::apply(w, i, &action);
+        w.store.wrote(i);
+        applied
     } else {
         ActionOutcomeKind::Unknown
     };

@@ -1,6 +1,6 @@
 //! A Consul model: sessions whose TTL is a lower bound (invalidation anywhere in [TTL, 2·TTL]), behaviour
 //! delete, lock-delay on invalidation only, acquire/release/CAS, consistent and stale reads; `etcd` shapes
-//! it as etcd's leases; `frozen` is a store process stopped with SIGSTOP (its clock stands still).
+//! it as etcd's leases, read through a store mirror (a snapshot at least as new as the node's last write); `frozen` is a store process stopped with SIGSTOP (its clock stands still).
 use std::collections::BTreeMap;
 
 use tenure::ha::{
@@ -26,6 +26,23 @@ pub struct Held {
     pub index: u64,
 }
 
+/// One remembered state of the store.
+struct Past {
+    /// True time it was remembered, the writes applied by then, its position in the sequence.
+    t: u64,
+    writes: u64,
+    n: u64,
+    cluster: Cluster,
+}
+
+/// What the model of etcd's store mirror keeps (`Store::mirror_read`).
+#[derive(Default)]
+pub struct MirrorModel {
+    writes: u64,
+    written_by: BTreeMap<usize, u64>,
+    shown: BTreeMap<usize, u64>,
+}
+
 /// The store's state.
 pub struct Store {
     pub lock_delay_ms: u64,
@@ -43,8 +60,11 @@ pub struct Store {
     pub optime: Option<u64>,
     pub timeline: Option<(u32, usize)>,
     pub index: u64,
-    /// Snapshots for stale reads: (true time, cluster).
-    past: Vec<(u64, Cluster)>,
+    /// Snapshots for stale and mirrored reads, oldest first.
+    past: Vec<Past>,
+    /// Writes applied so far, the count after each node's last one, and the newest snapshot (`Past::n`) each
+    /// node's mirror has shown: etcd's store mirror (`dcs::mirror`).
+    pub mirror: MirrorModel,
     /// What the newest snapshot was read from: while it is unchanged, `remember` need not read again.
     read_from: Option<ReadFrom>,
     /// Set whenever the leader key changes (watches wake).
@@ -78,6 +98,7 @@ impl Store {
             timeline: None,
             index: 1,
             past: Vec::new(),
+            mirror: MirrorModel::default(),
             read_from: None,
             leader_changed: false,
             etcd: false,
@@ -262,8 +283,15 @@ impl Store {
             .is_none_or(|r| !r.same(self, names, tags))
         {
             let c = self.read(names, tags);
-            if self.past.last().is_none_or(|(_, last)| *last != c) {
-                self.past.push((t, c));
+            if self.past.last().is_none_or(|last| last.cluster != c) {
+                let n = self.past.last().map_or(0, |p| p.n + 1);
+                let writes = self.mirror.writes;
+                self.past.push(Past {
+                    t,
+                    writes,
+                    n,
+                    cluster: c,
+                });
             }
             self.read_from = Some(ReadFrom::of(self, names, tags));
         }
@@ -271,7 +299,7 @@ impl Store {
         let first_kept = self
             .past
             .iter()
-            .position(|(pt, _)| *pt >= keep_from)
+            .position(|p| p.t >= keep_from)
             .unwrap_or(self.past.len());
         // Keep one entry older than the window so a stale read always has something to return.
         self.past.drain(..first_kept.saturating_sub(1));
@@ -289,13 +317,48 @@ impl Store {
         let candidates: Vec<&Cluster> = self
             .past
             .iter()
-            .filter(|(pt, _)| *pt + max_age_ms >= t)
-            .map(|(_, c)| c)
+            .filter(|p| p.t + max_age_ms >= t)
+            .map(|p| &p.cluster)
             .collect();
         if candidates.is_empty() {
             return self.read(names, tags);
         }
         candidates[rng.pick(candidates.len())].clone()
+    }
+
+    /// Node `node` wrote (applied at the store, acknowledged or not): its mirror must show it from now on.
+    pub fn wrote(&mut self, node: usize) {
+        self.mirror.writes += 1;
+        self.mirror.written_by.insert(node, self.mirror.writes);
+    }
+
+    /// A read from node `node`'s store mirror (etcd's watch-fed snapshot): any state of the last `max_age_ms`
+    /// that shows every write of the node's own applied so far, and never older than what its mirror showed
+    /// before (a watch only moves forward).
+    pub fn mirror_read(
+        &mut self,
+        node: usize,
+        t: u64,
+        max_age_ms: u64,
+        rng: &mut Rng,
+        (names, tags): (&[NodeName], &[Tags]),
+    ) -> Cluster {
+        let written = self.mirror.written_by.get(&node).copied().unwrap_or(0);
+        let shown = self.mirror.shown.get(&node).copied().unwrap_or(0);
+        let candidates: Vec<&Past> = self
+            .past
+            .iter()
+            .filter(|p| p.t + max_age_ms >= t && p.writes >= written && p.n >= shown)
+            .collect();
+        let (n, cluster) = match candidates.is_empty() {
+            true => (self.past.last().map_or(0, |p| p.n), self.read(names, tags)),
+            false => {
+                let p = candidates[rng.pick(candidates.len())];
+                (p.n, p.cluster.clone())
+            }
+        };
+        self.mirror.shown.insert(node, n);
+        cluster
     }
 }
 
@@ -359,6 +422,7 @@ impl ReadFrom {
             lock_delay_until: _,
             index: _,
             past: _,
+            mirror: _,
             read_from: _,
             leader_changed: _,
             etcd: _,

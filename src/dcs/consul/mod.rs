@@ -46,6 +46,8 @@ pub struct ConsulDcs {
     session_ttl_ms: AtomicU64,
     /// Our member key as the last read showed it: an unchanged record is not written again.
     own_member: super::own_member::OwnMember,
+    /// The send time of the last acknowledged session renewal (`Dcs::renewed_at`).
+    renewed_at: Mutex<Option<Instant>>,
 }
 
 impl ConsulDcs {
@@ -65,6 +67,7 @@ impl ConsulDcs {
             layout,
             session: Mutex::new(None),
             own_member: Default::default(),
+            renewed_at: Mutex::new(None),
         })
     }
 
@@ -231,6 +234,10 @@ impl Dcs for ConsulDcs {
             }
             Some(_) => Ok(()),
         }
+    }
+
+    fn renewed_at(&self) -> Option<Instant> {
+        *self.renewed_at.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     async fn release_leader(&self, deadline: Instant) -> Result<(), DcsError> {

@@ -104,11 +104,15 @@ impl ConsulDcs {
 
     pub(super) async fn renew(&self, id: &str, deadline: Instant) -> Result<(), DcsError> {
         let path = format!("/v1/session/renew/{id}");
+        let sent = Instant::now();
         let answer = self.http.call(Method::PUT, &path, None, deadline).await?;
         // Consul may answer with a higher TTL than we asked for (it is under load); the core keeps using its
         // own, shorter assumption, which stays safe.
         let r = match answer.status.as_u16() {
-            200..=299 => Ok(()),
+            200..=299 => {
+                *self.renewed_at.lock().unwrap_or_else(|e| e.into_inner()) = Some(sent);
+                Ok(())
+            }
             404 => Err(DcsError::SessionInvalid(format!(
                 "renew {id}: {}",
                 String::from_utf8_lossy(&answer.body).trim()

@@ -42,13 +42,21 @@ impl EtcdDcs {
     /// earlier, timed-out request as if it answered this one, and the caller would then date the lease
     /// extension from the wrong send time.
     pub(super) async fn keep_alive(&self, lease: i64, deadline: Instant) -> Result<(), DcsError> {
+        let sent = Instant::now();
         let renewed = self
             .call(deadline, "lease keep-alive", |mut c| async move {
                 c.lease_keep_alive(lease).await
             })
             .await;
         match renewed {
-            Ok(_) => Ok(()),
+            Ok(_) => {
+                *self
+                    .feed
+                    .renewed_at
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner()) = Some(sent);
+                Ok(())
+            }
             Err(DcsError::SessionInvalid(why)) => {
                 self.forget_lease(lease);
                 Err(DcsError::SessionInvalid(format!(

@@ -6,6 +6,7 @@
 //! There is no background keep-alive: the agent renews the lease explicitly, so a hung agent lets it expire.
 mod call;
 mod lease;
+mod mirror;
 mod settings;
 mod snapshot;
 mod sync;
@@ -60,6 +61,8 @@ pub struct EtcdDcs {
     tls: Option<etcd_client::TlsOptions>,
     /// Our member key as the last read showed it: an unchanged record is not put again.
     own_member: super::own_member::OwnMember,
+    /// The store mirror and what feeds it (`mirror.rs`).
+    feed: mirror::Feed,
 }
 
 impl EtcdDcs {
@@ -92,6 +95,7 @@ impl EtcdDcs {
             granting: tokio::sync::Mutex::new(()),
             tls,
             own_member: Default::default(),
+            feed: Default::default(),
         })
     }
 
@@ -169,15 +173,20 @@ impl EtcdDcs {
         deadline: Instant,
         what: &str,
     ) -> Result<etcd_client::TxnResponse, DcsError> {
-        self.call(deadline, what, |mut c| async move { c.txn(txn).await })
-            .await
+        let resp = self
+            .call(deadline, what, |mut c| async move { c.txn(txn).await })
+            .await?;
+        self.wrote(resp.header());
+        Ok(resp)
     }
 
     async fn put(&self, key: &str, value: String, deadline: Instant) -> Result<(), DcsError> {
-        self.call(deadline, "put", |mut c| async move {
-            c.put(key, value, None).await
-        })
-        .await?;
+        let resp = self
+            .call(deadline, "put", |mut c| async move {
+                c.put(key, value, None).await
+            })
+            .await?;
+        self.wrote(resp.header());
         Ok(())
     }
 
@@ -189,13 +198,15 @@ impl EtcdDcs {
         what: &str,
         deadline: Instant,
     ) -> Result<(), DcsError> {
-        self.call(
-            deadline,
-            what,
-            |mut c| async move { c.delete(key, opts).await },
-        )
-        .await
-        .map(|_| ())
+        let resp = self
+            .call(
+                deadline,
+                what,
+                |mut c| async move { c.delete(key, opts).await },
+            )
+            .await?;
+        self.wrote(resp.header());
+        Ok(())
     }
 
     /// A create-only put: `Conflict` when the key exists.
@@ -251,7 +262,16 @@ impl Dcs for EtcdDcs {
         _consistent: bool,
         deadline: Instant,
     ) -> Result<ClusterSnapshot, DcsError> {
-        // etcd ranges are linearizable unless asked to be serializable, so `consistent` needs nothing extra.
+        // etcd ranges are linearizable unless asked to be serializable, so `consistent` needs nothing extra;
+        // a mirrored read is as fresh (`dcs::mirror`). Half the time is left for a Range if it is not.
+        if !self.full_read_due() {
+            let half = Instant::now() + deadline.saturating_duration_since(Instant::now()) / 2;
+            if let Some(snap) = self.mirrored_read(half).await {
+                return Ok(snap);
+            }
+        }
+        self.full_read_sent(Instant::now());
+        self.feed.mirror.unconfirm();
         let prefix = self.keys.prefix.as_str();
         let opts = GetOptions::new().with_prefix();
         let mark = self.own_member.read_started();
@@ -259,7 +279,8 @@ impl Dcs for EtcdDcs {
             .call(deadline, "range", |mut c| async move {
                 c.get(prefix, Some(opts)).await
             })
-            .await?;
+            .await
+            .inspect_err(|_| self.mirror_suspect())?;
         let revision = resp.header().map_or(0, |h| h.revision());
         // Keys Patroni writes are UTF-8; a key that is not is not ours. A value that is not is garbage in one
         // of our keys, which the snapshot builder reads as garbage and names in a warning.
@@ -268,6 +289,7 @@ impl Dcs for EtcdDcs {
             .iter()
             .filter_map(|kv| Some((kv, kv.key_str().ok()?)))
             .collect();
+        self.full_read_checks_mirror(&kvs);
         let own = kvs.iter().find(|(_, key)| *key == self.member_key);
         let own_lease = own.map(|(kv, _)| kv.lease().to_string());
         self.own_member.observed(
@@ -339,6 +361,9 @@ impl Dcs for EtcdDcs {
     async fn renew_leader(&self, deadline: Instant) -> Result<(), DcsError> {
         let lease = self.require_lease()?;
         self.keep_alive(lease, deadline).await?;
+        if self.leader_confirmed(lease) {
+            return Ok(()); // the mirror, confirmed this cycle, shows the key ours: no transaction
+        }
         let k = self.keys.leader.as_str();
         let txn = Txn::new()
             .when([
@@ -388,7 +413,9 @@ impl Dcs for EtcdDcs {
         let put = self.call(deadline, "publish member", |mut c| async move {
             c.put(key, json, Some(opts)).await
         });
-        self.own_member.write(put).await.map(|_| ())
+        let resp = self.own_member.write(put).await?;
+        self.wrote(resp.header());
+        Ok(())
     }
 
     async fn race_initialize(&self, value: &str, deadline: Instant) -> Result<(), DcsError> {
@@ -501,6 +528,22 @@ impl Dcs for EtcdDcs {
     async fn watch_config(&self, index: u64, wait_ms: u64) -> Result<u64, DcsError> {
         // Runs beside the leader watch, which alone rotates endpoints (both failing would skip one).
         self.watch_key(&self.keys.config, index, wait_ms).await
+    }
+
+    fn mirror(&self) -> Option<std::sync::Arc<crate::dcs::mirror::Mirror>> {
+        Some(self.feed.mirror.clone())
+    }
+
+    async fn run_mirror(&self) {
+        self.feed_mirror().await
+    }
+
+    fn renewed_at(&self) -> Option<Instant> {
+        *self
+            .feed
+            .renewed_at
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
     }
 
     fn set_ttl(&self, ttl_ms: u64) {
