@@ -140,9 +140,12 @@ impl Executor {
                 (Outcome::Done, Some(Found::Divergence(d)))
             }
             Action::ProbePeers => (Outcome::Done, Some(Found::Peers(self.probe_peers().await))),
-            Action::PostFailsafe { members } => {
-                let replies =
-                    super::peers::post_failsafe(&self.peer_client, members, &self.failsafe).await;
+            Action::PostFailsafe {
+                members,
+                timeout_ms,
+            } => {
+                let (client, me) = (&self.peer_client, &self.failsafe);
+                let replies = super::peers::post_failsafe(client, members, me, *timeout_ms).await;
                 let missing: Vec<String> = replies
                     .iter()
                     .filter(|r| !r.accepted)

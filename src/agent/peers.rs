@@ -205,21 +205,21 @@ pub struct FailsafePoster {
     pub name: String,
     pub conn_url: String,
     pub api_url: String,
-    pub timeout_ms: u64,
     /// The REST API's basic credentials: every member of a cluster is configured with the same ones.
     pub basic_auth: Option<(String, String)>,
     /// `restapi.token`, used when no basic credentials are configured.
     pub token: Option<String>,
 }
 
-/// `POST /failsafe` to every member in parallel, each bounded by the failsafe timeout (one try).
+/// `POST /failsafe` to every member in parallel, each bounded by `timeout_ms` (the core's round bound; one try).
 /// A member counts as accepting only on 200.
 pub async fn post_failsafe(
     client: &reqwest::Client,
     members: &[(NodeName, String)],
     me: &FailsafePoster,
+    timeout_ms: u64,
 ) -> Vec<crate::ha::FailsafeReply> {
-    let limit = Duration::from_millis(me.timeout_ms.max(1));
+    let limit = Duration::from_millis(timeout_ms.max(1));
     let body = serde_json::json!({
         "name": me.name, "conn_url": me.conn_url, "api_url": me.api_url,
     });

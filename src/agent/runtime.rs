@@ -339,8 +339,6 @@ pub(super) fn failsafe_poster(
         name: core.name.to_string(),
         conn_url: config.pg_settings().conn_url(),
         api_url: config.api_url(),
-        // What the timing leaves room for (the core sends no round when that is nothing).
-        timeout_ms: core.failsafe_round_ms().unwrap_or(core.failsafe_timeout_ms),
         basic_auth: api.username.clone().zip(api.password.clone()),
         token: api.token.clone(),
     }

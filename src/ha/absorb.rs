@@ -26,7 +26,7 @@ pub(crate) fn absorb(cfg: &CoreConfig, mem: &Memory, obs: &Observation) -> Memor
         };
         absorb_one(cfg, &mut m, action, from, result);
         super::backoff::absorb(&mut m, o);
-        if let (Action::PostFailsafe { members }, Outcome::Done) = (action, result) {
+        if let (Action::PostFailsafe { members, .. }, Outcome::Done) = (action, result) {
             let replies = obs.failsafe_replies.as_deref();
             failsafe::absorb_round(cfg, &mut m, members, *sent_at, replies, obs.now);
         }

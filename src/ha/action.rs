@@ -81,7 +81,12 @@ pub enum Action {
     /// `POST /failsafe` to each of these members (name, api_url) in parallel, bounded by the failsafe
     /// timeout; answers in `Observation::failsafe_replies`, the round's send time in the outcome's `sent_at`.
     /// `Done` only if every member answered 200, so an `ArmFence` after it runs only on a full confirmation.
-    PostFailsafe { members: Vec<(NodeName, String)> },
+    /// `timeout_ms` bounds each request: the core's `failsafe_round_ms` under the timing it decided with, so a
+    /// ttl changed at run time bounds the next round (the lease arithmetic counts on that bound).
+    PostFailsafe {
+        members: Vec<(NodeName, String)>,
+        timeout_ms: u64,
+    },
     /// Start a long job in the background.
     StartJob(Job),
     // --- hooks (Patroni's scripts) ---

@@ -241,11 +241,6 @@ impl CoreConfig {
         t.validate_failsafe(round_ms).ok().map(|()| round_ms)
     }
 
-    /// Whether failsafe mode can work with these settings (otherwise the core never extends on it).
-    pub fn failsafe_fits(&self) -> bool {
-        self.failsafe_round_ms().is_some()
-    }
-
     /// Whether this node may ever become primary.
     pub fn can_promote(&self) -> bool {
         !self.nofailover && self.failover_priority > 0

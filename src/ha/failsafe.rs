@@ -57,11 +57,6 @@ use super::observation::{Cluster, FailsafeReply};
 use super::types::{Millis, NodeName};
 use super::Reason;
 
-/// Failsafe is on in the store (as last seen) and the timing admits it.
-pub(crate) fn enabled(ctx: &Ctx, mem: &Memory) -> bool {
-    mem.failsafe_mode && ctx.cfg.failsafe_fits()
-}
-
 /// Fold an answered round into memory: every member accepted → extend from the round's send time.
 pub(crate) fn absorb_round(
     cfg: &super::CoreConfig,
@@ -141,9 +136,11 @@ pub(crate) fn until(mem: &Memory, now: Millis) -> Option<Millis> {
 /// The store is unreachable and PostgreSQL runs as primary: ask every member, keep the fence where the
 /// lease or the last confirmed round put it. `None`: failsafe does not apply (the caller fences as before).
 pub(crate) fn store_down_primary(ctx: &Ctx, mem: &Memory, retry_at: Millis) -> Option<Plan> {
-    if !enabled(ctx, mem) {
+    if !mem.failsafe_mode {
         return None;
     }
+    // Failsafe is on in the store (as last seen) and the timing leaves room for a round.
+    let round_ms = ctx.cfg.failsafe_round_ms()?;
     let targets = targets(ctx, mem)?;
     let lease = mem.lease.map(|l| l.deadline).filter(|d| ctx.now < *d);
     let deadline = lease.max(until(mem, ctx.now))?;
@@ -164,6 +161,7 @@ pub(crate) fn store_down_primary(ctx: &Ctx, mem: &Memory, retry_at: Millis) -> O
         let armed = ctx.now.plus_ms(ctx.cfg.timing.failsafe_extension_ms());
         actions.push(Action::PostFailsafe {
             members: targets.clone(),
+            timeout_ms: round_ms,
         });
         if armed > deadline {
             actions.push(Action::ArmFence { deadline: armed });

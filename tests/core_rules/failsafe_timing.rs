@@ -73,7 +73,7 @@ fn bench_timing_sends_the_round_in_the_cycle_whose_read_hung() {
         let round = d
             .actions
             .iter()
-            .any(|a| matches!(a, Action::PostFailsafe { members } if members.len() == 2));
+            .any(|a| matches!(a, Action::PostFailsafe { members, .. } if members.len() == 2));
         assert!(round, "fence_budget {fence_budget_ms}: {:?}", d.actions);
         // The round fits in what is left of the lease.
         let left_ms = m.lease.expect("lease").deadline.since(Millis(now));
@@ -98,4 +98,24 @@ fn timing_that_leaves_under_100_ms_makes_failsafe_inert() {
         .actions
         .iter()
         .any(|a| matches!(a, Action::PostFailsafe { .. })));
+}
+
+#[test]
+fn the_round_is_bounded_by_the_timing_it_was_decided_with() {
+    // The store's `config` key lowered the ttl from 30 s to 10 s at run time: the next round's requests are
+    // bounded by what the new timing leaves, not by the round bound the agent started with (2 s here), so
+    // the round ends before the lease it is meant to extend.
+    let started = cfg("pg1");
+    assert_eq!(started.failsafe_round_ms(), Some(2_000));
+    let c = bench_cfg(2_000);
+    let m = primary_mem(&c.timing, 1_000, 1_000);
+    let now = 1_000 + 1_000 + 4_000;
+    let d = decide(&c, &m, &obs(now).pg_primary(1, 500));
+    let bound = d.actions.iter().find_map(|a| match a {
+        Action::PostFailsafe { timeout_ms, .. } => Some(*timeout_ms),
+        _ => None,
+    });
+    assert_eq!(bound, Some(1_400), "{:?}", d.actions);
+    let left_ms = m.lease.expect("lease").deadline.since(Millis(now));
+    assert!(1_400 < left_ms, "{left_ms}");
 }

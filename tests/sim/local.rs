@@ -16,8 +16,11 @@ pub fn execute(
             let (probes, took) = crate::peers::probe_peers(w, i);
             return (ActionOutcomeKind::Done, took, Some(Found::Peers(probes)));
         }
-        Action::PostFailsafe { members } => {
-            let (replies, took) = crate::peers::post_failsafe(w, i, members);
+        Action::PostFailsafe {
+            members,
+            timeout_ms,
+        } => {
+            let (replies, took) = crate::peers::post_failsafe(w, i, members, *timeout_ms);
             let all = replies.iter().all(|r| r.accepted);
             let kind = if all {
                 ActionOutcomeKind::Done

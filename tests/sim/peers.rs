@@ -45,9 +45,8 @@ pub fn post_failsafe(
     w: &mut World,
     i: usize,
     members: &[(tenure::ha::NodeName, String)],
+    timeout: u64,
 ) -> (Vec<FailsafeReply>, u64) {
-    let cfg = &w.nodes[i].cfg;
-    let timeout = cfg.failsafe_round_ms().unwrap_or(cfg.failsafe_timeout_ms);
     let leader = w.nodes[i].name.clone();
     let mut slowest = 1;
     let mut replies = Vec::new();
