@@ -66,6 +66,8 @@ pub struct Cycle {
     in_flight: Option<(Action, Millis)>,
     store_deadline: Millis,
     wake_at: Millis,
+    /// The decision's wake-up should one of its actions fail.
+    wake_on_failure: Option<Millis>,
     job_running: bool,
     /// The member key is due this cycle (the store answered).
     publish_due: bool,
@@ -147,6 +149,7 @@ impl Cycle {
         self.consistent_next = d.consistent_read;
         self.store_deadline = d.store_deadline;
         self.wake_at = d.wake_at;
+        self.wake_on_failure = d.wake_on_failure;
         self.queue = d.actions.iter().cloned().collect();
         self.job_running = matches!(obs.job, JobStatus::Running(_));
         self.publish_due = matches!(obs.store, StoreView::Available(_));
@@ -188,6 +191,9 @@ impl Cycle {
         if stop {
             // The core sees where its plan stopped; nothing after a failed step runs.
             self.queue.clear();
+            if let Some(at) = self.wake_on_failure {
+                self.wake_at = self.wake_at.min(at);
+            }
         }
         self.next(now)
     }

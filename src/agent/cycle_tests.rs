@@ -99,6 +99,34 @@ fn a_failed_action_ends_the_plan_and_the_core_sees_where() {
 }
 
 #[test]
+fn a_failed_action_wakes_at_the_decisions_failure_time_a_success_sleeps_on() {
+    for (outcome, until) in [(Outcome::Done, 1_000), (Outcome::Failed("no".into()), 20)] {
+        let mut c = Cycle::default();
+        let read = Some(Cluster::default());
+        if let Step::ReadStore { .. } = c.begin(Millis(0), 2_000) {
+            c.store_answered(Millis(10), read);
+        }
+        let obs = c.observation(local(10));
+        let mut d: Decision = decide(&core(), c.memory(), &obs);
+        d.actions = vec![Action::RenewLeader];
+        d.store_deadline = Millis(2_000);
+        d.wake_at = Millis(1_000);
+        d.wake_on_failure = Some(Millis(20));
+        assert_eq!(c.decided(&core(), &obs, &d), run(Action::RenewLeader));
+        assert_eq!(
+            c.done(Millis(20), outcome, None),
+            Step::Publish { wait: false }
+        );
+        assert_eq!(
+            c.published(Millis(21)),
+            Step::Sleep {
+                until: Millis(until)
+            }
+        );
+    }
+}
+
+#[test]
 fn no_action_starts_after_the_decision_expired() {
     let mut c = Cycle::default();
     let plan = vec![Action::RenewLeader, Action::Promote];

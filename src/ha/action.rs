@@ -176,6 +176,8 @@ pub struct Decision {
     pub reason: Reason,
     /// When the next cycle should run at the latest.
     pub wake_at: Millis,
+    /// When the next cycle should run if one of `actions` fails (not `Done`); `None`: at `wake_at`.
+    pub wake_on_failure: Option<Millis>,
     /// The decision expires here: the shell starts no action after this instant (an agent frozen mid-way must
     /// not promote on a lease that ran out meanwhile), and no store call runs past it (GUIDE §4: never past
     /// the lease, never longer than `retry_timeout`).

@@ -57,6 +57,8 @@ pub(crate) struct Plan {
     pub reason: Reason,
     /// None: the regular `loop_wait`.
     pub wake_at: Option<Millis>,
+    /// Come back at this time instead if an action fails (the core sees the failure at once).
+    pub wake_on_failure: Option<Millis>,
 }
 
 impl Plan {
@@ -65,6 +67,7 @@ impl Plan {
             actions: Vec::new(),
             reason,
             wake_at: None,
+            wake_on_failure: None,
         }
     }
     pub(crate) fn act(reason: Reason, actions: Vec<Action>) -> Plan {
@@ -72,6 +75,7 @@ impl Plan {
             actions,
             reason,
             wake_at: None,
+            wake_on_failure: None,
         }
     }
     /// Act, then come back at once to absorb the outcome.
@@ -80,6 +84,16 @@ impl Plan {
             actions,
             reason,
             wake_at: Some(now),
+            wake_on_failure: None,
+        }
+    }
+    /// Act; come back at once only if an action fails (a success is absorbed at the next regular cycle).
+    pub(crate) fn act_retrying(reason: Reason, actions: Vec<Action>, now: Millis) -> Plan {
+        Plan {
+            actions,
+            reason,
+            wake_at: None,
+            wake_on_failure: Some(now),
         }
     }
     pub(crate) fn wake(mut self, at: Millis) -> Plan {
@@ -188,9 +202,12 @@ pub fn decide(cfg: &CoreConfig, mem: &Memory, obs: &Observation) -> Decision {
         _ => wake_at,
     };
     let store_up = matches!(obs.store, StoreView::Available(_));
-    // Renewal time wakes us only when a renewal can be sent; with the store away the plan sets the pace.
+    // Renewal time wakes us only when a renewal can be sent; with the store away the plan sets the pace. A
+    // renewal in this decision is due again a loop_wait after it is sent, which is no earlier than the plan's
+    // wake: the old lease's renewal time (now) would start another cycle at once, two cycles per loop_wait.
+    let renews = actions.contains(&Action::RenewLeader);
     let wake_at = match mem.lease {
-        Some(l) if store_up => wake_at.min(l.renew_due.max(ctx.now)),
+        Some(l) if store_up && !renews => wake_at.min(l.renew_due.max(ctx.now)),
         _ => wake_at,
     };
     let store_deadline = ctx
@@ -211,6 +228,7 @@ pub fn decide(cfg: &CoreConfig, mem: &Memory, obs: &Observation) -> Decision {
         actions,
         reason: plan.reason,
         wake_at,
+        wake_on_failure: plan.wake_on_failure.map(|w| w.max(ctx.now).min(wake_at)),
         store_deadline,
         consistent_read,
         answer,

@@ -238,7 +238,15 @@ fn primary(
         let mut actions = vec![Action::RenewLeader];
         actions.extend(optime);
         actions.extend(sync);
-        return soon(Plan::act_now(reason, actions, ctx.now), again);
+        // A lone renewal that succeeds is absorbed at the next regular cycle (one cycle per loop_wait, not
+        // two); one that fails is looked at again at once. With synchronous-mode steps in the plan, their
+        // outcome is absorbed at once, as the order of those steps requires.
+        let plan = if again {
+            Plan::act_now(reason, actions, ctx.now)
+        } else {
+            Plan::act_retrying(reason, actions, ctx.now)
+        };
+        return soon(plan, again);
     }
     if !sync.is_empty() {
         return soon(Plan::act(reason, sync), true);

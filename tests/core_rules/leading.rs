@@ -336,3 +336,14 @@ fn a_node_whose_fence_failed_does_not_race_for_a_ttl() {
     );
     assert!(d.actions.is_empty(), "{:?}", d.actions);
 }
+
+#[test]
+fn a_renewing_leader_sleeps_a_loop_wait_not_straight_into_another_cycle() {
+    // Woken at its renewal time: it renews now, and the renewal sent now is due again a loop_wait later.
+    // The lease it decided with was due now; waking "at its renewal time" would start another cycle at once.
+    let now = 1_000 + LOOP_MS;
+    let o = obs(now).pg_primary(1, 500).store(led(500));
+    let d = decide(&cfg("pg1"), &mem().leased(1_000), &o);
+    assert!(d.actions.contains(&Action::RenewLeader), "{:?}", d.actions);
+    assert_eq!(d.wake_at, Millis(now + LOOP_MS), "{}", d.reason);
+}
