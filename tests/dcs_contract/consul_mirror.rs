@@ -145,6 +145,15 @@ async fn a_change_under_the_scope_shows_in_the_mirror_and_a_cut_connection_recov
         took.is_some(),
         "the mirror did not recover from a cut connection"
     );
+    let restarts = server
+        .take_requests()
+        .iter()
+        .filter(|l| l.starts_with("GET /v1/kv/service/mirrored/?recurse&index=0&"))
+        .count();
+    assert!(
+        restarts >= 2,
+        "the first query and the ones after the cut start from index 0: {restarts}"
+    );
     // And it blocks again: the next change shows at once.
     w.acquire_leader(dl()).await.expect("acquire again");
     let took = shown(&mirror, Duration::from_millis(100), led).await;
