@@ -1,7 +1,7 @@
 //! The store mirror: the scope's latest snapshot, kept by one long-lived watch, for the loop and the REST API.
 //!
-//! A backend feeds it (etcd: one Watch stream on the prefix, from the revision of a full Range; `etcd/mirror.rs`) and
-//! reads it back in `get_cluster` only when it is *confirmed* for that read: the stream is open, it answered the
+//! A backend feeds it (etcd: one Watch stream on the prefix, from the revision of a full Range; `etcd/mirror.rs`.
+//! Consul: one recursive blocking query, `consul/mirror.rs`, for the REST API and wake-ups only) and etcd reads it back in `get_cluster` only when it is *confirmed* for that read: the stream is open, it answered the
 //! read's own progress request (so a frozen store is not mistaken for a quiet one) at store revision R, and the
 //! mirror has applied the scope's events up to R (or a keys-only read at R shows the scope as the mirror has it).
 //! Otherwise, and once per ttl as a safety net, the backend reads the whole scope as before. (An etcd member cut off

@@ -1,6 +1,7 @@
-//! REST freshness (issue 30), on real agents, PostgreSQL 15 and etcd: a store change written through the
-//! leader shows in a replica's `GET /config`, `GET /cluster` and `GET /patroni` within 100 ms of the leader's
-//! answer, without waiting for the replica's next loop (loop_wait is 3 s here, so a loop-paced answer misses).
+//! REST freshness (issue 30), on real agents, PostgreSQL 15 and etcd or the Consul test double: a store change
+//! written through the leader shows in a replica's `GET /config`, `GET /cluster` and `GET /patroni` within 100 ms
+//! of the leader's answer, without waiting for the replica's next loop (loop_wait is 3 s here, so a loop-paced
+//! answer misses).
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::common::*;
@@ -64,7 +65,19 @@ fn change_then_read(
 
 pub fn rest_answers_are_fresh(kind: StoreKind) {
     // A loop of 3 s: an answer that waits for the replica's next loop is late by up to 3 s.
-    let mut c = Cluster::start_full(kind, 1, |_, a| a.clone(), |n| n.timings.loop_wait_s = 3);
+    // On Consul the session TTL is ttl/2, and loop_wait + retry_timeout + fence_budget must fit in it: ttl 14 s.
+    let consul = matches!(kind, StoreKind::Consul);
+    let mut c = Cluster::start_full(
+        kind,
+        1,
+        |_, a| a.clone(),
+        |n| {
+            n.timings.loop_wait_s = 3;
+            if consul {
+                n.timings.ttl_s = 14;
+            }
+        },
+    );
     c.wait_healthy(Duration::from_secs(60));
     let p = c.primary().expect("a primary");
     let r = others(p).next().expect("a replica");

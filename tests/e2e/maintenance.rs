@@ -437,3 +437,9 @@ fn k_etcd_idle_cluster_logs_a_heartbeat_a_minute_changes_at_info() {
 fn l_etcd_rest_answers_reflect_a_store_change_within_100_ms() {
     fresh::rest_answers_are_fresh(StoreKind::Etcd);
 }
+
+/// The same on the Consul test double (its mirror: one recursive blocking query on the scope).
+#[test]
+fn l_consul_rest_answers_reflect_a_store_change_within_100_ms() {
+    fresh::rest_answers_are_fresh(StoreKind::Consul);
+}

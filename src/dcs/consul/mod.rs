@@ -3,6 +3,7 @@
 //!
 //! Every call is bounded by the caller's deadline and never retried here; the core owns the retry budget.
 mod http;
+mod mirror;
 mod session;
 mod settings;
 mod snapshot;
@@ -10,7 +11,7 @@ mod sync;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use reqwest::Method;
@@ -48,6 +49,8 @@ pub struct ConsulDcs {
     own_member: super::own_member::OwnMember,
     /// The send time of the last acknowledged session renewal (`Dcs::renewed_at`).
     renewed_at: Mutex<Option<Instant>>,
+    /// The store mirror `run_mirror` feeds (`mirror.rs`): the REST API's answers and the loop's early wake-up.
+    mirror: Arc<crate::dcs::mirror::Mirror>,
 }
 
 impl ConsulDcs {
@@ -68,6 +71,7 @@ impl ConsulDcs {
             session: Mutex::new(None),
             own_member: Default::default(),
             renewed_at: Mutex::new(None),
+            mirror: Arc::default(),
         })
     }
 
@@ -415,6 +419,14 @@ impl Dcs for ConsulDcs {
 
     fn set_ttl(&self, ttl_ms: u64) {
         self.ttl_ms.store(ttl_ms, Ordering::SeqCst);
+    }
+
+    fn mirror(&self) -> Option<Arc<crate::dcs::mirror::Mirror>> {
+        Some(self.mirror.clone())
+    }
+
+    async fn run_mirror(&self) {
+        self.feed_mirror().await
     }
 
     async fn destroy_session(&self, deadline: Instant) -> Result<(), DcsError> {
