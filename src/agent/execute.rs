@@ -293,6 +293,10 @@ impl Executor {
                 }
                 fence(self.fence.disarm())
             }
+            // Only a configured `pgbouncer:` section makes the core ask for these.
+            Action::PoolerPause | Action::PoolerRoute { .. } => {
+                Outcome::Failed("no pgbouncer section configured".into())
+            }
             Action::Exit => {
                 self.fence.stop_process();
                 Outcome::Done

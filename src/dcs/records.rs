@@ -107,6 +107,7 @@ pub fn member_from_record(name: &str, record: &MemberRecord) -> Member {
         timeline: record.timeline.map(Timeline),
         lsn: lsn.map(Lsn),
         tags: super::values::tags_from_map(&record.tags),
+        index: 0,
     }
 }
 

@@ -96,6 +96,13 @@ pub enum Action {
     PrePromote,
     /// Run `postgresql.before_stop` and wait for it, bounded by the decision's deadline; always `Done`.
     BeforeStop,
+    // --- the local PgBouncer (`pooler.rs` says when) ---
+    /// `PAUSE` the PgBouncer on this host: running transactions finish, new ones queue. Best effort, bounded
+    /// by the pooler's step deadline: a failure is reported and the plan goes on (`blocks_on_failure`).
+    PoolerPause,
+    /// Point the PgBouncer on this host at `to` (its `[databases]` include file, `RELOAD`, `RECONNECT`), then
+    /// `RESUME` it. Only toward a member that holds the leader key and runs as primary. Best effort.
+    PoolerRoute { to: NodeName },
     // --- fencing ---
     /// Tell the fencing process (and the watchdog when configured) the deadline by which PostgreSQL must not
     /// be writable unless extended again.
@@ -125,6 +132,14 @@ impl Action {
                 | Action::WriteSync { .. }
                 | Action::DeleteSync { .. }
         )
+    }
+}
+
+impl Action {
+    /// Whether a failure stops the rest of the plan. Pooler steps do not: a PgBouncer that does not answer
+    /// is reported and the handover goes on without it (issue 31).
+    pub fn blocks_on_failure(&self) -> bool {
+        !matches!(self, Action::PoolerPause | Action::PoolerRoute { .. })
     }
 }
 

@@ -24,6 +24,7 @@ pub mod mutants;
 mod no_leader;
 pub mod observation;
 mod operator;
+pub mod pooler;
 mod quorum;
 mod reason;
 mod status;

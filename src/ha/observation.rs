@@ -260,6 +260,9 @@ pub struct Member {
     /// Write position for a primary; max(receive, replay) for a replica.
     pub lsn: Option<Lsn>,
     pub tags: Tags,
+    /// The member key's modify index (Consul's `ModifyIndex`, etcd's `mod_revision`; 0: unknown): a record
+    /// written after the leader key was taken has a higher index than the key.
+    pub index: u64,
 }
 
 /// Patroni's member `role` values.
