@@ -302,6 +302,19 @@ pub struct NodeStatus {
     pub failsafe: FailsafeAnswer,
     /// The primary runs on its failsafe extension (the store is unreachable, every member confirmed it).
     pub failsafe_active: bool,
+    /// The local PgBouncer, when the agent drives one (`/patroni`'s `pgbouncer`, the `tenure_pgbouncer_*` metrics).
+    pub pooler: Option<PoolerStatus>,
+}
+
+/// What the agent knows of its PgBouncer, as the REST API reports it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PoolerStatus {
+    /// Whom it routes to (None: paused, not routed yet, or a step failed since).
+    pub routed_to: Option<NodeName>,
+    /// Why the last pooler step failed, while the last step failed.
+    pub last_error: Option<String>,
+    /// Pooler steps that failed since the agent started.
+    pub failures: u64,
 }
 
 /// The answer to a peer's `POST /failsafe` (Patroni's codes).

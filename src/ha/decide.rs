@@ -206,6 +206,7 @@ pub fn decide(cfg: &CoreConfig, mem: &Memory, obs: &Observation) -> Decision {
     node_status.failsafe = failsafe::answer(&ctx, &mem, &actions);
     node_status.failsafe_active =
         ctx.local.is_primary() && mem.lease.is_none() && failsafe::until(&mem, ctx.now).is_some();
+    node_status.pooler = super::pooler::status(&ctx, &mem);
     let mut member = status::member(&ctx);
     member.scheduled_restart = mem.scheduled_restart;
     Decision {

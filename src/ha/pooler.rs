@@ -50,6 +50,9 @@ pub struct PoolerMemory {
     pub confirming: bool,
     /// This decision's snapshot is such a read (the previous decision asked for it).
     pub confirmed: bool,
+    /// Why the last pooler step failed, while it did; and how many failed since the agent started.
+    pub last_error: Option<String>,
+    pub failures: u64,
 }
 
 /// Fold the last cycle's pooler outcomes into memory.
@@ -60,6 +63,22 @@ pub(crate) fn absorb(
 ) {
     mem.pooler.confirmed = std::mem::take(&mut mem.pooler.confirming);
     for o in outcomes {
+        let step = match &o.action {
+            Action::PoolerPause => "PAUSE",
+            Action::PoolerRoute { .. } => "repoint and RESUME",
+            _ => continue,
+        };
+        match &o.result {
+            Outcome::Done => mem.pooler.last_error = None,
+            Outcome::Failed(why) => {
+                mem.pooler.last_error = Some(format!("{step}: {why}"));
+                mem.pooler.failures += 1;
+            }
+            other => {
+                mem.pooler.last_error = Some(format!("{step}: {other:?}"));
+                mem.pooler.failures += 1;
+            }
+        }
         match (&o.action, &o.result) {
             (Action::PoolerRoute { to }, Outcome::Done) => {
                 mem.pooler.routed_to = Some(to.clone());
@@ -75,6 +94,15 @@ pub(crate) fn absorb(
             _ => {}
         }
     }
+}
+
+/// What the REST API reports of the pooler (None: the agent drives none).
+pub(crate) fn status(ctx: &Ctx, mem: &Memory) -> Option<super::action::PoolerStatus> {
+    ctx.cfg.pooler.then(|| super::action::PoolerStatus {
+        routed_to: mem.pooler.routed_to.clone(),
+        last_error: mem.pooler.last_error.clone(),
+        failures: mem.pooler.failures,
+    })
 }
 
 /// `[PoolerPause]` when a pooler is configured and PostgreSQL runs as primary: inserted before a planned stop.

@@ -150,6 +150,7 @@ pub(crate) fn node(ctx: &Ctx, mem: &Memory) -> NodeStatus {
         // Set by `decide` once the actions are known.
         failsafe: super::action::FailsafeAnswer::Off,
         failsafe_active: false,
+        pooler: None,
     }
 }
 

@@ -221,3 +221,35 @@ fn a_primary_that_lost_its_lease_is_stopped_without_waiting_for_its_pooler() {
     );
     assert!(!d.actions.contains(&route("pg2")), "{:?}", d.actions);
 }
+
+#[test]
+fn a_failed_pooler_step_is_reported_in_the_node_status_until_one_succeeds() {
+    let c = cluster().leader("pg1").member_replica("pg3", LSN);
+    let o = obs(1_000)
+        .pg_replica_of(1, LSN, "pg1")
+        .store(c.clone())
+        .outcome(
+            route("pg1"),
+            900,
+            Outcome::Failed("PgBouncer at /run:6432 did not answer".into()),
+        );
+    let d = decide(&pooled("pg3"), &mem(), &o);
+    let s = d.status.pooler.clone().expect("a pooler status");
+    assert_eq!(s.failures, 1);
+    assert!(s.last_error.unwrap().contains("did not answer"));
+    let o = obs(2_000).pg_replica_of(1, LSN, "pg1").store(c).outcome(
+        route("pg1"),
+        1_900,
+        Outcome::Done,
+    );
+    let d = decide(&pooled("pg3"), &d.memory, &o);
+    let s = d.status.pooler.expect("a pooler status");
+    assert_eq!(
+        (s.failures, s.last_error, s.routed_to),
+        (1, None, Some(n("pg1")))
+    );
+    assert!(decide(&cfg("pg3"), &mem(), &obs(1_000))
+        .status
+        .pooler
+        .is_none());
+}
