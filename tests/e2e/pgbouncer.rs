@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 
 use nix::sys::signal::{kill, Signal};
 use pgbouncer_support::{PgBouncerProc, ADMIN_PASSWORD, ADMIN_USER};
+use support::cluster::NODES;
 use support::cluster::{Cluster, StoreKind};
 use tenure::demo::local::{reaper, API_USER, SUPERUSER};
 
@@ -24,7 +25,12 @@ const STEP_TIMEOUT_S: u64 = 1;
 
 /// A cluster whose every node drives a PgBouncer of its own (started before the agents, routing to the node).
 fn cluster() -> (Cluster, Vec<PgBouncerProc>) {
-    let mut bouncers = Vec::new();
+    cluster_with_password(|_| ADMIN_PASSWORD.to_string())
+}
+
+/// [`cluster`], node `i`'s agent given `password(i)` for its PgBouncer's admin user.
+fn cluster_with_password(password: impl Fn(usize) -> String) -> (Cluster, Vec<PgBouncerProc>) {
+    let mut bouncers: Vec<PgBouncerProc> = Vec::new();
     let c = Cluster::start_full(
         StoreKind::Etcd,
         1,
@@ -32,13 +38,20 @@ fn cluster() -> (Cluster, Vec<PgBouncerProc>) {
         |spec| {
             let pb = PgBouncerProc::start(spec.pg_port, &["postgres"], &[SUPERUSER]);
             let pass = pb.dir.path().join("admin.pass");
-            std::fs::write(&pass, format!("{ADMIN_PASSWORD}\n")).unwrap();
+            std::fs::write(&pass, format!("{}\n", password(bouncers.len()))).unwrap();
             let pg = nix::unistd::User::from_name("postgres").unwrap().unwrap();
             nix::unistd::chown(&pass, Some(pg.uid), Some(pg.gid)).unwrap();
+            // PgBouncer lets its own Unix user in as `pgbouncer` over its socket without a password: a node
+            // with another password than the default talks to it over loopback TCP, where the password counts.
+            let admin = if password(bouncers.len()) == ADMIN_PASSWORD {
+                format!("socket_dir: {}", pb.dir.path().display())
+            } else {
+                "host: 127.0.0.1".to_string()
+            };
             spec.extra = format!(
-                "pgbouncer:\n  socket_dir: {}\n  port: {}\n  user: {ADMIN_USER}\n  password_file: {}\n  \
+                "pgbouncer:\n  {}\n  port: {}\n  user: {ADMIN_USER}\n  password_file: {}\n  \
                  databases: [postgres]\n  databases_file: {}\n  step_timeout: {STEP_TIMEOUT_S}\n",
-                pb.dir.path().display(),
+                admin,
                 pb.port,
                 pass.display(),
                 pb.databases_file().display()
@@ -297,6 +310,78 @@ fn a_switchover_under_load_through_pgbouncer_costs_no_transaction_and_no_connect
             .lines()
             .any(|l| l.starts_with("tenure_pgbouncer_step_failures_total{") && !l.ends_with(" 0")),
         "{metrics}"
+    );
+    c.assert_never_two_primaries();
+}
+
+#[test]
+fn a_crash_failover_repoints_the_pgbouncers_right_after_the_promotion_and_a_wrong_password_is_reported(
+) {
+    // The third node's agent has a wrong admin password for its PgBouncer (over TCP).
+    let wrong = 2;
+    let (mut c, _bouncers) = cluster_with_password(|i| {
+        if i == wrong {
+            "not the admin password".into()
+        } else {
+            ADMIN_PASSWORD.into()
+        }
+    });
+    let report = c.wait_until(
+        "the wrong password reported",
+        Duration::from_secs(30),
+        |c| {
+            let v = c.patroni(wrong);
+            (v["pgbouncer"]["failures"].as_u64() >= Some(1)).then(|| v["pgbouncer"].clone())
+        },
+    );
+    eprintln!("wrong admin password: {report}");
+    assert!(
+        report["error"].as_str().unwrap().contains("refused"),
+        "{report}"
+    );
+    assert!(!report.to_string().contains("not the admin password"));
+    let p = c.primary().expect("a primary");
+    let name = c.nodes[p].name.clone();
+    let good: Vec<usize> = (0..NODES).filter(|i| *i != wrong).collect();
+    c.wait_until(
+        "the PgBouncers routed to the primary",
+        Duration::from_secs(30),
+        |c| {
+            good.iter()
+                .all(|i| c.patroni(*i)["pgbouncer"]["routed_to"] == name.as_str())
+                .then_some(())
+        },
+    );
+
+    c.crash_host(p);
+    let crashed = Instant::now();
+    let new = c.wait_until("a new primary", Duration::from_secs(60), |c| {
+        c.primary().filter(|n| *n != p)
+    });
+    let promoted = crashed.elapsed();
+    let name = c.nodes[new].name.clone();
+    let survivors: Vec<usize> = good.iter().copied().filter(|i| *i != p).collect();
+    c.wait_until(
+        "the surviving PgBouncers routed to the new primary",
+        Duration::from_secs(30),
+        |c| {
+            survivors
+                .iter()
+                .all(|i| c.patroni(*i)["pgbouncer"]["routed_to"] == name.as_str())
+                .then_some(())
+        },
+    );
+    let routed = crashed.elapsed();
+    eprintln!(
+        "crash of {}: {} primary after {promoted:?}, PgBouncers of {:?} routed to it after {routed:?}",
+        c.nodes[p].name,
+        name,
+        survivors.iter().map(|i| c.nodes[*i].name.clone()).collect::<Vec<_>>()
+    );
+    // Observed by polling every 100 ms, beside the agents' own cycles.
+    assert!(
+        routed <= promoted + Duration::from_millis(1_500),
+        "routed {routed:?} after the crash, promoted after {promoted:?}"
     );
     c.assert_never_two_primaries();
 }
