@@ -342,6 +342,18 @@ impl Executor {
             Action::PoolerRoute { to } => {
                 let ep = if *to == self.pg.name {
                     Endpoint::from_conn_url(to.clone(), &self.pg.conn_url()).ok()
+                } else if pb.settings.chain {
+                    // The leader's PgBouncer: its host, and the port its tag names (else ours).
+                    self.endpoint(to).map(|mut ep| {
+                        let tag = self.seen.get(to.as_str()).and_then(|r| {
+                            let v = r.tags.get(crate::pgbouncer::PORT_TAG)?;
+                            v.as_u64().or_else(|| v.as_str()?.parse().ok())
+                        });
+                        ep.port = tag
+                            .and_then(|p| u16::try_from(p).ok())
+                            .unwrap_or(pb.settings.port);
+                        ep
+                    })
                 } else {
                     self.endpoint(to)
                 };

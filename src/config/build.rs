@@ -278,6 +278,7 @@ pub(crate) fn build(
     core.failsafe_timeout_ms = failsafe_timeout_ms;
     core.hooks = local_pg.hooks.configured();
     core.pooler = pgbouncer.is_some();
+    core.pooler_chain = pgbouncer.as_ref().is_some_and(|p| p.chain);
     Some(Config {
         file: ctx.file.to_path_buf(),
         scope,

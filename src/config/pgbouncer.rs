@@ -27,6 +27,8 @@ pub struct RawPgbouncer {
     pub databases_file: Option<PathBuf>,
     /// Seconds each step (connect, PAUSE, RELOAD, RECONNECT, RESUME) may take.
     pub step_timeout: Option<Seconds>,
+    /// Route to the leader's PgBouncer (its port: the leader's `pgbouncer_port` tag, else ours), not its PostgreSQL.
+    pub chain: Option<bool>,
 }
 
 /// The checked section; `None` when absent or `enabled: false` (errors go to `ctx`).
@@ -127,6 +129,7 @@ pub(super) fn build(
         databases,
         databases_file: databases_file?,
         step_timeout_ms,
+        chain: raw.chain.unwrap_or(false),
     })
 }
 

@@ -259,6 +259,9 @@ pub struct MemberStatus {
     pub scheduled_restart: Option<super::memory::ScheduledRestart>,
     /// PostgreSQL runs and reports a setting waiting for a restart (Patroni's `pending_restart`).
     pub pending_restart: bool,
+    /// Our PgBouncer routes to our own PostgreSQL, which runs as primary: chained PgBouncers may route
+    /// through it (`pooler.rs`).
+    pub pooler_routed_here: bool,
 }
 
 /// The role the REST API reports.

@@ -36,6 +36,9 @@ pub struct CoreConfig {
     pub hooks: super::callbacks::Hooks,
     /// A PgBouncer runs beside this PostgreSQL and the agent drives it (`pooler.rs`).
     pub pooler: bool,
+    /// The other members' PgBouncers route through the leader's (`pgbouncer.chain`): only to a leader whose
+    /// record says its own PgBouncer routes to it (`pooler.rs`).
+    pub pooler_chain: bool,
     /// Test-only: a deliberately broken rule, to prove the simulator's checkers can fail.
     #[cfg(feature = "mutants")]
     pub mutant: Option<super::mutants::Mutant>,
@@ -224,6 +227,7 @@ impl CoreConfig {
             failsafe_timeout_ms: DEFAULT_FAILSAFE_TIMEOUT_MS,
             hooks: super::callbacks::Hooks::default(),
             pooler: false,
+            pooler_chain: false,
             #[cfg(feature = "mutants")]
             mutant: None,
         })

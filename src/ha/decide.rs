@@ -209,6 +209,7 @@ pub fn decide(cfg: &CoreConfig, mem: &Memory, obs: &Observation) -> Decision {
     node_status.pooler = super::pooler::status(&ctx, &mem);
     let mut member = status::member(&ctx);
     member.scheduled_restart = mem.scheduled_restart;
+    member.pooler_routed_here = super::pooler::routed_here(&ctx, &mem);
     Decision {
         member,
         status: node_status,

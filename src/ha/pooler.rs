@@ -13,6 +13,11 @@
 //!   resumed toward anyone else, and a candidate that holds the key but is still a replica gets no traffic.
 //!   A snapshot showing an older leader key than one seen before is stale (Consul's default reads can be): its
 //!   holder, a former primary now perhaps a replica, is not routed to (the simulator found this).
+//! - *Chained, only through a PgBouncer that routes to its own leader.* With `pgbouncer.chain` the others route
+//!   to the leader's PgBouncer, which goes wherever the leader's agent last pointed it: just after a promotion
+//!   (or when routing it failed) still toward the old leader, whose PgBouncer may route to its own PostgreSQL
+//!   with its agent dead. So they route there only once the leader's record, in its term, says its PgBouncer
+//!   routes to it (`pgbouncer_routed_here`, published the cycle after that route succeeded).
 //! - *Pause before a planned stop.* A primary that stops PostgreSQL on purpose (switchover, restart, scheduled
 //!   restart) pauses its pooler first, after the CHECKPOINT: running transactions finish, new ones queue, and they
 //!   continue on the new primary once the pooler is routed there. A primary that loses its lease is stopped first
@@ -114,6 +119,11 @@ pub(crate) fn pause_before_stop(ctx: &Ctx) -> Vec<Action> {
     }
 }
 
+/// Our PgBouncer routes to our own PostgreSQL, running as primary: published for chained PgBouncers.
+pub(crate) fn routed_here(ctx: &Ctx, mem: &Memory) -> bool {
+    ctx.cfg.pooler && ctx.local.is_primary() && mem.pooler.routed_to.as_ref() == Some(&ctx.cfg.name)
+}
+
 /// Whom the pooler may route to now: the key holder, once it runs as primary (ourselves: under a valid lease).
 pub(crate) fn target(ctx: &Ctx, mem: &Memory, c: &Cluster) -> Option<NodeName> {
     let holder = c.leader_name()?;
@@ -127,12 +137,14 @@ pub(crate) fn target(ctx: &Ctx, mem: &Memory, c: &Cluster) -> Option<NodeName> {
         leased && (ctx.local.is_primary() || at_acquire)
     } else {
         // Written in the key's term (a record left from an earlier term of the same member may still say
-        // primary: the simulator found one), and saying primary.
+        // primary: the simulator found one), and saying primary. Chained, also saying that the holder's
+        // PgBouncer routes to it: until then it goes wherever it went before, perhaps to the old leader.
         c.members.iter().any(|m| {
             m.name == *holder
                 && ((m.index > index.unwrap_or(0)
                     && m.role == MemberRole::Primary
-                    && m.state == MemberState::Running)
+                    && m.state == MemberState::Running
+                    && (m.pooler_routed_here || !ctx.cfg.pooler_chain))
                     || at_acquire)
         })
     };
@@ -187,8 +199,16 @@ pub(crate) fn follow(ctx: &Ctx, mem: &mut Memory, c: &Cluster, mut plan: Plan) -
                 plan.wake(ctx.now)
             }
             _ => {
+                // Routing our own: the next cycle publishes it (`routed_here`) for the chained PgBouncers
+                // that wait on it, so it comes soon rather than a loop later.
+                let soon = ctx.now.plus_ms((t.loop_wait_ms / 10).clamp(50, 250));
+                let own = to == ctx.cfg.name;
                 plan.actions.push(Action::PoolerRoute { to });
-                plan
+                if own {
+                    plan.wake(soon)
+                } else {
+                    plan
+                }
             }
         },
         // A key holder not yet promoted, or none: look again soon for a ttl (our pooler waits on it).

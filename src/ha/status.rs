@@ -71,6 +71,8 @@ pub(crate) fn member(ctx: &Ctx) -> MemberStatus {
             Local::Primary(r) | Local::Replica(r) => r.pending_restart,
             _ => false,
         },
+        // Set by `decide` from the new memory.
+        pooler_routed_here: false,
     }
 }
 

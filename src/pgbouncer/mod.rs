@@ -53,7 +53,13 @@ pub struct PgBouncerSettings {
     /// The include file tenure owns: PgBouncer's config ends with `%include <this file>`.
     pub databases_file: PathBuf,
     pub step_timeout_ms: u64,
+    /// Route to the leader's PgBouncer rather than its PostgreSQL (the leader's itself routes to its own
+    /// PostgreSQL): the leader's `PAUSE` then holds every client, whichever host's PgBouncer it sits on.
+    pub chain: bool,
 }
+
+/// The member tag that names a member's PgBouncer port, for `chain` (default: the same port as ours).
+pub const PORT_TAG: &str = "pgbouncer_port";
 
 /// Where PgBouncer should send the routed databases: a member's host and port, checked.
 #[derive(Clone, Debug, PartialEq, Eq)]

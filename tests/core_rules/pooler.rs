@@ -253,3 +253,51 @@ fn a_failed_pooler_step_is_reported_in_the_node_status_until_one_succeeds() {
         .pooler
         .is_none());
 }
+
+#[test]
+fn a_chained_pooler_routes_through_the_leaders_only_once_that_one_routes_to_its_own_postgresql() {
+    // With `chain`, pg1's PgBouncer would route to pg2's PgBouncer, which goes wherever pg2's agent last
+    // pointed it. Just promoted, pg2 has not routed its own yet: that one may still point at the old leader,
+    // a dead agent's host whose PgBouncer routes to its own PostgreSQL. Wait until pg2's record says its
+    // PgBouncer routes to itself.
+    let mut chained = pooled("pg1");
+    chained.pooler_chain = true;
+    let mut m = mem();
+    m.pooler.confirming = true;
+    let unrouted = cluster().leader("pg2").member_primary("pg2", LSN);
+    let o = obs(1_500).pg_replica(1, LSN).store(unrouted.clone());
+    let d = decide(&chained, &m, &o);
+    assert!(!d.actions.contains(&route("pg2")), "{:?}", d.actions);
+    assert!(
+        d.wake_at <= Millis(1_750),
+        "looks again soon: {:?}",
+        d.wake_at
+    );
+    // Without `chain` the route goes straight to pg2's PostgreSQL: no need to wait.
+    let d = decide(&pooled("pg1"), &m, &o);
+    assert!(d.actions.contains(&route("pg2")), "{:?}", d.actions);
+    let routed_here = unrouted.edit_member("pg2", |m| m.pooler_routed_here = true);
+    let o = obs(1_600).pg_replica(1, LSN).store(routed_here);
+    let d = decide(&chained, &m, &o);
+    assert!(d.actions.contains(&route("pg2")), "{:?}", d.actions);
+}
+
+#[test]
+fn a_leader_publishes_that_its_pooler_routes_to_itself_and_looks_again_soon_after_routing_it() {
+    let c = cluster()
+        .leader("pg1")
+        .member_replica("pg2", LSN)
+        .optime(LSN);
+    let o = obs(1_500).pg_primary(1, LSN).store(c.clone());
+    let d = decide(&pooled("pg1"), &mem().leased(1_000), &o);
+    assert!(!d.member.pooler_routed_here, "not routed yet");
+    assert_eq!(d.actions.last(), Some(&route("pg1")), "{:?}", d.actions);
+    // The chained poolers wait on the record that says so: published at once, not a loop later.
+    assert!(d.wake_at <= Millis(1_750), "{:?}", d.wake_at);
+    let o = obs(1_520)
+        .pg_primary(1, LSN)
+        .store(c)
+        .outcome(route("pg1"), 1_510, Outcome::Done);
+    let d = decide(&pooled("pg1"), &d.memory, &o);
+    assert!(d.member.pooler_routed_here);
+}

@@ -25,11 +25,12 @@ const STEP_TIMEOUT_S: u64 = 1;
 
 /// A cluster whose every node drives a PgBouncer of its own (started before the agents, routing to the node).
 fn cluster() -> (Cluster, Vec<PgBouncerProc>) {
-    cluster_with_password(|_| ADMIN_PASSWORD.to_string())
+    cluster_with(|_| ADMIN_PASSWORD.to_string(), false)
 }
 
-/// [`cluster`], node `i`'s agent given `password(i)` for its PgBouncer's admin user.
-fn cluster_with_password(password: impl Fn(usize) -> String) -> (Cluster, Vec<PgBouncerProc>) {
+/// [`cluster`], node `i`'s agent given `password(i)` for its PgBouncer's admin user; with `chain`, each
+/// PgBouncer routes through the leader's (its port published in the `pgbouncer_port` tag).
+fn cluster_with(password: impl Fn(usize) -> String, chain: bool) -> (Cluster, Vec<PgBouncerProc>) {
     let mut bouncers: Vec<PgBouncerProc> = Vec::new();
     let c = Cluster::start_full(
         StoreKind::Etcd,
@@ -50,11 +51,13 @@ fn cluster_with_password(password: impl Fn(usize) -> String) -> (Cluster, Vec<Pg
             };
             spec.extra = format!(
                 "pgbouncer:\n  {}\n  port: {}\n  user: {ADMIN_USER}\n  password_file: {}\n  \
-                 databases: [postgres]\n  databases_file: {}\n  step_timeout: {STEP_TIMEOUT_S}\n",
+                 databases: [postgres]\n  databases_file: {}\n  step_timeout: {STEP_TIMEOUT_S}\n  chain: {chain}\n\
+                 tags: {{pgbouncer_port: {}}}\n",
                 admin,
                 pb.port,
                 pass.display(),
-                pb.databases_file().display()
+                pb.databases_file().display(),
+                pb.port
             );
             bouncers.push(pb);
         },
@@ -130,7 +133,12 @@ fn load(
                                         g.longest_at = started - epoch;
                                     }
                                 }
-                                Err(e) => g.failed_tx.push(format!("{:?}: {e}", started - epoch)),
+                                Err(e) => g.failed_tx.push(format!(
+                                    "{:?}: {}",
+                                    started - epoch,
+                                    e.as_db_error()
+                                        .map_or_else(|| e.to_string(), |d| d.message().to_string())
+                                )),
                             }
                             if closed {
                                 g.failed_conn
@@ -319,13 +327,16 @@ fn a_crash_failover_repoints_the_pgbouncers_right_after_the_promotion_and_a_wron
 ) {
     // The third node's agent has a wrong admin password for its PgBouncer (over TCP).
     let wrong = 2;
-    let (mut c, _bouncers) = cluster_with_password(|i| {
-        if i == wrong {
-            "not the admin password".into()
-        } else {
-            ADMIN_PASSWORD.into()
-        }
-    });
+    let (mut c, _bouncers) = cluster_with(
+        |i| {
+            if i == wrong {
+                "not the admin password".into()
+            } else {
+                ADMIN_PASSWORD.into()
+            }
+        },
+        false,
+    );
     let report = c.wait_until(
         "the wrong password reported",
         Duration::from_secs(30),
@@ -382,6 +393,80 @@ fn a_crash_failover_repoints_the_pgbouncers_right_after_the_promotion_and_a_wron
     assert!(
         routed <= promoted + Duration::from_millis(1_500),
         "routed {routed:?} after the crash, promoted after {promoted:?}"
+    );
+    c.assert_never_two_primaries();
+}
+
+#[test]
+fn chained_pgbouncers_hold_every_client_through_two_switchovers() {
+    // The clients stay on the first primary's PgBouncer (as HAProxy keeps a session on its host); after the
+    // first switchover that host is a replica, and only the chain through the leader's PgBouncer pauses them.
+    let (mut c, bouncers) = cluster_with(|_| ADMIN_PASSWORD.into(), true);
+    let p = c.primary().expect("a primary");
+    c.sql(
+        p,
+        "CREATE TABLE e2e_pgb (client int, seq bigint, PRIMARY KEY (client, seq))",
+    )
+    .expect("create table");
+    let name = c.nodes[p].name.clone();
+    c.wait_until(
+        "every PgBouncer routed to the primary",
+        Duration::from_secs(30),
+        |c| {
+            (0..3)
+                .all(|i| c.patroni(i)["pgbouncer"]["routed_to"] == name.as_str())
+                .then_some(())
+        },
+    );
+    let stop = Arc::new(AtomicBool::new(false));
+    let epoch = Instant::now();
+    let (handle, log) = load(bouncers[p].port, stop.clone(), epoch);
+    std::thread::sleep(Duration::from_secs(2));
+    let first = (p + 1) % 3;
+    let (promoted1, _) = switch_and_wait(&mut c, p, first);
+    c.wait_healthy(Duration::from_secs(60));
+    std::thread::sleep(Duration::from_secs(2));
+    let second = (first + 1) % 3;
+    let (promoted2, _) = switch_and_wait(&mut c, first, second);
+    std::thread::sleep(Duration::from_secs(2));
+    stop.store(true, Ordering::Relaxed);
+    handle.join().unwrap();
+    let log = log.lock().unwrap();
+    eprintln!(
+        "two switchovers through {}'s chained PgBouncer: promoted after {promoted1:?} and {promoted2:?}; {} writes \
+         acknowledged, {} failed transactions, {} failed connections, longest transaction {:?}",
+        c.nodes[p].name,
+        log.acked.len(),
+        log.failed_tx.len(),
+        log.failed_conn.len(),
+        log.longest
+    );
+    assert!(
+        log.failed_tx.is_empty(),
+        "failed transactions: {:?}",
+        &log.failed_tx[..log.failed_tx.len().min(5)]
+    );
+    assert!(
+        log.failed_conn.is_empty(),
+        "failed connections: {:?}",
+        log.failed_conn
+    );
+    let rows = c
+        .sql(second, "SELECT client, seq FROM e2e_pgb")
+        .expect("read back");
+    let there: BTreeSet<(usize, u64)> = rows
+        .iter()
+        .map(|r| (r[0].parse().unwrap(), r[1].parse().unwrap()))
+        .collect();
+    let missing: Vec<_> = log
+        .acked
+        .iter()
+        .filter(|w| !there.contains(w))
+        .take(5)
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "acknowledged writes missing on the new primary: {missing:?}"
     );
     c.assert_never_two_primaries();
 }

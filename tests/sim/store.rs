@@ -315,6 +315,7 @@ fn member(name: NodeName, m: &MemberStatus, tags: &Tags, index: u64) -> Member {
         timeline: m.timeline,
         lsn: m.lsn,
         tags: tags.clone(),
+        pooler_routed_here: m.pooler_routed_here,
         index,
     }
 }

@@ -132,6 +132,7 @@ impl PgBouncerProc {
             databases: self.databases.clone(),
             databases_file: self.databases_file(),
             step_timeout_ms: 2_000,
+            chain: false,
         }
     }
 }
