@@ -13,3 +13,4 @@ pub mod ha;
 pub mod http_body;
 pub mod logging;
 pub mod pg;
+pub mod pgbouncer;

@@ -396,3 +396,44 @@ fn lag_accepts_bytes_and_units() {
         assert!(api::parse_lag(bad).is_err(), "{bad:?} accepted");
     }
 }
+
+#[tokio::test]
+async fn the_pgbouncer_the_agent_drives_is_reported_in_patroni_and_metrics() {
+    let mut p = with_cluster(primary(NOW + 12_500));
+    p.status.pooler = Some(tenure::ha::PoolerStatus {
+        routed_to: None,
+        last_error: Some("PAUSE: PgBouncer at /run/pgbouncer:6432 did not answer".into()),
+        failures: 2,
+    });
+    let api = Api::start(settings(), p).await;
+    let (_, text) = api.code(Method::GET, "/patroni").await;
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(v["pgbouncer"]["failures"], 2, "{text}");
+    assert!(v["pgbouncer"]["error"]
+        .as_str()
+        .unwrap()
+        .contains("did not answer"));
+    assert!(v["pgbouncer"]["routed_to"].is_null());
+    let (_, text) = api.code(Method::GET, "/metrics").await;
+    let l = "{scope=\"batman\",name=\"pg1\"}";
+    for line in [
+        format!("tenure_pgbouncer_ok{l} 0"),
+        format!("tenure_pgbouncer_step_failures_total{l} 2"),
+    ] {
+        assert!(
+            text.lines().any(|x| x == line),
+            "missing {line:?} in\n{text}"
+        );
+    }
+    api.shutdown().await;
+}
+
+#[tokio::test]
+async fn without_a_pgbouncer_nothing_about_it_is_reported() {
+    let api = Api::start(settings(), with_cluster(primary(NOW + 12_500))).await;
+    let (_, text) = api.code(Method::GET, "/patroni").await;
+    assert!(!text.contains("pgbouncer"), "{text}");
+    let (_, text) = api.code(Method::GET, "/metrics").await;
+    assert!(!text.contains("tenure_pgbouncer"), "{text}");
+    api.shutdown().await;
+}

@@ -12,6 +12,8 @@ mod cli_exit;
 mod features;
 #[path = "config/hardening.rs"]
 mod hardening;
+#[path = "config/pgbouncer.rs"]
+mod pgbouncer;
 #[path = "config/tls.rs"]
 mod tls;
 #[path = "config/yaml_forms.rs"]

@@ -182,7 +182,7 @@ impl Cycle {
         if matches!(action, Action::StartJob(_)) && outcome == Outcome::Done {
             self.job_running = true;
         }
-        let stop = outcome != Outcome::Done;
+        let stop = outcome != Outcome::Done && action.blocks_on_failure();
         self.outcomes.push(ActionOutcome {
             action,
             sent_at,

@@ -67,6 +67,8 @@ pub struct Executor {
     pub peer_client: reqwest::Client,
     /// Callbacks, `pre_promote`, `before_stop` (the runtime installs the configured commands).
     pub hooks: super::hooks::HookRunner,
+    /// The local PgBouncer, when `pgbouncer:` is configured (the runtime installs it).
+    pub pgbouncer: Option<crate::pgbouncer::PgBouncer>,
     /// tenure's `synchronous_standby_names` in synchronous mode, kept over the operator's in `pg`.
     pub(crate) sync_names: super::sync_names::OwnedSyncNames,
     /// How long a job (bootstrap, clone, rewind, re-clone) may run: past it, its processes are killed and
@@ -101,6 +103,7 @@ impl Executor {
                 .build()
                 .unwrap_or_default(),
             hooks: Default::default(),
+            pgbouncer: None,
             sync_names,
             job_timeout_ms: JOB_TIMEOUT_MS,
             job: None,
@@ -296,6 +299,7 @@ impl Executor {
                 }
                 fence(self.fence.disarm())
             }
+            Action::PoolerPause | Action::PoolerRoute { .. } => self.pooler(action, deadline).await,
             Action::Exit => {
                 self.fence.stop_process();
                 Outcome::Done
@@ -327,6 +331,54 @@ impl Executor {
         StandbyConfig {
             upstream: Some(ep),
             slot: made.then_some(slot),
+        }
+    }
+
+    /// A step on the local PgBouncer; a failure is logged here and reported (the core counts it, the REST API
+    /// shows it) and does not stop the plan (`Action::blocks_on_failure`).
+    async fn pooler(&self, action: &Action, deadline: Instant) -> Outcome {
+        let Some(pb) = &self.pgbouncer else {
+            // Only a configured `pgbouncer:` section makes the core ask for these.
+            return Outcome::Failed("no pgbouncer section configured".into());
+        };
+        let result = match action {
+            Action::PoolerRoute { to } => {
+                let ep = if *to == self.pg.name {
+                    Endpoint::from_conn_url(to.clone(), &self.pg.conn_url()).ok()
+                } else if pb.settings.chain {
+                    // The leader's PgBouncer: its host, and the port its tag names (else ours).
+                    self.endpoint(to).map(|mut ep| {
+                        let tag = self.seen.get(to.as_str()).and_then(|r| {
+                            let v = r.tags.get(crate::pgbouncer::PORT_TAG)?;
+                            v.as_u64().or_else(|| v.as_str()?.parse().ok())
+                        });
+                        ep.port = tag
+                            .and_then(|p| u16::try_from(p).ok())
+                            .unwrap_or(pb.settings.port);
+                        ep
+                    })
+                } else {
+                    self.endpoint(to)
+                };
+                match ep {
+                    None => Err(format!("no conn_url known for {to}")),
+                    Some(ep) => match crate::pgbouncer::Target::new(&ep.host, ep.port) {
+                        Ok(t) => pb.route(&t, deadline).await.map_err(|e| e.to_string()),
+                        Err(e) => Err(e.to_string()),
+                    },
+                }
+            }
+            _ => pb.pause(deadline).await.map_err(|e| e.to_string()),
+        };
+        match result {
+            Ok(()) => {
+                tracing::info!(?action, "PgBouncer step done");
+                Outcome::Done
+            }
+            Err(why) => {
+                tracing::warn!(?action, error = %why, "PgBouncer step failed; the handover goes on without it");
+                Outcome::Failed(why)
+            }
         }
     }
 

@@ -44,7 +44,7 @@ pub fn reload(
     }
     let was = started.core_config();
     let (p0, p1) = (started.pg_settings(), new.pg_settings());
-    let checks: [(&'static str, bool); 18] = [
+    let checks: [(&'static str, bool); 19] = [
         ("scope", started.scope != new.scope),
         ("namespace", started.namespace != new.namespace),
         ("name", started.name() != new.name()),
@@ -73,6 +73,7 @@ pub fn reload(
         ),
         ("watchdog", started.watchdog != new.watchdog),
         ("tenure.fencer", started.fencer != new.fencer),
+        ("pgbouncer", started.pgbouncer != new.pgbouncer),
         (
             "postgresql.use_pg_rewind",
             was.use_pg_rewind != want.use_pg_rewind,

@@ -143,6 +143,7 @@ pub fn member_record(
                 .map(crate::dcs::records::format_version_num),
         }),
         pending_restart: m.pending_restart.then_some(true),
+        pgbouncer_routed_here: m.pooler_routed_here.then_some(true),
         ..MemberRecord::default()
     }
 }

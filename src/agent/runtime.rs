@@ -103,6 +103,10 @@ pub async fn run_agent(
     exec.bootstrap_config = bootstrap_config(&core, &config);
     exec.watchdog = super::watchdog::Watchdog::new(config.watchdog.clone());
     exec.hooks = super::hooks::HookRunner::new(config.local_pg.hooks.clone(), config.scope.clone());
+    exec.pgbouncer = config
+        .pgbouncer
+        .clone()
+        .map(crate::pgbouncer::PgBouncer::new);
     exec.failsafe = failsafe_poster(&config, &core);
     exec.peer_client =
         super::peers::client(&config.restapi_settings()).map_err(AgentError::PeerClient)?;

@@ -170,6 +170,18 @@ pub fn render(p: &Published, now: Millis) -> String {
         "Role changes of the local PostgreSQL since start.",
         p.counters.role_changes as f64,
     );
+    if let Some(pb) = &s.pooler {
+        w.gauge(
+            "tenure_pgbouncer_ok",
+            "Value is 1 if the last step on the local PgBouncer (PAUSE, repoint, RESUME) succeeded.",
+            flag(pb.last_error.is_none()),
+        );
+        w.counter(
+            "tenure_pgbouncer_step_failures_total",
+            "Steps on the local PgBouncer that failed or ran past their deadline since start.",
+            pb.failures as f64,
+        );
+    }
     w.out
 }
 

@@ -82,6 +82,7 @@ impl Published {
                 leader: None,
                 failsafe: crate::ha::FailsafeAnswer::Off,
                 failsafe_active: false,
+                pooler: None,
             },
             member: MemberRecord {
                 state: "stopped".into(),

@@ -69,6 +69,17 @@ pub fn patroni_json(p: &Published) -> Value {
     if p.status.failsafe_active {
         out.insert("failsafe_mode_is_active".into(), json!(true));
     }
+    if let Some(pb) = &p.status.pooler {
+        // tenure's own: the local PgBouncer the agent drives (issue 31).
+        out.insert(
+            "pgbouncer".into(),
+            json!({
+                "routed_to": pb.routed_to.as_ref().map(|n| n.as_str()),
+                "error": pb.last_error,
+                "failures": pb.failures,
+            }),
+        );
+    }
     if p.cluster.as_ref().is_some_and(unlocked) {
         out.insert("cluster_unlocked".into(), json!(true));
     }

@@ -209,6 +209,7 @@ pub(crate) fn build(
         );
     }
     let tags = super::pg::tags(raw.tags.take().unwrap_or_default(), ctx);
+    let pgbouncer = super::pgbouncer::build(raw.pgbouncer.take(), retry_timeout_ms, ctx);
     let watchdog = watchdog(&mut raw, &timing, ctx);
     let fencer_raw = tenure.fencer.unwrap_or_default();
     let fencer = FencerSettings {
@@ -271,6 +272,8 @@ pub(crate) fn build(
     core.watchdog = watchdog.mode;
     core.failsafe_timeout_ms = failsafe_timeout_ms;
     core.hooks = local_pg.hooks.configured();
+    core.pooler = pgbouncer.is_some();
+    core.pooler_chain = pgbouncer.as_ref().is_some_and(|p| p.chain);
     Some(Config {
         file: ctx.file.to_path_buf(),
         scope,
@@ -288,6 +291,7 @@ pub(crate) fn build(
         bootstrap_sync,
         local_pg,
         log,
+        pgbouncer,
     })
 }
 

@@ -28,6 +28,7 @@ pub mod ignored;
 mod keys;
 mod log;
 mod pg;
+mod pgbouncer;
 mod raw;
 mod restapi;
 mod sync;
@@ -130,6 +131,8 @@ pub struct Config {
     pub local_pg: LocalPg,
     /// `log:` (Patroni 4's `type` and `level`).
     pub log: LogSettings,
+    /// `pgbouncer:`: the local PgBouncer the agent drives (None: none).
+    pub pgbouncer: Option<crate::pgbouncer::PgBouncerSettings>,
 }
 
 /// Where the PostgreSQL settings came from, for merging with the store's `config` key.

@@ -174,6 +174,7 @@ pub struct RawConfig {
     pub tags: Option<BTreeMap<String, yaml_serde::Value>>,
     pub watchdog: Option<RawWatchdog>,
     pub tenure: Option<RawTenure>,
+    pub pgbouncer: Option<super::pgbouncer::RawPgbouncer>,
     pub log: Option<RawLog>,
     pub ctl: Option<Ignored>,
     pub citus: Option<Ignored>,

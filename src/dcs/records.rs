@@ -33,6 +33,9 @@ pub struct MemberRecord {
     pub pause: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub checkpoint_after_promote: Option<bool>,
+    /// tenure: `true` while the member runs as primary and its PgBouncer routes to it (`pgbouncer.chain`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pgbouncer_routed_here: Option<bool>,
     /// `{"schedule": "<ISO 8601>", "role"?: "primary"|"replica"}` while a restart is scheduled.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scheduled_restart: Option<ScheduledRestartRecord>,
@@ -107,6 +110,8 @@ pub fn member_from_record(name: &str, record: &MemberRecord) -> Member {
         timeline: record.timeline.map(Timeline),
         lsn: lsn.map(Lsn),
         tags: super::values::tags_from_map(&record.tags),
+        pooler_routed_here: record.pgbouncer_routed_here == Some(true),
+        index: 0,
     }
 }
 

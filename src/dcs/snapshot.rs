@@ -184,7 +184,9 @@ fn read_entry(snap: &mut ClusterSnapshot, rel: &str, e: &StoreEntry) -> Result<(
                 }
                 match text(e).and_then(record::<MemberRecord>) {
                     Ok(record) => {
-                        snap.cluster.members.push(member_from_record(name, &record));
+                        let mut m = member_from_record(name, &record);
+                        m.index = e.index;
+                        snap.cluster.members.push(m);
                         snap.members.insert(name.to_string(), record);
                     }
                     Err(why) => warn!(key, %why, "ignoring unreadable member"),

@@ -73,6 +73,8 @@ pub struct NodeSpec {
     pub postgresql_extra: String,
     /// More `bootstrap.initdb` items, as YAML lines indented by four spaces (the failed-bootstrap test).
     pub initdb_extra: String,
+    /// More top-level sections, as YAML lines (the PgBouncer tests' `pgbouncer:`).
+    pub extra: String,
 }
 
 impl NodeSpec {
@@ -164,7 +166,7 @@ restapi:
 tenure:
   fence_budget: {fence}
   pg_ctl_log: {dir}/postgresql.log
-",
+{extra}",
             scope = self.scope,
             name = self.name,
             api = self.api_port,
@@ -183,6 +185,7 @@ tenure:
             fence = t.fence_budget_s,
             pg_extra = self.postgresql_extra,
             initdb_extra = self.initdb_extra,
+            extra = self.extra,
         )
     }
 

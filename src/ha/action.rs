@@ -101,6 +101,13 @@ pub enum Action {
     PrePromote,
     /// Run `postgresql.before_stop` and wait for it, bounded by the decision's deadline; always `Done`.
     BeforeStop,
+    // --- the local PgBouncer (`pooler.rs` says when) ---
+    /// `PAUSE` the PgBouncer on this host: running transactions finish, new ones queue. Best effort, bounded
+    /// by the pooler's step deadline: a failure is reported and the plan goes on (`blocks_on_failure`).
+    PoolerPause,
+    /// Point the PgBouncer on this host at `to` (its `[databases]` include file, `RELOAD`, `RECONNECT`), then
+    /// `RESUME` it. Only toward a member that holds the leader key and runs as primary. Best effort.
+    PoolerRoute { to: NodeName },
     // --- fencing ---
     /// Tell the fencing process (and the watchdog when configured) the deadline by which PostgreSQL must not
     /// be writable unless extended again.
@@ -130,6 +137,14 @@ impl Action {
                 | Action::WriteSync { .. }
                 | Action::DeleteSync { .. }
         )
+    }
+}
+
+impl Action {
+    /// Whether a failure stops the rest of the plan. Pooler steps do not: a PgBouncer that does not answer
+    /// is reported and the handover goes on without it (issue 31).
+    pub fn blocks_on_failure(&self) -> bool {
+        !matches!(self, Action::PoolerPause | Action::PoolerRoute { .. })
     }
 }
 
@@ -251,6 +266,9 @@ pub struct MemberStatus {
     pub scheduled_restart: Option<super::memory::ScheduledRestart>,
     /// PostgreSQL runs and reports a setting waiting for a restart (Patroni's `pending_restart`).
     pub pending_restart: bool,
+    /// Our PgBouncer routes to our own PostgreSQL, which runs as primary: chained PgBouncers may route
+    /// through it (`pooler.rs`).
+    pub pooler_routed_here: bool,
 }
 
 /// The role the REST API reports.
@@ -294,6 +312,19 @@ pub struct NodeStatus {
     pub failsafe: FailsafeAnswer,
     /// The primary runs on its failsafe extension (the store is unreachable, every member confirmed it).
     pub failsafe_active: bool,
+    /// The local PgBouncer, when the agent drives one (`/patroni`'s `pgbouncer`, the `tenure_pgbouncer_*` metrics).
+    pub pooler: Option<PoolerStatus>,
+}
+
+/// What the agent knows of its PgBouncer, as the REST API reports it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PoolerStatus {
+    /// Whom it routes to (None: paused, not routed yet, or a step failed since).
+    pub routed_to: Option<NodeName>,
+    /// Why the last pooler step failed, while the last step failed.
+    pub last_error: Option<String>,
+    /// Pooler steps that failed since the agent started.
+    pub failures: u64,
 }
 
 /// The answer to a peer's `POST /failsafe` (Patroni's codes).

@@ -34,6 +34,11 @@ pub struct CoreConfig {
     pub failsafe_timeout_ms: u64,
     /// Which hook scripts are configured (callbacks, `pre_promote`, `before_stop`).
     pub hooks: super::callbacks::Hooks,
+    /// A PgBouncer runs beside this PostgreSQL and the agent drives it (`pooler.rs`).
+    pub pooler: bool,
+    /// The other members' PgBouncers route through the leader's (`pgbouncer.chain`): only to a leader whose
+    /// record says its own PgBouncer routes to it (`pooler.rs`).
+    pub pooler_chain: bool,
     /// Test-only: a deliberately broken rule, to prove the simulator's checkers can fail.
     #[cfg(feature = "mutants")]
     pub mutant: Option<super::mutants::Mutant>,
@@ -221,6 +226,8 @@ impl CoreConfig {
             watchdog: WatchdogMode::Off,
             failsafe_timeout_ms: DEFAULT_FAILSAFE_TIMEOUT_MS,
             hooks: super::callbacks::Hooks::default(),
+            pooler: false,
+            pooler_chain: false,
             #[cfg(feature = "mutants")]
             mutant: None,
         })

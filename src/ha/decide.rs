@@ -115,6 +115,7 @@ pub(crate) struct Ctx<'a> {
 /// The decision core's entry point: total and pure.
 pub fn decide(cfg: &CoreConfig, mem: &Memory, obs: &Observation) -> Decision {
     let mut mem = super::absorb::absorb(cfg, mem, obs);
+    super::pooler::absorb(&mut mem, &obs.outcomes, obs.now);
     mem.started_at.get_or_insert(obs.now);
     if matches!(obs.pg, PgState::Running(ref r) if r.role == PgRole::Primary) {
         // Whatever we knew about our history against the leader is void once we ran as a primary (even one
@@ -157,7 +158,8 @@ pub fn decide(cfg: &CoreConfig, mem: &Memory, obs: &Observation) -> Decision {
                 let plan = with_store(&ctx, &mut mem, c, &mut answer);
                 let mut plan = backoff::gate(&ctx, &mem, plan);
                 failsafe::write_key(&ctx, &mem, c, &mut plan);
-                failsafe::guard(&ctx, &mut mem, Some(c), plan)
+                let plan = failsafe::guard(&ctx, &mut mem, Some(c), plan);
+                super::pooler::follow(&ctx, &mut mem, c, plan)
             }
             _ => {
                 let plan = store_unavailable(&ctx, &mut mem);
@@ -192,6 +194,7 @@ pub fn decide(cfg: &CoreConfig, mem: &Memory, obs: &Observation) -> Decision {
     super::callbacks::check(&ctx, &mem, &actions);
     super::sync::check(&ctx, &mem, &actions);
     failsafe::check(&ctx, &actions);
+    super::pooler::check(&ctx, &mem, &actions);
     let wake_at = plan
         .wake_at
         .unwrap_or_else(|| ctx.now.plus_ms(cfg.timing.loop_wait_ms))
@@ -213,14 +216,17 @@ pub fn decide(cfg: &CoreConfig, mem: &Memory, obs: &Observation) -> Decision {
     let store_deadline = ctx
         .now
         .plus_ms(call_budget_ms(&cfg.timing, mem.lease.as_ref(), ctx.now));
-    let consistent_read = actions.contains(&Action::AcquireLeader)
+    let consistent_read = mem.pooler.confirming
+        || actions.contains(&Action::AcquireLeader)
         || (plan.reason == Reason::Renewing && actions.contains(&Action::RenewLeader));
     let mut node_status = status::node(&ctx, &mem);
     node_status.failsafe = failsafe::answer(&ctx, &mem, &actions);
     node_status.failsafe_active =
         ctx.local.is_primary() && mem.lease.is_none() && failsafe::until(&mem, ctx.now).is_some();
+    node_status.pooler = super::pooler::status(&ctx, &mem);
     let mut member = status::member(&ctx);
     member.scheduled_restart = mem.scheduled_restart;
+    member.pooler_routed_here = super::pooler::routed_here(&ctx, &mem);
     Decision {
         member,
         status: node_status,

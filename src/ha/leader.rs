@@ -198,13 +198,17 @@ fn primary(
                 return Plan::act_now(
                     Reason::SwitchoverStopping { candidate },
                     // The CHECKPOINT runs while writes still go on, so the shutdown checkpoint is short.
-                    vec![
-                        Action::Checkpoint,
-                        Action::Stop {
-                            mode: StopMode::Fast,
-                        },
-                        Action::DisarmFence,
-                    ],
+                    // The pooler pauses after it, so running transactions finish and new ones queue.
+                    [Action::Checkpoint]
+                        .into_iter()
+                        .chain(super::pooler::pause_before_stop(ctx))
+                        .chain([
+                            Action::Stop {
+                                mode: StopMode::Fast,
+                            },
+                            Action::DisarmFence,
+                        ])
+                        .collect(),
                     ctx.now,
                 );
             }

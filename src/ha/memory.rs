@@ -79,6 +79,8 @@ pub struct Memory {
     pub sync_listed: bool,
     /// The last snapshot listed us as a quorum standby (a voter in quorum mode; kept like `sync_listed`).
     pub quorum_listed: bool,
+    /// What we know of the local PgBouncer (`pooler.rs`).
+    pub pooler: super::pooler::PoolerMemory,
 }
 
 /// Starts of PostgreSQL that failed in a row: the last one's send time and what it said.

@@ -24,6 +24,7 @@ pub mod mutants;
 mod no_leader;
 pub mod observation;
 mod operator;
+pub mod pooler;
 mod quorum;
 mod reason;
 mod status;
@@ -31,8 +32,8 @@ mod sync;
 pub mod types;
 
 pub use action::{
-    Action, Decision, FailsafeAnswer, Job, MemberStatus, NodeRole, NodeStatus, Reason, Refusal,
-    RequestAnswer, StopMode,
+    Action, Decision, FailsafeAnswer, Job, MemberStatus, NodeRole, NodeStatus, PoolerStatus,
+    Reason, Refusal, RequestAnswer, StopMode,
 };
 pub use callbacks::{CallbackEvent, CallbackRole, Hooks};
 pub use config::{CoreConfig, Timing, TimingError, WatchdogMode};

@@ -56,6 +56,9 @@ pub enum Mutant {
     /// Failsafe rounds wait the configured `failsafe_timeout` whatever the timing, and a timing without room
     /// for it leaves failsafe inert (tenure before issue 30: ttl 10, retry_timeout 4 fenced in 7.9 s).
     FailsafeFixedTimeout,
+    /// Route the PgBouncers at the leader key's holder as soon as it holds the key: the new leader's own just
+    /// before its promotion, the others' before its member record says it was promoted.
+    PoolerRouteAtAcquire,
     /// Simulator-only: the watchdog never fires.
     WatchdogNeverFires,
 }

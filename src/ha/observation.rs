@@ -260,6 +260,11 @@ pub struct Member {
     /// Write position for a primary; max(receive, replay) for a replica.
     pub lsn: Option<Lsn>,
     pub tags: Tags,
+    /// The record says the member's PgBouncer routes to its own PostgreSQL (`pgbouncer_routed_here`).
+    pub pooler_routed_here: bool,
+    /// The member key's modify index (Consul's `ModifyIndex`, etcd's `mod_revision`; 0: unknown): a record
+    /// written after the leader key was taken has a higher index than the key.
+    pub index: u64,
 }
 
 /// Patroni's member `role` values.

@@ -200,6 +200,7 @@ fn restart(ctx: &Ctx, mem: &Memory, c: &Cluster, filter: RestartFilter) -> Resul
     if mem.lease.is_some_and(|l| ctx.now >= l.renew_due) {
         actions.push(Action::RenewLeader);
     }
+    actions.extend(super::pooler::pause_before_stop(ctx));
     actions.extend([stop, Action::StartPrimary]);
     Ok(Plan::act_now(
         Reason::OperatorRestart {

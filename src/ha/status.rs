@@ -71,6 +71,8 @@ pub(crate) fn member(ctx: &Ctx) -> MemberStatus {
             Local::Primary(r) | Local::Replica(r) => r.pending_restart,
             _ => false,
         },
+        // Set by `decide` from the new memory.
+        pooler_routed_here: false,
     }
 }
 
@@ -150,6 +152,7 @@ pub(crate) fn node(ctx: &Ctx, mem: &Memory) -> NodeStatus {
         // Set by `decide` once the actions are known.
         failsafe: super::action::FailsafeAnswer::Off,
         failsafe_active: false,
+        pooler: None,
     }
 }
 

@@ -21,6 +21,8 @@ fn member(name: &str, role: MemberRole, lsn: u64) -> Member {
         timeline: Some(Timeline(1)),
         lsn: Some(Lsn(lsn)),
         tags: Tags::default(),
+        pooler_routed_here: false,
+        index: 0,
     }
 }
 

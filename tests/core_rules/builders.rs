@@ -104,6 +104,9 @@ fn member(name: &str, role: MemberRole, state: MemberState, lsn: u64) -> Member 
         timeline: Some(Timeline(1)),
         lsn: Some(Lsn(lsn)),
         tags: Tags::default(),
+        pooler_routed_here: false,
+        // Written after the leader key (index 1): a record of the key's own term.
+        index: 2,
     }
 }
 

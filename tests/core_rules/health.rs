@@ -22,6 +22,7 @@ fn status(role: NodeRole) -> NodeStatus {
         leader: Some(n("pg1")),
         failsafe: FailsafeAnswer::Off,
         failsafe_active: false,
+        pooler: None,
     }
 }
 

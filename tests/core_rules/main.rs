@@ -13,6 +13,7 @@ mod lag;
 mod leading;
 mod operator;
 mod pause;
+mod pooler;
 mod quorum;
 mod race;
 mod scheduled;

@@ -60,7 +60,14 @@ async fn every_metric_the_rules_read_is_served() {
         .filter(|w| (w.starts_with("patroni_") || w.starts_with("tenure_")) && !w.ends_with('_'))
         .collect();
     assert!(used.len() >= 8, "{used:?}");
-    let api = Api::start(settings(), with_cluster(primary(NOW + 10_000))).await;
+    // With a PgBouncer driven: its metrics are served only then.
+    let mut p = with_cluster(primary(NOW + 10_000));
+    p.status.pooler = Some(tenure::ha::PoolerStatus {
+        routed_to: Some(tenure::ha::NodeName::new("pg1")),
+        last_error: None,
+        failures: 0,
+    });
+    let api = Api::start(settings(), p).await;
     let (_, body) = api.code(reqwest::Method::GET, "/metrics").await;
     api.shutdown().await;
     let served: Vec<&str> = body

@@ -14,6 +14,7 @@ pub fn after_event(w: &mut World) {
     health_single(w);
     no_silent_divergence(w);
     crate::sync::no_acked_write_lost(w);
+    crate::pooler::routes_to_leader(w);
 }
 
 /// Pause means hands off: while the cluster is paused (the store says so and so did this agent's last read),

@@ -45,6 +45,8 @@ impl World {
     /// The whole host goes down: PostgreSQL, agent and fencer.
     pub fn crash_host(&mut self, i: usize) {
         let n = &mut self.nodes[i];
+        // PgBouncer comes back with the host from its files: routing to its include file's target, not paused.
+        n.pooler.paused = false;
         n.pg.stop(false);
         n.pg.frozen = false;
         n.fence = None;

@@ -34,7 +34,7 @@ fn replay_paused_replica_publishes_replay_lag_and_keeps_its_received_position() 
     // What it published for failover is what it received: within one cycle of the primary's writes (the
     // member key is written after each cycle's actions, beside the loop, as the agent's publisher does).
     let one_cycle = crate::world::WRITE_RATE * (sim.w.timing().loop_wait_ms + 100);
-    let (member, _) = sim.w.store.members.get(&r).cloned().expect("member record");
+    let (member, _, _) = sim.w.store.members.get(&r).cloned().expect("member record");
     let published = member.lsn.expect("a position").0;
     let replayed = member.replay_lsn.expect("a replayed position").0;
     assert!(

@@ -58,6 +58,9 @@ fn act(w: &mut World, i: usize, action: &Action) -> (ActionOutcomeKind, u64) {
     if *action == Action::Promote {
         crate::checkers::no_promote_after_veto(w, i, term);
     }
+    if let Some(done) = crate::pooler::execute(w, i, action) {
+        return done;
+    }
     let pg = &mut w.nodes[i].pg;
     if pg.cannot_start
         && matches!(

@@ -28,12 +28,16 @@
 //! `failsafe_hung.rs` runs issue 30's benchmark (etcd hung by SIGSTOP; ttl 10, loop_wait 1, retry_timeout 4), where
 //! the primary must stay writable at every 100 ms sample.
 //!
+//! PgBouncer (`pooler.rs`): one per host, paused or routing to a node, driven by its agent in one random seed in
+//! three and in its scenarios (switchover, restart, crash failover).
+//!
 //! Checkers after every event: SingleWriter, LeaseCovers (with failsafe's coverage), HealthSingle, TimelineMonotone
 //! (at every promotion), NoSilentDivergence, NoAckedWriteLost (in synchronous mode, every primary's history holds the
 //! newest commit acknowledged under the `sync` key; one random seed in three runs synchronous mode); PauseHandsOff
 //! before every PostgreSQL action; RecoveryBeforeCheck before every divergence check; NoPromoteAfterVeto before
 //! every promotion; after every decision ReadLagHonest (a replica never publishes less lag than its replayed WAL is
-//! behind the snapshot's optime); FailsafeKeepsPrimary in the hung-store benchmark; Liveness after faults heal.
+//! behind the snapshot's optime); FailsafeKeepsPrimary in the hung-store benchmark; PoolerRoutesToLeader after every event and
+//! before every route; Liveness after faults heal.
 //! `mutants.rs` (feature `mutants`) shows each broken rule tripping a checker; `checker_tests.rs` shows every
 //! checker failing on a broken world.
 mod agent;
@@ -54,6 +58,7 @@ mod mutants;
 mod pause_outage;
 mod peers;
 mod pgmodel;
+mod pooler;
 mod quorum;
 mod random;
 mod rng;

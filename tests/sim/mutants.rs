@@ -290,3 +290,15 @@ fn mutant_keep_initialize_after_failed_bootstrap_trips_liveness() {
     });
     assert_tripped(&msg, &["Liveness"]);
 }
+
+#[test]
+fn mutant_pooler_route_at_acquire_trips_pooler_routes_to_leader() {
+    let msg = first_failure(1..10, |seed| {
+        let mut sim =
+            crate::pooler::pooled(seed, |_, c| c.mutant = Some(Mutant::PoolerRouteAtAcquire));
+        let cand = sim.replicas()[0];
+        sim.switchover(Some(cand), None);
+        sim.run_for(5_000);
+    });
+    assert_tripped(&msg, &["PoolerRoutesToLeader"]);
+}

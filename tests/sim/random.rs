@@ -21,6 +21,8 @@ pub fn run_seed(seed: u64, adjust: impl Fn(usize, &mut tenure::ha::CoreConfig)) 
                 before_stop: true,
             };
         }
+        // Each agent drives a PgBouncer in one seed out of three (without drawing).
+        c.pooler = seed % 3 == 2;
         adjust(i, c)
     });
     // Not in synchronous-mode seeds: with replication lag a crashed old primary restarts ahead of every

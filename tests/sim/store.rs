@@ -50,7 +50,7 @@ pub struct Store {
     next_session: u64,
     pub leader: Option<Held>,
     pub lock_delay_until: u64,
-    pub members: BTreeMap<usize, (MemberStatus, u64)>,
+    pub members: BTreeMap<usize, (MemberStatus, u64, u64)>,
     pub initialize: Option<String>,
     pub pause: bool,
     /// `failsafe_mode` in the `config` key, and the `failsafe` key.
@@ -180,7 +180,7 @@ impl Store {
                 self.lock_delay_until = t + self.lock_delay_ms;
             }
         }
-        self.members.retain(|_, (_, s)| *s != id);
+        self.members.retain(|_, (_, s, _)| *s != id);
         owner
     }
 
@@ -230,8 +230,13 @@ impl Store {
 
     pub fn put_member(&mut self, node: usize, status: MemberStatus, session: u64) {
         if self.alive(session) {
-            self.members.insert(node, (status, session));
-            self.bump();
+            let bumped = self.bump();
+            // The index moves with the record's content, as tenure writes only a changed record.
+            let index = match self.members.get(&node) {
+                Some((old, s, i)) if *old == status && *s == session => *i,
+                _ => bumped,
+            };
+            self.members.insert(node, (status, session, index));
         }
     }
 
@@ -253,7 +258,7 @@ impl Store {
             members: self
                 .members
                 .iter()
-                .map(|(n, (m, _))| member(names[*n].clone(), m, &tags[*n]))
+                .map(|(n, (m, _, index))| member(names[*n].clone(), m, &tags[*n], *index))
                 .collect(),
             switchover: self.switchover.clone(),
             optime: self.optime.map(Lsn),
@@ -362,7 +367,7 @@ impl Store {
     }
 }
 
-fn member(name: NodeName, m: &MemberStatus, tags: &Tags) -> Member {
+fn member(name: NodeName, m: &MemberStatus, tags: &Tags, index: u64) -> Member {
     let url = format!("http://{name}:8008/patroni");
     Member {
         name,
@@ -373,6 +378,8 @@ fn member(name: NodeName, m: &MemberStatus, tags: &Tags) -> Member {
         timeline: m.timeline,
         lsn: m.lsn,
         tags: tags.clone(),
+        pooler_routed_here: m.pooler_routed_here,
+        index,
     }
 }
 
@@ -390,7 +397,7 @@ struct ReadFrom {
     failsafe_mode: bool,
     sync_settings: SyncSettings,
     leader: Option<Held>,
-    members: BTreeMap<usize, (MemberStatus, u64)>,
+    members: BTreeMap<usize, (MemberStatus, u64, u64)>,
     switchover: Option<Switchover>,
     optime: Option<u64>,
     timeline: Option<(u32, usize)>,

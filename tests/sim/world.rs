@@ -163,6 +163,8 @@ pub struct Node {
     /// request (restart, reinitialize, switchover) licenses the next PostgreSQL transitions on this node.
     pub pause_seen: bool,
     pub operator_licence: bool,
+    /// The PgBouncer on this host (`pooler.rs`), driven by this agent when its config says so.
+    pub pooler: crate::pooler::Pooler,
 }
 
 /// Knobs of a run.
@@ -235,6 +237,7 @@ impl World {
                     left_running_in_pause: false,
                     pause_seen: false,
                     operator_licence: false,
+                    pooler: Default::default(),
                 }
             })
             .collect::<Vec<_>>();

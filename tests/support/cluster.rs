@@ -223,6 +223,7 @@ impl Cluster {
                 },
                 postgresql_extra: String::new(),
                 initdb_extra: String::new(),
+                extra: String::new(),
             })
             .collect();
         nodes.iter_mut().for_each(&mut adjust);
