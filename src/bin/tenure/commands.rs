@@ -103,8 +103,9 @@ pub(crate) fn agent(file: &Path, env: &BTreeMap<String, String>) -> ExitCode {
         return usage(&e);
     }
     tenure::logging::init(&config.log, env.get("RUST_LOG").map(String::as_str));
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+    // One thread: the agent waits on the store, PostgreSQL and its peers, and computes little; a second worker
+    // cost more in cross-thread wake-ups (futex) than it saved (bench/README.md, "Agent footprint").
+    let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
     {
