@@ -108,17 +108,9 @@ fn processes_with(words: &[&str]) -> Vec<i32> {
         .collect()
 }
 
-async fn bootstrapped(name: &str) -> PgNode {
-    let node = PgNode::new(name);
-    ctl::bootstrap(&node.settings, &InitdbOptions::default())
-        .await
-        .unwrap_or_else(|e| panic!("bootstrap: {e}\n{}", node.log()));
-    node
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_checkpoint_that_never_finishes_fails_within_its_deadline() {
-    let node = bootstrapped("pg1").await;
+    let node = PgNode::bootstrapped("pg1").await;
     let pg = PgSettings {
         pg_ctl_timeout_s: 3,
         ..node.settings.clone()
@@ -157,7 +149,7 @@ async fn a_checkpoint_that_never_finishes_fails_within_its_deadline() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_history_queries_to_a_leader_that_never_answers_end_within_their_deadline() {
-    let node = bootstrapped("pg1").await;
+    let node = PgNode::bootstrapped("pg1").await;
     ctl::stop(&node.settings, StopMode::Fast)
         .await
         .expect("stop");

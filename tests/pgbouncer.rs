@@ -9,16 +9,7 @@ use std::time::{Duration, Instant};
 
 use pg_support::PgNode;
 use pgbouncer_support::{PgBouncerProc, ADMIN_PASSWORD};
-use tenure::pg::ctl::{self, InitdbOptions};
 use tenure::pgbouncer::{PgBouncer, PoolerError, Target};
-
-async fn bootstrapped(name: &str) -> PgNode {
-    let node = PgNode::new(name);
-    ctl::bootstrap(&node.settings, &InitdbOptions::default())
-        .await
-        .unwrap_or_else(|e| panic!("bootstrap: {e}\n{}", node.log()));
-    node
-}
 
 /// A client of PgBouncer's `postgres` database, as the superuser.
 async fn client(pb: &PgBouncerProc, node: &PgNode) -> tokio_postgres::Client {
@@ -66,7 +57,10 @@ fn soon() -> tokio::time::Instant {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn route_repoints_held_client_connections_to_the_new_primary_after_a_pause() {
-    let (a, b) = (bootstrapped("a").await, bootstrapped("b").await);
+    let (a, b) = (
+        PgNode::bootstrapped("a").await,
+        PgNode::bootstrapped("b").await,
+    );
     let pb = start_pgbouncer(&a);
     let admin = PgBouncer::new(pb.settings(ADMIN_PASSWORD));
     let c = client(&pb, &a).await;
@@ -120,7 +114,7 @@ async fn route_repoints_held_client_connections_to_the_new_primary_after_a_pause
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stopped_pgbouncer_costs_at_most_the_step_deadline_and_says_so() {
-    let a = bootstrapped("a").await;
+    let a = PgNode::bootstrapped("a").await;
     let mut pb = start_pgbouncer(&a);
     let admin = PgBouncer::new(pb.settings(ADMIN_PASSWORD));
     pb.stop();
@@ -138,7 +132,7 @@ async fn a_stopped_pgbouncer_costs_at_most_the_step_deadline_and_says_so() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_frozen_pgbouncer_costs_at_most_the_step_deadline() {
     use nix::sys::signal::{kill, Signal};
-    let a = bootstrapped("a").await;
+    let a = PgNode::bootstrapped("a").await;
     let pb = start_pgbouncer(&a);
     let admin = PgBouncer::new(pb.settings(ADMIN_PASSWORD));
     let pid = nix::unistd::Pid::from_raw(pb.child.as_ref().unwrap().id() as i32);
@@ -158,7 +152,7 @@ async fn a_frozen_pgbouncer_costs_at_most_the_step_deadline() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_wrong_admin_password_is_refused_and_reported() {
-    let a = bootstrapped("a").await;
+    let a = PgNode::bootstrapped("a").await;
     let pb = start_pgbouncer(&a);
     let admin = PgBouncer::new(pb.settings("not the password"));
     let started = Instant::now();
@@ -180,7 +174,7 @@ async fn a_wrong_admin_password_is_refused_and_reported() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_transaction_held_past_the_deadline_fails_the_pause_and_leaves_pgbouncer_running() {
-    let a = bootstrapped("a").await;
+    let a = PgNode::bootstrapped("a").await;
     let pb = start_pgbouncer(&a);
     let mut settings = pb.settings(ADMIN_PASSWORD);
     settings.step_timeout_ms = 500;

@@ -205,9 +205,8 @@ fn switch_and_wait(c: &mut Cluster, p: usize, cand: usize) -> (Duration, Duratio
     (promoted, started.elapsed())
 }
 
-#[test]
-fn a_switchover_under_load_through_pgbouncer_costs_no_transaction_and_no_connection() {
-    let (mut c, bouncers) = cluster();
+/// The primary, after it has the test's table and every node's PgBouncer is routed to it.
+fn table_and_routes(c: &mut Cluster) -> usize {
     let p = c.primary().expect("a primary");
     c.sql(
         p,
@@ -224,6 +223,48 @@ fn a_switchover_under_load_through_pgbouncer_costs_no_transaction_and_no_connect
                 .then_some(())
         },
     );
+    p
+}
+
+/// No transaction failed and no open connection broke.
+fn assert_no_client_error(log: &Load) {
+    assert!(
+        log.failed_tx.is_empty(),
+        "failed transactions: {:?}",
+        &log.failed_tx[..log.failed_tx.len().min(5)]
+    );
+    assert!(
+        log.failed_conn.is_empty(),
+        "failed connections: {:?}",
+        log.failed_conn
+    );
+}
+
+/// Every write the clients saw acknowledged is on node `i` (the new primary).
+fn assert_every_ack_on(c: &Cluster, i: usize, log: &Load) {
+    let rows = c
+        .sql(i, "SELECT client, seq FROM e2e_pgb")
+        .expect("read back");
+    let there: BTreeSet<(usize, u64)> = rows
+        .iter()
+        .map(|r| (r[0].parse().unwrap(), r[1].parse().unwrap()))
+        .collect();
+    let missing: Vec<_> = log
+        .acked
+        .iter()
+        .filter(|w| !there.contains(w))
+        .take(5)
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "acknowledged writes missing on the new primary: {missing:?}"
+    );
+}
+
+#[test]
+fn a_switchover_under_load_through_pgbouncer_costs_no_transaction_and_no_connection() {
+    let (mut c, bouncers) = cluster();
+    let p = table_and_routes(&mut c);
 
     // Through the old primary's PgBouncer: its clients keep their connections across the handover.
     let stop = Arc::new(AtomicBool::new(false));
@@ -248,39 +289,14 @@ fn a_switchover_under_load_through_pgbouncer_costs_no_transaction_and_no_connect
         log.longest,
         log.longest_at
     );
-    assert!(
-        log.failed_tx.is_empty(),
-        "failed transactions: {:?}",
-        &log.failed_tx[..log.failed_tx.len().min(5)]
-    );
-    assert!(
-        log.failed_conn.is_empty(),
-        "failed connections: {:?}",
-        log.failed_conn
-    );
+    assert_no_client_error(&log);
     assert!(
         log.acked.len() > before,
         "writes went on after the switchover"
     );
 
     // Every acknowledged write is on the new primary.
-    let rows = c
-        .sql(cand, "SELECT client, seq FROM e2e_pgb")
-        .expect("read back");
-    let there: BTreeSet<(usize, u64)> = rows
-        .iter()
-        .map(|r| (r[0].parse().unwrap(), r[1].parse().unwrap()))
-        .collect();
-    let missing: Vec<_> = log
-        .acked
-        .iter()
-        .filter(|w| !there.contains(w))
-        .take(5)
-        .collect();
-    assert!(
-        missing.is_empty(),
-        "acknowledged writes missing on the new primary: {missing:?}"
-    );
+    assert_every_ack_on(&c, cand, &log);
     drop(log);
 
     // A PgBouncer that does not answer (frozen): the next switchover goes on, at most a step later, reported.
@@ -402,22 +418,7 @@ fn chained_pgbouncers_hold_every_client_through_two_switchovers() {
     // The clients stay on the first primary's PgBouncer (as HAProxy keeps a session on its host); after the
     // first switchover that host is a replica, and only the chain through the leader's PgBouncer pauses them.
     let (mut c, bouncers) = cluster_with(|_| ADMIN_PASSWORD.into(), true);
-    let p = c.primary().expect("a primary");
-    c.sql(
-        p,
-        "CREATE TABLE e2e_pgb (client int, seq bigint, PRIMARY KEY (client, seq))",
-    )
-    .expect("create table");
-    let name = c.nodes[p].name.clone();
-    c.wait_until(
-        "every PgBouncer routed to the primary",
-        Duration::from_secs(30),
-        |c| {
-            (0..3)
-                .all(|i| c.patroni(i)["pgbouncer"]["routed_to"] == name.as_str())
-                .then_some(())
-        },
-    );
+    let p = table_and_routes(&mut c);
     let stop = Arc::new(AtomicBool::new(false));
     let epoch = Instant::now();
     let (handle, log) = load(bouncers[p].port, stop.clone(), epoch);
@@ -441,32 +442,7 @@ fn chained_pgbouncers_hold_every_client_through_two_switchovers() {
         log.failed_conn.len(),
         log.longest
     );
-    assert!(
-        log.failed_tx.is_empty(),
-        "failed transactions: {:?}",
-        &log.failed_tx[..log.failed_tx.len().min(5)]
-    );
-    assert!(
-        log.failed_conn.is_empty(),
-        "failed connections: {:?}",
-        log.failed_conn
-    );
-    let rows = c
-        .sql(second, "SELECT client, seq FROM e2e_pgb")
-        .expect("read back");
-    let there: BTreeSet<(usize, u64)> = rows
-        .iter()
-        .map(|r| (r[0].parse().unwrap(), r[1].parse().unwrap()))
-        .collect();
-    let missing: Vec<_> = log
-        .acked
-        .iter()
-        .filter(|w| !there.contains(w))
-        .take(5)
-        .collect();
-    assert!(
-        missing.is_empty(),
-        "acknowledged writes missing on the new primary: {missing:?}"
-    );
+    assert_no_client_error(&log);
+    assert_every_ack_on(&c, second, &log);
     c.assert_never_two_primaries();
 }

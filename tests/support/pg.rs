@@ -81,6 +81,16 @@ pub struct PgNode {
 }
 
 impl PgNode {
+    /// A node with a fresh cluster in it (initdb), not started.
+    pub async fn bootstrapped(name: &str) -> PgNode {
+        let node = PgNode::new(name);
+        let opts = tenure::pg::ctl::InitdbOptions::default();
+        tenure::pg::ctl::bootstrap(&node.settings, &opts)
+            .await
+            .unwrap_or_else(|e| panic!("bootstrap: {e}\n{}", node.log()));
+        node
+    }
+
     pub fn new(name: &str) -> PgNode {
         init_process();
         let dir = tempfile::Builder::new()
