@@ -80,6 +80,19 @@ while :; do sleep 100 & wait $!; done"#;
     child
 }
 
+/// Start a stand-in postmaster, wait up to 5 s for the fencer's signal, then stop it and the fencer: when
+/// the signal came (`signalled_at`), if it did.
+fn postmaster_signalled(s: &mut Setup) -> Option<i128> {
+    let got = s.data.parent().unwrap().join("got");
+    let mut pm = start_postmaster(s, &got);
+    let at = signalled_at(&got, 5_000);
+    let _ = pm.kill();
+    let _ = pm.wait();
+    s.fence.disarm().unwrap();
+    s.fence.stop_process();
+    at
+}
+
 /// When `got` says the signal came, in wall-clock nanoseconds.
 fn signalled_at(got: &Path, timeout_ms: u64) -> Option<i128> {
     let mut at = None;
@@ -201,14 +214,8 @@ async fn a_postmaster_started_after_the_deadline_is_stopped_at_once() {
     s.fence.arm(after_ms(100)).expect("arm");
     let _ = fencer_pid(&s.data);
     std::thread::sleep(Duration::from_millis(400)); // past the deadline, nothing to stop
-    let got = s.data.parent().unwrap().join("got");
     let started = ns(ClockId::CLOCK_REALTIME);
-    let mut pm = start_postmaster(&s, &got);
-    let at = signalled_at(&got, 5_000);
-    let _ = pm.kill();
-    let _ = pm.wait();
-    s.fence.disarm().unwrap();
-    s.fence.stop_process();
+    let at = postmaster_signalled(&mut s);
     let at = at.expect("the postmaster was never signalled");
     let after_ms = (at - started) / 1_000_000;
     eprintln!("a postmaster started past the deadline got SIGQUIT after {after_ms} ms");
@@ -303,21 +310,16 @@ async fn a_fence_armed_before_initdb_fences_the_primary_started_after() {
     std::fs::remove_dir(&s.data).unwrap();
     s.fence.arm(after_ms(100)).expect("arm");
     let pid = fencer_pid(&s.data);
-    std::thread::sleep(Duration::from_millis(400)); // past the deadline, still no data directory
-                                                    // Running, not a zombie (the test process is its parent and has not reaped it).
+    // Past the deadline, still no data directory.
+    std::thread::sleep(Duration::from_millis(400));
+    // Running, not a zombie (the test process is its parent and has not reaped it).
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
     let alive = stat
         .rsplit(") ")
         .next()
         .is_some_and(|rest| !rest.starts_with('Z'));
     std::fs::create_dir(&s.data).unwrap();
-    let got = s.data.parent().unwrap().join("got");
-    let mut pm = start_postmaster(&s, &got);
-    let at = signalled_at(&got, 5_000);
-    let _ = pm.kill();
-    let _ = pm.wait();
-    s.fence.disarm().unwrap();
-    s.fence.stop_process();
+    let at = postmaster_signalled(&mut s);
     assert!(
         alive,
         "the fencer ended while the data directory did not exist yet"
