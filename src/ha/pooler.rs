@@ -29,14 +29,17 @@
 //! credentials or holds a transaction past the step deadline is reported, and the handover goes on as without a
 //! pooler. A failed route is tried again no sooner than a `loop_wait` later. While our pooler is not routed at a
 //! key holder that has yet to publish its promotion, the agent looks again every `loop_wait / 10` (50..250 ms) for
-//! a ttl, so queued clients wait about one such interval after the promotion, not a loop.
+//! a ttl, so queued clients wait about one such interval after the promotion, not a loop. A former primary
+//! holds its own start as a replica (0.3-0.5 s) for at most a `loop_wait` until its pooler is routed: the
+//! clients queued there wait for the route only.
 //!
 //! Asserted on every decision (`check`); simulator checker PoolerRoutesToLeader, mutant `PoolerRouteAtAcquire`.
 use super::action::Action;
 use super::config::MutantName;
-use super::decide::{Ctx, Plan};
+use super::decide::{Ctx, Local, Plan};
 use super::memory::Memory;
 use super::observation::{Cluster, MemberRole, MemberState, Outcome};
+use super::reason::Reason;
 use super::types::{Millis, NodeName};
 
 /// What the core knows of the local PgBouncer. A restarted agent knows nothing and routes it again.
@@ -51,6 +54,9 @@ pub struct PoolerMemory {
     /// The newest leader key index seen: a snapshot showing an older key is stale (Consul's default reads can
     /// be), and its holder, a former primary, is not routed to again.
     pub newest_index: Option<u64>,
+    /// Since when a start as a replica waits for our pooler's route (at most a `loop_wait`); None once
+    /// PostgreSQL runs.
+    pub start_held_since: Option<Millis>,
     /// This decision asks for a quorum-confirmed read to route on next: a default read may be stale.
     pub confirming: bool,
     /// This decision's snapshot is such a read (the previous decision asked for it).
@@ -151,7 +157,8 @@ pub(crate) fn target(ctx: &Ctx, mem: &Memory, c: &Cluster) -> Option<NodeName> {
     promoted.then(|| holder.clone())
 }
 
-/// Append the route the pooler needs to `plan`: after whatever the plan does, and not in a plan that stops,
+/// Add the route the pooler needs to `plan`: after whatever the plan does, but before a start as a replica
+/// (clients queued in our paused pooler wait for the route, not for our start); and not in a plan that stops,
 /// promotes, pauses, releases or exits (the next cycle sees the result).
 pub(crate) fn follow(ctx: &Ctx, mem: &mut Memory, c: &Cluster, mut plan: Plan) -> Plan {
     if !ctx.cfg.pooler {
@@ -185,43 +192,90 @@ pub(crate) fn follow(ctx: &Ctx, mem: &mut Memory, c: &Cluster, mut plan: Plan) -
     }
     let index = c.leader.as_ref().map(|l| l.index);
     mem.pooler.newest_index = mem.pooler.newest_index.max(index);
+    if !matches!(ctx.local, Local::Stopped(_) | Local::NoData) {
+        mem.pooler.start_held_since = None;
+    }
+    let (route, wake) = next_route(ctx, mem, c);
+    let start = plan
+        .actions
+        .iter()
+        .position(|a| matches!(a, Action::StartReplica { .. }));
+    match (route, start) {
+        (Some(to), Some(i)) => plan.actions.insert(i, Action::PoolerRoute { to }),
+        (Some(to), None) => plan.actions.push(Action::PoolerRoute { to }),
+        (None, Some(_)) => {
+            if let Some(held) = hold_start(ctx, mem, c, &plan) {
+                return held;
+            }
+        }
+        (None, None) => {}
+    }
+    match wake {
+        Some(at) => plan.wake(at),
+        None => plan,
+    }
+}
+
+/// The route to add now, if any, and when to look again.
+fn next_route(ctx: &Ctx, mem: &mut Memory, c: &Cluster) -> (Option<NodeName>, Option<Millis>) {
     let t = &ctx.cfg.timing;
+    let soon = ctx.now.plus_ms((t.loop_wait_ms / 10).clamp(50, 250));
     match target(ctx, mem, c) {
         Some(to) if mem.pooler.routed_to.as_ref() == Some(&to) => {
             mem.pooler.waiting_since = None;
-            plan
+            (None, None)
         }
         Some(to) => match mem.pooler.failed_at {
-            Some(at) if ctx.now.since(at) < t.loop_wait_ms => plan.wake(at.plus_ms(t.loop_wait_ms)),
+            Some(at) if ctx.now.since(at) < t.loop_wait_ms => {
+                (None, Some(at.plus_ms(t.loop_wait_ms)))
+            }
             // Another member only on a quorum-confirmed read: a stale one may show a past term's primary.
             _ if to != ctx.cfg.name && !mem.pooler.confirmed => {
                 mem.pooler.confirming = true;
-                plan.wake(ctx.now)
+                (None, Some(ctx.now))
             }
-            _ => {
-                // Routing our own: the next cycle publishes it (`routed_here`) for the chained PgBouncers
-                // that wait on it, so it comes soon rather than a loop later.
-                let soon = ctx.now.plus_ms((t.loop_wait_ms / 10).clamp(50, 250));
-                let own = to == ctx.cfg.name;
-                plan.actions.push(Action::PoolerRoute { to });
-                if own {
-                    plan.wake(soon)
-                } else {
-                    plan
-                }
-            }
+            // Routing our own: the next cycle publishes it (`routed_here`) for the chained PgBouncers that
+            // wait on it, so it comes at once rather than a loop later.
+            _ if to == ctx.cfg.name => (Some(to), Some(ctx.now)),
+            _ => (Some(to), None),
         },
         // A key holder not yet promoted, or none: look again soon for a ttl (our pooler waits on it).
         None if c.leader.is_some() || mem.pooler.waiting_since.is_some() => {
             let since = *mem.pooler.waiting_since.get_or_insert(ctx.now);
-            if ctx.now.since(since) < t.ttl_ms {
-                plan.wake(ctx.now.plus_ms((t.loop_wait_ms / 10).clamp(50, 250)))
-            } else {
-                plan
-            }
+            (None, (ctx.now.since(since) < t.ttl_ms).then_some(soon))
         }
-        None => plan,
+        None => (None, None),
     }
+}
+
+/// A start as a replica while another member holds the key and our pooler is not yet routed at it (just
+/// after our planned handover its clients queue there): held for at most a `loop_wait`, so the route, once
+/// that member is promoted, does not wait behind our start (0.3-0.5 s). Only a plan that does nothing else,
+/// and not after a failed route (the pooler is then reported, and the handover goes on without it).
+fn hold_start(ctx: &Ctx, mem: &mut Memory, c: &Cluster, plan: &Plan) -> Option<Plan> {
+    let holder = c.leader_name().filter(|h| **h != ctx.cfg.name)?;
+    let Some(Action::StartReplica { .. }) = plan.actions.first() else {
+        return None;
+    };
+    if plan.actions.len() != 1
+        || mem.pooler.routed_to.as_ref() == Some(holder)
+        || mem.pooler.failed_at.is_some()
+    {
+        return None;
+    }
+    let t = &ctx.cfg.timing;
+    let since = *mem.pooler.start_held_since.get_or_insert(ctx.now);
+    if ctx.now.since(since) >= t.loop_wait_ms {
+        return None;
+    }
+    let soon = ctx.now.plus_ms((t.loop_wait_ms / 10).clamp(50, 250));
+    let again = if mem.pooler.confirming { ctx.now } else { soon };
+    Some(
+        Plan::idle(Reason::StartAfterPoolerRoute {
+            leader: holder.clone(),
+        })
+        .wake(again.min(since.plus_ms(t.loop_wait_ms))),
+    )
 }
 
 /// The rule, asserted on every decision: a route only toward the promoted key holder, and never in a plan

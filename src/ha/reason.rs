@@ -55,6 +55,10 @@ pub enum Reason {
     StartingReplica {
         leader: Option<NodeName>,
     },
+    /// Stopped, our pooler not yet routed at the new leader: its route first, the start after.
+    StartAfterPoolerRoute {
+        leader: NodeName,
+    },
     Reconfiguring {
         leader: NodeName,
     },
@@ -255,6 +259,9 @@ impl fmt::Display for Reason {
             Following { leader } => write!(f, "no action: I am a replica following the leader {leader}"),
             StartingReplica { leader: Some(l) } => write!(f, "starting as a replica of {l}"),
             StartingReplica { leader: None } => write!(f, "starting as a read-only replica without an upstream"),
+            StartAfterPoolerRoute { leader } => {
+                write!(f, "routing our PgBouncer to {leader} first, then starting as a replica")
+            }
             Reconfiguring { leader } => write!(f, "following the new leader {leader}"),
             CheckingDivergence { leader } => write!(f, "checking our timeline against {leader}'s history"),
             RecoveringCrashed { leader } => write!(

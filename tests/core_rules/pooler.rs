@@ -301,3 +301,64 @@ fn a_leader_publishes_that_its_pooler_routes_to_itself_and_looks_again_soon_afte
     let d = decide(&pooled("pg1"), &d.memory, &o);
     assert!(d.member.pooler_routed_here);
 }
+
+fn start(leader: &str) -> Action {
+    Action::StartReplica {
+        upstream: Some(n(leader)),
+    }
+}
+
+#[test]
+fn a_former_primary_routes_its_pooler_before_it_starts_as_a_replica() {
+    // Just after our switchover: pg2 promoted, our pooler paused (unrouted), our PostgreSQL stopped. The clients
+    // queued in our pooler wait for its route, not for our start (found by bench/client_errors.sh: 0.3 s).
+    let promoted = cluster().leader("pg2").member_primary("pg2", LSN);
+    let o = |at| {
+        obs(at)
+            .pg_stopped(1, LSN)
+            .store(promoted.clone())
+            .divergence(Divergence::NoNeed { leader: n("pg2") })
+    };
+    let d = decide(&pooled("pg1"), &mem(), &o(1_500));
+    assert_eq!(d.reason, Reason::StartAfterPoolerRoute { leader: n("pg2") });
+    assert!(d.actions.is_empty(), "{:?}", d.actions);
+    assert!(d.consistent_read && d.wake_at == Millis(1_500), "{d:?}");
+    let d = decide(&pooled("pg1"), &d.memory, &o(1_520));
+    assert_eq!(d.actions, vec![route("pg2"), start("pg2")]);
+    // Without a pooler the start is not held.
+    let d = decide(&cfg("pg1"), &mem(), &o(1_500));
+    assert_eq!(d.actions, vec![start("pg2")]);
+}
+
+#[test]
+fn a_former_primary_holds_its_start_for_at_most_a_loop_wait_while_the_new_leader_is_not_promoted() {
+    let unpromoted = cluster().leader("pg2").member_replica("pg2", LSN);
+    let o = |at| {
+        obs(at)
+            .pg_stopped(1, LSN)
+            .store(unpromoted.clone())
+            .divergence(Divergence::NoNeed { leader: n("pg2") })
+    };
+    let d = decide(&pooled("pg1"), &mem(), &o(1_500));
+    assert!(d.actions.is_empty(), "held: {:?}", d.actions);
+    assert!(
+        d.wake_at > Millis(1_500) && d.wake_at <= Millis(1_750),
+        "looks again soon: {:?}",
+        d.wake_at
+    );
+    let d = decide(&pooled("pg1"), &d.memory, &o(2_400));
+    assert!(d.actions.is_empty(), "still held: {:?}", d.actions);
+    assert!(d.wake_at <= Millis(2_500), "{:?}", d.wake_at);
+    let d = decide(&pooled("pg1"), &d.memory, &o(2_500));
+    assert_eq!(d.actions, vec![start("pg2")], "a loop_wait later it starts");
+    // A route that failed is reported, and the start is not held for it.
+    let failed = Memory {
+        pooler: pooler::PoolerMemory {
+            failed_at: Some(Millis(1_400)),
+            ..Default::default()
+        },
+        ..mem()
+    };
+    let d = decide(&pooled("pg1"), &failed, &o(1_500));
+    assert_eq!(d.actions, vec![start("pg2")]);
+}
