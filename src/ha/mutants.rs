@@ -59,6 +59,9 @@ pub enum Mutant {
     /// Route the PgBouncers at the leader key's holder as soon as it holds the key: the new leader's own just
     /// before its promotion, the others' before its member record says it was promoted.
     PoolerRouteAtAcquire,
+    /// Chained, route through the leader's PgBouncer as soon as the leader's record says primary, without
+    /// waiting for it to say that its PgBouncer routes to it (`pooler_routed_here`).
+    ChainIgnoresRoutedHere,
     /// Simulator-only: the watchdog never fires.
     WatchdogNeverFires,
 }

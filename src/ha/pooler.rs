@@ -33,7 +33,8 @@
 //! holds its own start as a replica (0.3-0.5 s) for at most a `loop_wait` until its pooler is routed: the
 //! clients queued there wait for the route only.
 //!
-//! Asserted on every decision (`check`); simulator checker PoolerRoutesToLeader, mutant `PoolerRouteAtAcquire`.
+//! Asserted on every decision (`check`); simulator checker PoolerRoutesToLeader, mutants `PoolerRouteAtAcquire`
+//! and (chained) `ChainIgnoresRoutedHere`.
 use super::action::Action;
 use super::config::MutantName;
 use super::decide::{Ctx, Local, Plan};
@@ -138,6 +139,7 @@ pub(crate) fn target(ctx: &Ctx, mem: &Memory, c: &Cluster) -> Option<NodeName> {
         return None;
     }
     let at_acquire = ctx.cfg.mutant(MutantName::PoolerRouteAtAcquire);
+    let chain = ctx.cfg.pooler_chain && !ctx.cfg.mutant(MutantName::ChainIgnoresRoutedHere);
     let promoted = if *holder == ctx.cfg.name {
         let leased = mem.lease.is_some_and(|l| l.valid_at(ctx.now));
         leased && (ctx.local.is_primary() || at_acquire)
@@ -150,7 +152,7 @@ pub(crate) fn target(ctx: &Ctx, mem: &Memory, c: &Cluster) -> Option<NodeName> {
                 && ((m.index > index.unwrap_or(0)
                     && m.role == MemberRole::Primary
                     && m.state == MemberState::Running
-                    && (m.pooler_routed_here || !ctx.cfg.pooler_chain))
+                    && (m.pooler_routed_here || !chain))
                     || at_acquire)
         })
     };

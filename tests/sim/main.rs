@@ -28,7 +28,8 @@
 //! `failsafe_hung.rs` runs issue 30's benchmark (etcd hung by SIGSTOP; ttl 10, loop_wait 1, retry_timeout 4), where
 //! the primary must stay writable at every 100 ms sample.
 //!
-//! PgBouncer (`pooler.rs`): one per host, paused or routing to a node, driven by its agent in one random seed in
+//! PgBouncer (`pooler.rs`): one per host, paused or routing to a node (or, chained, to its PgBouncer: one pooled
+//! seed in two), driven by its agent in one random seed in
 //! three and in its scenarios (switchover, restart, crash failover).
 //!
 //! Checkers after every event: SingleWriter, LeaseCovers (with failsafe's coverage), HealthSingle, TimelineMonotone

@@ -302,3 +302,16 @@ fn mutant_pooler_route_at_acquire_trips_pooler_routes_to_leader() {
     });
     assert_tripped(&msg, &["PoolerRoutesToLeader"]);
 }
+
+#[test]
+fn mutant_chain_ignores_routed_here_trips_pooler_routes_to_leader() {
+    let msg = first_failure(1..10, |seed| {
+        let mut sim =
+            crate::pooler::chained(seed, |_, c| c.mutant = Some(Mutant::ChainIgnoresRoutedHere));
+        let cand = sim.replicas()[0];
+        sim.w.nodes[cand].pooler.down = true;
+        sim.switchover(Some(cand), None);
+        sim.run_for(5_000);
+    });
+    assert_tripped(&msg, &["PoolerRoutesToLeader"]);
+}

@@ -23,6 +23,8 @@ pub fn run_seed(seed: u64, adjust: impl Fn(usize, &mut tenure::ha::CoreConfig)) 
         }
         // Each agent drives a PgBouncer in one seed out of three (without drawing).
         c.pooler = seed % 3 == 2;
+        // Chained through the leader's PgBouncer in half of those.
+        c.pooler_chain = seed % 6 == 5;
         adjust(i, c)
     });
     // Not in synchronous-mode seeds: with replication lag a crashed old primary restarts ahead of every
