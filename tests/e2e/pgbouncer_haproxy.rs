@@ -65,11 +65,16 @@ fn pgbouncer_behind(h: &Haproxy) -> Option<u16> {
     })
 }
 
-/// Wait until HAProxy sends new sessions to `pb` (the host whose `/primary` answers 200); how long it took.
+/// Wait until HAProxy sends new sessions to `pb` only (the host whose `/primary` answers 200: its other
+/// servers are down, or its round robin would take one of 4 sessions in a row to another); how long it took.
 fn wait_new_sessions_on(h: &Haproxy, pb: &PgBouncerProc) -> Duration {
     let started = Instant::now();
     let on = wait_for(
-        || (pgbouncer_behind(h) == Some(pb.port)).then_some(()),
+        || {
+            (0..4)
+                .all(|_| pgbouncer_behind(h) == Some(pb.port))
+                .then_some(())
+        },
         Duration::from_secs(20),
     );
     assert!(
