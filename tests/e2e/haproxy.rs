@@ -5,61 +5,14 @@
 #[allow(dead_code)]
 mod support;
 
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use support::cluster::{Cluster, StoreKind};
-use tenure::demo::local::{free_port, reaper, API_USER, SUPERUSER};
-
-/// The template with our nodes' addresses and free ports for HAProxy's listeners.
-fn config(c: &Cluster, write_port: u16, read_port: u16) -> String {
-    let template = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/templates/haproxy.cfg"
-    ))
-    .expect("templates/haproxy.cfg");
-    let servers: String = c
-        .nodes
-        .iter()
-        .map(|n| {
-            format!(
-                "    server {} 127.0.0.1:{} maxconn 100 check port {}\n",
-                n.name, n.pg_port, n.api_port
-            )
-        })
-        .collect();
-    let mut out = String::new();
-    for line in template.lines() {
-        let t = line.trim_start();
-        if t.starts_with("server ") {
-            // Each block of the template's server lines becomes ours, once.
-            if !out
-                .lines()
-                .last()
-                .is_some_and(|l| l.trim_start().starts_with("server "))
-            {
-                out.push_str(&servers);
-            }
-            continue;
-        }
-        let line = line.replace("bind *:5000", &format!("bind 127.0.0.1:{write_port}"));
-        let line = line.replace("bind *:5001", &format!("bind 127.0.0.1:{read_port}"));
-        out.push_str(&line);
-        out.push('\n');
-    }
-    out
-}
-
-struct Haproxy(Child);
-
-impl Drop for Haproxy {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+use support::haproxy::Haproxy;
+use tenure::demo::local::{reaper, API_USER, SUPERUSER};
 
 /// How long before a crash a write the old primary acknowledged may still be only in its own WAL
 /// (asynchronous replication on loopback streams within milliseconds; a loaded machine, longer).
@@ -159,28 +112,8 @@ fn haproxy_routes_writes_to_the_primary_through_failover_and_switchover() {
         },
     );
     eprintln!("active slots on the primary: {slots:?}");
-    let (write_port, read_port) = (free_port().unwrap(), free_port().unwrap());
-    let dir = tempfile::tempdir().unwrap();
-    let cfg_path = dir.path().join("haproxy.cfg");
-    std::fs::write(&cfg_path, config(&c, write_port, read_port)).unwrap();
-    let check = reaper()
-        .output(Command::new("haproxy").arg("-c").arg("-f").arg(&cfg_path))
-        .expect("haproxy installed");
-    assert!(
-        check.status.success(),
-        "haproxy -c: {}",
-        String::from_utf8_lossy(&check.stderr)
-    );
-    let _haproxy = Haproxy(
-        Command::new("haproxy")
-            .arg("-db")
-            .arg("-f")
-            .arg(&cfg_path)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
+    let haproxy = Haproxy::start(&c, "haproxy.cfg", |_, i| c.nodes[i].pg_port);
+    let write_port = haproxy.write_port;
     let stop = Arc::new(AtomicBool::new(false));
     let log = Arc::new(Mutex::new(Log::default()));
     let w = writer(write_port, stop.clone(), log.clone());

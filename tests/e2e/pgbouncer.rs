@@ -1,264 +1,25 @@
 //! PgBouncer 1.18 beside each node of a 3-node tenure cluster on etcd (issue 31): a switchover under a 16-client
 //! write load through the old primary's PgBouncer loses no transaction and no connection, and every acknowledged
 //! write is on the new primary; a frozen PgBouncer costs a switchover at most its step deadline and is reported.
-#[path = "../support/pgbouncer.rs"]
-mod pgbouncer_support;
 #[path = "../support/mod.rs"]
 #[allow(dead_code)]
 mod support;
 
-use std::collections::BTreeSet;
-use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::{kill, Signal};
-use pgbouncer_support::{PgBouncerProc, ADMIN_PASSWORD, ADMIN_USER};
-use support::cluster::NODES;
-use support::cluster::{Cluster, StoreKind};
-use tenure::demo::local::{reaper, API_USER, SUPERUSER};
+use support::cluster::{Cluster, NODES};
+use support::pgbouncer::{PgBouncerProc, ADMIN_PASSWORD};
+use support::pgbouncer_cluster::{
+    assert_every_ack_on, assert_no_client_error, assert_within_step_deadline, cluster_with, load,
+    step_failures, switch_and_promote, switch_and_wait, table_and_routes, wait_step_failure,
+};
 
-const CLIENTS: usize = 16;
-/// At most half of the test clusters' retry_timeout (2 s).
-const STEP_TIMEOUT_S: u64 = 1;
-
-/// A cluster whose every node drives a PgBouncer of its own (started before the agents, routing to the node).
+/// A cluster whose every node drives a PgBouncer of its own, each routing to its node.
 fn cluster() -> (Cluster, Vec<PgBouncerProc>) {
     cluster_with(|_| ADMIN_PASSWORD.to_string(), false)
-}
-
-/// [`cluster`], node `i`'s agent given `password(i)` for its PgBouncer's admin user; with `chain`, each
-/// PgBouncer routes through the leader's (its port published in the `pgbouncer_port` tag).
-fn cluster_with(password: impl Fn(usize) -> String, chain: bool) -> (Cluster, Vec<PgBouncerProc>) {
-    let mut bouncers: Vec<PgBouncerProc> = Vec::new();
-    let c = Cluster::start_full(
-        StoreKind::Etcd,
-        1,
-        |_, addr| addr.clone(),
-        |spec| {
-            let pb = PgBouncerProc::start(spec.pg_port, &["postgres"], &[SUPERUSER]);
-            let pass = pb.dir.path().join("admin.pass");
-            std::fs::write(&pass, format!("{}\n", password(bouncers.len()))).unwrap();
-            let pg = nix::unistd::User::from_name("postgres").unwrap().unwrap();
-            nix::unistd::chown(&pass, Some(pg.uid), Some(pg.gid)).unwrap();
-            // PgBouncer lets its own Unix user in as `pgbouncer` over its socket without a password: a node
-            // with another password than the default talks to it over loopback TCP, where the password counts.
-            let admin = if password(bouncers.len()) == ADMIN_PASSWORD {
-                format!("socket_dir: {}", pb.dir.path().display())
-            } else {
-                "host: 127.0.0.1".to_string()
-            };
-            spec.extra = format!(
-                "pgbouncer:\n  {}\n  port: {}\n  user: {ADMIN_USER}\n  password_file: {}\n  \
-                 databases: [postgres]\n  databases_file: {}\n  step_timeout: {STEP_TIMEOUT_S}\n  chain: {chain}\n\
-                 tags: {{pgbouncer_port: {}}}\n",
-                admin,
-                pb.port,
-                pass.display(),
-                pb.databases_file().display(),
-                pb.port
-            );
-            bouncers.push(pb);
-        },
-    );
-    (c, bouncers)
-}
-
-/// What the clients saw.
-#[derive(Default)]
-struct Load {
-    acked: Vec<(usize, u64)>,
-    failed_tx: Vec<String>,
-    failed_conn: Vec<String>,
-    longest: Duration,
-    longest_at: Duration,
-}
-
-/// 16 clients, each on one connection to PgBouncer at `port`, inserting one row per transaction until `stop`.
-fn load(
-    port: u16,
-    stop: Arc<AtomicBool>,
-    epoch: Instant,
-) -> (std::thread::JoinHandle<()>, Arc<Mutex<Load>>) {
-    let log = Arc::new(Mutex::new(Load::default()));
-    let l = log.clone();
-    let handle = std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async move {
-            let mut tasks = Vec::new();
-            for client in 0..CLIENTS {
-                let (stop, log) = (stop.clone(), l.clone());
-                tasks.push(tokio::spawn(async move {
-                    let connect = || async {
-                        let (c, conn) = tokio_postgres::Config::new()
-                            .host("127.0.0.1")
-                            .port(port)
-                            .user(SUPERUSER.0)
-                            .password(SUPERUSER.1)
-                            .dbname("postgres")
-                            .connect_timeout(Duration::from_secs(5))
-                            .connect(tokio_postgres::NoTls)
-                            .await?;
-                        tokio::spawn(conn);
-                        Ok::<_, tokio_postgres::Error>(c)
-                    };
-                    let mut c = match connect().await {
-                        Ok(c) => c,
-                        Err(e) => {
-                            log.lock().unwrap().failed_conn.push(e.to_string());
-                            return;
-                        }
-                    };
-                    let mut seq = 0u64;
-                    while !stop.load(Ordering::Relaxed) {
-                        seq += 1;
-                        let sql =
-                            format!("INSERT INTO e2e_pgb (client, seq) VALUES ({client}, {seq})");
-                        let started = Instant::now();
-                        let r = c.simple_query(&sql).await;
-                        let took = started.elapsed();
-                        let closed = c.is_closed();
-                        {
-                            let mut g = log.lock().unwrap();
-                            match r {
-                                Ok(_) => {
-                                    g.acked.push((client, seq));
-                                    if took > g.longest {
-                                        g.longest = took;
-                                        g.longest_at = started - epoch;
-                                    }
-                                }
-                                Err(e) => g.failed_tx.push(format!(
-                                    "{:?}: {}",
-                                    started - epoch,
-                                    e.as_db_error()
-                                        .map_or_else(|| e.to_string(), |d| d.message().to_string())
-                                )),
-                            }
-                            if closed {
-                                g.failed_conn
-                                    .push(format!("{:?}: connection closed", started - epoch));
-                            }
-                        }
-                        if closed {
-                            match connect().await {
-                                Ok(n) => c = n,
-                                Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
-                            }
-                            continue;
-                        }
-                        tokio::time::sleep(Duration::from_millis(20)).await;
-                    }
-                }));
-            }
-            for t in tasks {
-                let _ = t.await;
-            }
-        });
-    });
-    (handle, log)
-}
-
-fn switchover(c: &Cluster, leader: usize, candidate: usize) {
-    let body =
-        serde_json::json!({"leader": c.nodes[leader].name, "candidate": c.nodes[candidate].name})
-            .to_string();
-    let resp = reaper()
-        .output(
-            Command::new("curl")
-                .args(["-s", "-o", "/dev/null", "-w", "%{http_code}", "-u"])
-                .arg(format!("{}:{}", API_USER.0, API_USER.1))
-                .args(["-H", "Content-Type: application/json", "-d", &body])
-                .arg(format!(
-                    "http://127.0.0.1:{}/switchover",
-                    c.nodes[leader].api_port
-                )),
-        )
-        .expect("curl");
-    let code = String::from_utf8_lossy(&resp.stdout).to_string();
-    assert!(code.starts_with('2'), "POST /switchover answered {code}");
-}
-
-/// Switch over from `p` to `cand`; how long until `cand` is primary and every agent's PgBouncer routes to it.
-fn switch_and_wait(c: &mut Cluster, p: usize, cand: usize) -> (Duration, Duration) {
-    let started = Instant::now();
-    switchover(c, p, cand);
-    let name = c.nodes[cand].name.clone();
-    c.wait_until("the candidate primary", Duration::from_secs(30), |c| {
-        (c.primary() == Some(cand)).then_some(())
-    });
-    let promoted = started.elapsed();
-    c.wait_until(
-        "every PgBouncer routed to the new primary",
-        Duration::from_secs(30),
-        |c| {
-            (0..3)
-                .all(|i| c.patroni(i)["pgbouncer"]["routed_to"] == name.as_str())
-                .then_some(())
-        },
-    );
-    (promoted, started.elapsed())
-}
-
-/// The primary, after it has the test's table and every node's PgBouncer is routed to it.
-fn table_and_routes(c: &mut Cluster) -> usize {
-    let p = c.primary().expect("a primary");
-    c.sql(
-        p,
-        "CREATE TABLE e2e_pgb (client int, seq bigint, PRIMARY KEY (client, seq))",
-    )
-    .expect("create table");
-    let name = c.nodes[p].name.clone();
-    c.wait_until(
-        "every PgBouncer routed to the primary",
-        Duration::from_secs(30),
-        |c| {
-            (0..3)
-                .all(|i| c.patroni(i)["pgbouncer"]["routed_to"] == name.as_str())
-                .then_some(())
-        },
-    );
-    p
-}
-
-/// No transaction failed and no open connection broke.
-fn assert_no_client_error(log: &Load) {
-    assert!(
-        log.failed_tx.is_empty(),
-        "failed transactions: {:?}",
-        &log.failed_tx[..log.failed_tx.len().min(5)]
-    );
-    assert!(
-        log.failed_conn.is_empty(),
-        "failed connections: {:?}",
-        log.failed_conn
-    );
-}
-
-/// Every write the clients saw acknowledged is on node `i` (the new primary).
-fn assert_every_ack_on(c: &Cluster, i: usize, log: &Load) {
-    let rows = c
-        .sql(i, "SELECT client, seq FROM e2e_pgb")
-        .expect("read back");
-    let there: BTreeSet<(usize, u64)> = rows
-        .iter()
-        .map(|r| (r[0].parse().unwrap(), r[1].parse().unwrap()))
-        .collect();
-    let missing: Vec<_> = log
-        .acked
-        .iter()
-        .filter(|w| !there.contains(w))
-        .take(5)
-        .collect();
-    assert!(
-        missing.is_empty(),
-        "acknowledged writes missing on the new primary: {missing:?}"
-    );
 }
 
 #[test]
@@ -304,37 +65,15 @@ fn a_switchover_under_load_through_pgbouncer_costs_no_transaction_and_no_connect
     let frozen = nix::unistd::Pid::from_raw(bouncers[p].child.as_ref().unwrap().id() as i32);
     kill(frozen, Signal::SIGSTOP).unwrap();
     let cand = (p + 1) % 3;
-    let started = Instant::now();
-    switchover(&c, p, cand);
-    c.wait_until("the candidate primary", Duration::from_secs(30), |c| {
-        (c.primary() == Some(cand)).then_some(())
-    });
-    let promoted_frozen = started.elapsed();
-    let report = c.wait_until(
-        "the frozen PgBouncer reported",
-        Duration::from_secs(20),
-        |c| {
-            let v = c.patroni(p);
-            (v["pgbouncer"]["failures"].as_u64() >= Some(1)).then(|| v["pgbouncer"].clone())
-        },
-    );
-    let (_, metrics) = c.rest_get(p, "/metrics");
+    let before = step_failures(&c, p);
+    let promoted_frozen = switch_and_promote(&mut c, p, cand);
+    let report = wait_step_failure(&mut c, p, before);
     kill(frozen, Signal::SIGCONT).unwrap();
     eprintln!(
         "switchover with the old primary's PgBouncer frozen: candidate primary after {promoted_frozen:?} \
          (with PgBouncer answering: {promoted:?}); reported: {report}"
     );
-    assert!(
-        promoted_frozen
-            <= promoted + Duration::from_secs(STEP_TIMEOUT_S) + Duration::from_millis(1_500),
-        "a frozen PgBouncer held the switchover up: {promoted_frozen:?} against {promoted:?}"
-    );
-    assert!(
-        metrics
-            .lines()
-            .any(|l| l.starts_with("tenure_pgbouncer_step_failures_total{") && !l.ends_with(" 0")),
-        "{metrics}"
-    );
+    assert_within_step_deadline(promoted_frozen, promoted);
     c.assert_never_two_primaries();
 }
 
@@ -353,14 +92,7 @@ fn a_crash_failover_repoints_the_pgbouncers_right_after_the_promotion_and_a_wron
         },
         false,
     );
-    let report = c.wait_until(
-        "the wrong password reported",
-        Duration::from_secs(30),
-        |c| {
-            let v = c.patroni(wrong);
-            (v["pgbouncer"]["failures"].as_u64() >= Some(1)).then(|| v["pgbouncer"].clone())
-        },
-    );
+    let report = wait_step_failure(&mut c, wrong, 0);
     eprintln!("wrong admin password: {report}");
     assert!(
         report["error"].as_str().unwrap().contains("refused"),
