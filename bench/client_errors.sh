@@ -66,7 +66,7 @@ pool_mode = transaction
 max_client_conn = 200
 default_pool_size = 40
 query_wait_timeout = 60
-server_login_retry = 1
+server_login_retry = 0.1
 logfile = $dir/pgbouncer.log
 %include $dir/databases.ini
 EOI

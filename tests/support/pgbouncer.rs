@@ -58,7 +58,7 @@ impl PgBouncerProc {
              max_client_conn = 200\n\
              default_pool_size = 40\n\
              ignore_startup_parameters = extra_float_digits\n\
-             server_login_retry = 1\n\
+             server_login_retry = 0.1\n\
              logfile = {d}/pgbouncer.log\n\
              %include {d}/tenure-databases.ini\n"
         );
