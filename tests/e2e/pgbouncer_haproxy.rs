@@ -119,15 +119,8 @@ fn two_switchovers_under_load_through_haproxy_and_pgbouncer_cost_no_transaction_
     handle.join().unwrap();
     let log = log.lock().unwrap();
     eprintln!(
-        "two switchovers through HAProxy and {}'s PgBouncer: promoted after {:?}; {} writes acknowledged, {} \
-         failed transactions, {} failed connections, longest transaction {:?} at {:?}",
-        c.nodes[p].name,
-        figures,
-        log.acked.len(),
-        log.failed_tx.len(),
-        log.failed_conn.len(),
-        log.longest,
-        log.longest_at
+        "two switchovers through HAProxy and {}'s PgBouncer: promoted after {figures:?}; {log}",
+        c.nodes[p].name
     );
     assert_no_client_error(&log);
     assert_every_ack_on(&c, p, &log);
@@ -164,12 +157,7 @@ fn a_stopped_pgbouncer_behind_haproxy_costs_a_switchover_at_most_its_step_deadli
     eprintln!(
         "switchover with the old primary's PgBouncer stopped: candidate primary after {took:?} (with every \
          PgBouncer answering: {normal:?}), HAProxy's new sessions on its host {moved:?} later; reported: \
-         {report}; clients: {} writes acknowledged, {} failed transactions, {} failed connections, longest \
-         transaction {:?}",
-        log.acked.len(),
-        log.failed_tx.len(),
-        log.failed_conn.len(),
-        log.longest
+         {report}; clients: {log}"
     );
     assert_within_step_deadline(took, normal);
     assert!(

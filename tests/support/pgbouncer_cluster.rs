@@ -66,6 +66,20 @@ pub struct Load {
     pub longest_at: Duration,
 }
 
+impl std::fmt::Display for Load {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} writes acknowledged, {} failed transactions, {} failed connections, longest transaction {:?} at {:?}",
+            self.acked.len(),
+            self.failed_tx.len(),
+            self.failed_conn.len(),
+            self.longest,
+            self.longest_at
+        )
+    }
+}
+
 /// 16 clients, each on one connection to PgBouncer at `port`, inserting one row per transaction until `stop`.
 pub fn load(
     port: u16,
