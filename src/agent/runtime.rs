@@ -165,7 +165,7 @@ pub(super) async fn run_with(
         return false;
     }
     info!(changed = %changed.join(", "), "applying the store's config");
-    exec.dcs.set_ttl(next.core.timing.ttl_ms);
+    exec.dcs.set_session_ttl(next.core.timing.session_ttl_ms);
     let pg_changed = next.pg.parameters != pg.parameters || next.pg.pg_hba != pg.pg_hba;
     *core = next.core;
     *pg = next.pg.clone();

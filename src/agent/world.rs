@@ -95,7 +95,7 @@ impl RealWorld {
         // The next read applies the store's keys again.
         self.core = self.dynamic.effective(&self.config, &self.local_core).core;
         self.dynamic.reread();
-        self.dcs.set_ttl(self.core.timing.ttl_ms);
+        self.dcs.set_session_ttl(self.core.timing.session_ttl_ms);
         self.exec.bootstrap_config = rt::bootstrap_config(&self.local_core, &self.config);
         self.exec.failsafe = rt::failsafe_poster(&self.config, &self.core);
     }

@@ -77,6 +77,16 @@ pub enum Store {
     Etcd(EtcdSettings),
 }
 
+impl Store {
+    /// Whose session semantics `Timing::new` derives the session TTL for.
+    pub fn session_store(&self) -> crate::ha::SessionStore {
+        match self {
+            Store::Consul(_) => crate::ha::SessionStore::Consul,
+            Store::Etcd(_) => crate::ha::SessionStore::Etcd,
+        }
+    }
+}
+
 /// The watchdog device and how it is used.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct WatchdogSettings {
