@@ -164,7 +164,6 @@ fn the_template_parses_into_every_setting() {
         (Some("admin"), Some("change-me"))
     );
     assert!(!api.allow_unauthenticated && api.certfile.is_none());
-    assert_eq!(api.ttl_ms, 30_000);
     assert!(c.fencer.enabled);
 }
 

@@ -154,7 +154,7 @@ async fn the_peer_sql_probe_works_with_a_password_holding_a_space_and_a_backslas
 async fn outbound_clients_ignore_proxies_from_the_environment() {
     static MEMBER_HITS: AtomicUsize = AtomicUsize::new(0);
     hostile_env();
-    let api = tenure::api::RestApiSettings::new("127.0.0.1:1".parse().unwrap(), 10_000);
+    let api = tenure::api::RestApiSettings::new("127.0.0.1:1".parse().unwrap());
     let client = tenure::agent::peers::client(&api).expect("peer client");
     let member = MemberRecord {
         api_url: fake_member_api(&MEMBER_HITS),

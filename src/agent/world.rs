@@ -202,9 +202,15 @@ impl World for RealWorld {
         let running = self.running.as_ref();
         self.tx
             .send_modify(|p| super::report::publish_pg_details(p, running, &obs.pg));
-        let lag = self.core.maximum_lag_on_failover_bytes;
-        self.tx
-            .send_modify(|p| p.maximum_lag_on_failover_bytes = lag);
+        // The settings the API checks requests and liveness against: the running ones, the store's included.
+        let (lag, ttl_ms) = (
+            self.core.maximum_lag_on_failover_bytes,
+            self.core.timing.ttl_ms,
+        );
+        self.tx.send_modify(|p| {
+            p.maximum_lag_on_failover_bytes = lag;
+            p.ttl_ms = ttl_ms;
+        });
         // Before any action runs: a POST /failsafe answered from now on sees this decision's answer.
         rt::lock(&self.failsafe).answer = d.status.failsafe;
         self.record = Some(record);

@@ -195,9 +195,9 @@ impl Config {
             Store::Consul(_) => None,
         }
     }
-    /// What `api::serve` takes (liveness horizon: ttl).
+    /// What `api::serve` takes (the liveness horizon is the running ttl the agent publishes).
     pub fn restapi_settings(&self) -> crate::api::RestApiSettings {
-        self.restapi.server_settings(self.core.timing.ttl_ms)
+        self.restapi.server_settings()
     }
     /// The member key's `api_url`.
     pub fn api_url(&self) -> String {
