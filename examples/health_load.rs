@@ -70,7 +70,7 @@ fn refused() -> ControlError {
 
 /// A primary whose lease runs for an hour, with a realistic member record.
 fn published() -> Published {
-    let mut p = Published::starting("bench", "pg1", Millis(0));
+    let mut p = Published::starting("bench", "pg1", Millis(0), 30_000);
     p.status.role = NodeRole::Primary;
     p.status.running = true;
     p.status.lease_deadline = Some(Millis(3_600_000));
@@ -100,7 +100,7 @@ async fn start(listener: tokio::net::TcpListener) -> std::net::SocketAddr {
         failsafe: Default::default(),
         mirror: None,
     };
-    let settings = RestApiSettings::new(listener.local_addr().expect("addr"), 30_000);
+    let settings = RestApiSettings::new(listener.local_addr().expect("addr"));
     let shutdown = async {
         let _ = tokio::signal::ctrl_c().await;
     };

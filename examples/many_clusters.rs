@@ -288,7 +288,7 @@ async fn run(kind: &str, s: Settings) {
                     &url,
                     &format!("c{scope:04}"),
                     &format!("pg{}", i + 1),
-                    ttl_ms,
+                    tenure::ha::SessionStore::Consul.session_ttl_ms(ttl_ms),
                 );
                 Arc::new(ConsulDcs::new(settings).expect("consul settings"))
             });

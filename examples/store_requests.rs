@@ -332,7 +332,13 @@ async fn measure_consul(cycles: u64, loop_wait_ms: u64) {
     let upstream = server.addr().to_string();
     let (lc, rc) = (Arc::new(Counters::default()), Arc::new(Counters::default()));
     let consul = |url: String, name: &str| {
-        ConsulDcs::new(ConsulSettings::new(&url, SCOPE, name, TTL_MS)).expect("consul settings")
+        ConsulDcs::new(ConsulSettings::new(
+            &url,
+            SCOPE,
+            name,
+            tenure::ha::SessionStore::Consul.session_ttl_ms(TTL_MS),
+        ))
+        .expect("consul settings")
     };
     let leader = consul(proxy(upstream.clone(), Arc::clone(&lc), false).await, "pg1");
     let replica = consul(proxy(upstream, Arc::clone(&rc), false).await, "pg2");

@@ -277,6 +277,23 @@ async fn liveness_follows_the_last_cycle() {
     api.shutdown().await;
 }
 
+/// A ttl changed at run time (the store's `config` key) reaches `/liveness` through what the agent publishes,
+/// not the ttl the API started with (issue 33).
+#[tokio::test]
+async fn liveness_follows_a_ttl_changed_at_run_time() {
+    let api = Api::start(settings(), replica(0)).await;
+    api.now.store(NOW + TTL_MS + 1, Ordering::SeqCst);
+    assert_eq!(api.get("/liveness").await, 503, "the ttl it started with");
+    api.set(|p| p.ttl_ms = 2 * TTL_MS);
+    assert_eq!(api.get("/liveness").await, 200, "a longer ttl");
+    api.now.store(NOW + 2 * TTL_MS + 1, Ordering::SeqCst);
+    assert_eq!(api.get("/liveness").await, 503);
+    api.set(|p| p.ttl_ms = TTL_MS / 2);
+    api.now.store(NOW + TTL_MS / 2 + 1, Ordering::SeqCst);
+    assert_eq!(api.get("/liveness").await, 503, "a shorter ttl");
+    api.shutdown().await;
+}
+
 #[tokio::test]
 async fn unknown_paths_and_methods() {
     let api = Api::start(settings(), replica(0)).await;

@@ -49,7 +49,13 @@ async fn a_consul_answer_past_the_cap_fails_at_once() {
     let head = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nX-Consul-Index: 7\r\n\r\n"
         .to_string();
     let url = answering(head, Arc::new(vec![b' '; 40 << 20])).await;
-    let dcs = ConsulDcs::new(ConsulSettings::new(&url, "s", "me", 10_000)).expect("client");
+    let dcs = ConsulDcs::new(ConsulSettings::new(
+        &url,
+        "s",
+        "me",
+        tenure::ha::SessionStore::Consul.session_ttl_ms(10_000),
+    ))
+    .expect("client");
     let started = Instant::now();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
     let err = dcs
@@ -97,7 +103,12 @@ async fn a_peer_answer_past_the_cap_is_no_answer() {
 async fn the_members_seen_are_capped_oldest_departed_first() {
     let node = pg_support::PgNode::new("me");
     let nobody = pg_support::free_port();
-    let store = ConsulSettings::new(&format!("http://127.0.0.1:{nobody}"), "s", "me", 10_000);
+    let store = ConsulSettings::new(
+        &format!("http://127.0.0.1:{nobody}"),
+        "s",
+        "me",
+        tenure::ha::SessionStore::Consul.session_ttl_ms(10_000),
+    );
     let dcs = Arc::new(ConsulDcs::new(store).expect("consul client"));
     let mut exec = Executor::new(dcs, node.settings.clone(), InitdbOptions::default());
     let name = |i: usize| format!("m{i:05}");

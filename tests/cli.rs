@@ -62,7 +62,13 @@ struct Fixture {
 
 fn client(server: &ConsulTestServer, name: &str) -> ConsulDcs {
     // A long ttl: the members' sessions must outlive the test.
-    ConsulDcs::new(ConsulSettings::new(&server.url(), SCOPE, name, 120_000)).expect("client")
+    ConsulDcs::new(ConsulSettings::new(
+        &server.url(),
+        SCOPE,
+        name,
+        tenure::ha::SessionStore::Consul.session_ttl_ms(120_000),
+    ))
+    .expect("client")
 }
 
 impl Fixture {

@@ -109,8 +109,12 @@ fn the_template_parses_into_every_setting() {
     let consul = c.consul_settings().expect("a consul store");
     assert_eq!(consul.url, "http://127.0.0.1:8500");
     assert_eq!(
-        (consul.scope.as_str(), consul.name.as_str(), consul.ttl_ms),
-        ("main", "pg1", 30_000)
+        (
+            consul.scope.as_str(),
+            consul.name.as_str(),
+            consul.session_ttl_ms
+        ),
+        ("main", "pg1", 15_000)
     );
     assert!(c.etcd_settings().is_none());
     let t = c.timing();
@@ -160,7 +164,6 @@ fn the_template_parses_into_every_setting() {
         (Some("admin"), Some("change-me"))
     );
     assert!(!api.allow_unauthenticated && api.certfile.is_none());
-    assert_eq!(api.ttl_ms, 30_000);
     assert!(c.fencer.enabled);
 }
 

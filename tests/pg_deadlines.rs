@@ -81,7 +81,12 @@ fn let_in(s: &mut TcpStream) -> std::io::Result<()> {
 /// An executor for `pg`; its store is never called here.
 fn executor(pg: &PgSettings) -> Executor {
     let nobody = pg_support::free_port();
-    let store = ConsulSettings::new(&format!("http://127.0.0.1:{nobody}"), "s", "me", 10_000);
+    let store = ConsulSettings::new(
+        &format!("http://127.0.0.1:{nobody}"),
+        "s",
+        "me",
+        tenure::ha::SessionStore::Consul.session_ttl_ms(10_000),
+    );
     let dcs = Arc::new(ConsulDcs::new(store).expect("consul client"));
     Executor::new(dcs, pg.clone(), InitdbOptions::default())
 }

@@ -154,7 +154,7 @@ async fn the_peer_sql_probe_works_with_a_password_holding_a_space_and_a_backslas
 async fn outbound_clients_ignore_proxies_from_the_environment() {
     static MEMBER_HITS: AtomicUsize = AtomicUsize::new(0);
     hostile_env();
-    let api = tenure::api::RestApiSettings::new("127.0.0.1:1".parse().unwrap(), 10_000);
+    let api = tenure::api::RestApiSettings::new("127.0.0.1:1".parse().unwrap());
     let client = tenure::agent::peers::client(&api).expect("peer client");
     let member = MemberRecord {
         api_url: fake_member_api(&MEMBER_HITS),
@@ -176,8 +176,12 @@ async fn outbound_clients_ignore_proxies_from_the_environment() {
     assert_eq!(MEMBER_HITS.load(Ordering::SeqCst), 1);
 
     let nobody = pg_support::free_port();
-    let mut settings =
-        ConsulSettings::new(&format!("http://127.0.0.1:{nobody}"), "s", "me", 10_000);
+    let mut settings = ConsulSettings::new(
+        &format!("http://127.0.0.1:{nobody}"),
+        "s",
+        "me",
+        tenure::ha::SessionStore::Consul.session_ttl_ms(10_000),
+    );
     settings.token = Some("consul-token".into());
     let consul = ConsulDcs::new(settings).expect("consul client");
     let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(3);

@@ -40,7 +40,13 @@ async fn fake_rest(scope: &'static str, name: &'static str) -> String {
 }
 
 fn client(s: &ConsulTestServer, name: &str) -> ConsulDcs {
-    ConsulDcs::new(ConsulSettings::new(&s.url(), "uq", name, 30_000)).expect("client")
+    ConsulDcs::new(ConsulSettings::new(
+        &s.url(),
+        "uq",
+        name,
+        tenure::ha::SessionStore::Consul.session_ttl_ms(30_000),
+    ))
+    .expect("client")
 }
 
 fn soon() -> Instant {
@@ -128,7 +134,7 @@ async fn an_unreachable_store_cannot_tell() {
         "http://127.0.0.1:9",
         "uq",
         "n1",
-        30_000,
+        tenure::ha::SessionStore::Consul.session_ttl_ms(30_000),
     ))
     .expect("client");
     assert!(matches!(

@@ -133,7 +133,7 @@ fn health_query(input: &[u8]) {
             "lag {bytes} does not read back"
         );
     }
-    let p = Published::starting("main", "pg1", Millis(0));
+    let p = Published::starting("main", "pg1", Millis(0), 30_000);
     for check in CHECKS {
         let _ = healthy(check, &q, &p, Millis(1), 30_000);
     }
@@ -143,7 +143,7 @@ fn health_query(input: &[u8]) {
 fn authorization(header: &[u8]) {
     static AUTH: std::sync::OnceLock<Auth> = std::sync::OnceLock::new();
     let auth = AUTH.get_or_init(|| {
-        let mut s = RestApiSettings::new("127.0.0.1:8008".parse().expect("an address"), 30_000);
+        let mut s = RestApiSettings::new("127.0.0.1:8008".parse().expect("an address"));
         s.username = Some("admin".into());
         s.password = Some("secret".into());
         s.token = Some("t0ken".into());

@@ -124,7 +124,7 @@ fn use_snapshot(mut snap: ClusterSnapshot) {
         let names = SyncNames::All([m.name.clone()].into());
         guc::check_value(&tenure::pg::sync::render(&names)).expect("a standby name fits a line");
     }
-    let mut published = Published::starting("main", "pg1", Millis(0));
+    let mut published = Published::starting("main", "pg1", Millis(0), 30_000);
     published.cluster = Some(snap.clone());
     let _ = cluster_json(&published, &snap).to_string();
     for pg in pg_states(&snap.cluster) {

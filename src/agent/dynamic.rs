@@ -2,7 +2,7 @@
 //! term), the store's ttl for new sessions, and PostgreSQL's parameters and `pg_hba` (written, then reloaded).
 //!
 //! Each cycle, before `decide`, a new value of the `config` key becomes the settings the agent runs with: the core
-//! config, `Dcs::set_ttl` for the next session or lease (Consul: `acquire_leader` destroys a session of another TTL
+//! config, `Dcs::set_session_ttl` for the next session or lease (Consul: `acquire_leader` destroys a session of another TTL
 //! first and creates one; etcd: a new lease is granted and the leader key moved to it in the acquire transaction),
 //! and `postgresql.parameters`/`pg_hba` written and reloaded. This I/O is the executor's `PgSettings` replaced and
 //! `pg::config` rewritten: no policy, no `Action`. A value the agents refuse is logged once and changes nothing.

@@ -49,7 +49,12 @@ pub async fn run_agent(
     let retry_ms = core.timing.retry_timeout_ms;
     let scope = config.scope.clone();
     let name = core.name.to_string();
-    let (tx, rx) = watch::channel(Published::starting(&scope, &name, clock::monotonic()));
+    let (tx, rx) = watch::channel(Published::starting(
+        &scope,
+        &name,
+        clock::monotonic(),
+        core.timing.ttl_ms,
+    ));
     // One operator request at a time: a second one is refused while the first waits for its cycle.
     let (request_tx, requests) = tokio::sync::mpsc::channel::<PendingRequest>(1);
     let reload = Arc::new(tokio::sync::Notify::new());
@@ -165,7 +170,7 @@ pub(super) async fn run_with(
         return false;
     }
     info!(changed = %changed.join(", "), "applying the store's config");
-    exec.dcs.set_ttl(next.core.timing.ttl_ms);
+    exec.dcs.set_session_ttl(next.core.timing.session_ttl_ms);
     let pg_changed = next.pg.parameters != pg.parameters || next.pg.pg_hba != pg.pg_hba;
     *core = next.core;
     *pg = next.pg.clone();

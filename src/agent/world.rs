@@ -95,7 +95,7 @@ impl RealWorld {
         // The next read applies the store's keys again.
         self.core = self.dynamic.effective(&self.config, &self.local_core).core;
         self.dynamic.reread();
-        self.dcs.set_ttl(self.core.timing.ttl_ms);
+        self.dcs.set_session_ttl(self.core.timing.session_ttl_ms);
         self.exec.bootstrap_config = rt::bootstrap_config(&self.local_core, &self.config);
         self.exec.failsafe = rt::failsafe_poster(&self.config, &self.core);
     }
@@ -202,9 +202,15 @@ impl World for RealWorld {
         let running = self.running.as_ref();
         self.tx
             .send_modify(|p| super::report::publish_pg_details(p, running, &obs.pg));
-        let lag = self.core.maximum_lag_on_failover_bytes;
-        self.tx
-            .send_modify(|p| p.maximum_lag_on_failover_bytes = lag);
+        // The settings the API checks requests and liveness against: the running ones, the store's included.
+        let (lag, ttl_ms) = (
+            self.core.maximum_lag_on_failover_bytes,
+            self.core.timing.ttl_ms,
+        );
+        self.tx.send_modify(|p| {
+            p.maximum_lag_on_failover_bytes = lag;
+            p.ttl_ms = ttl_ms;
+        });
         // Before any action runs: a POST /failsafe answered from now on sees this decision's answer.
         rt::lock(&self.failsafe).answer = d.status.failsafe;
         self.record = Some(record);

@@ -130,7 +130,7 @@ mod tests {
     use super::*;
 
     fn auth(user: Option<&str>, token: Option<&str>) -> Auth {
-        let mut s = RestApiSettings::new("127.0.0.1:0".parse().unwrap(), 30_000);
+        let mut s = RestApiSettings::new("127.0.0.1:0".parse().unwrap());
         s.username = user.map(str::to_string);
         s.password = user.map(|_| "pw".to_string());
         s.token = token.map(str::to_string);

@@ -83,7 +83,7 @@ impl HealthQuery {
 /// Whether `p` passes `check` at `now`. Tag filters apply to replica answers only (Patroni ignores them
 /// for the primary paths). The synchronous-replication paths answer 503 before the first read of the store,
 /// as Patroni's do without a cluster from its store.
-pub fn healthy(check: Check, q: &HealthQuery, p: &Published, now: Millis, ttl_ms: u64) -> bool {
+pub fn healthy(check: Check, q: &HealthQuery, p: &Published, now: Millis) -> bool {
     let s = &p.status;
     let lag = q.max_lag_bytes;
     let tags = || tags_match(&q.tags, &p.tags);
@@ -104,7 +104,7 @@ pub fn healthy(check: Check, q: &HealthQuery, p: &Published, now: Millis, ttl_ms
         Check::ReadOnlyQuorum => {
             store_known && (health::primary_ok(s, now) || (health::quorum_ok(s, lag) && tags()))
         }
-        Check::Liveness => health::liveness_ok(s, now, ttl_ms),
+        Check::Liveness => health::liveness_ok(s, now, p.ttl_ms),
         Check::Readiness => health::readiness_ok(s, now),
     }
 }

@@ -108,7 +108,6 @@ pub async fn serve(
     let ctx = Arc::new(router::Ctx {
         state,
         auth,
-        ttl_ms: settings.ttl_ms,
         limiter: limiter::Limiter::default(),
         refusals: refusals::RefusalLog::new("refused control requests"),
     });

@@ -41,7 +41,6 @@ const PATHS: [&str; 11] = [
 pub struct Ctx {
     pub state: ApiState,
     pub auth: Auth,
-    pub ttl_ms: u64,
     pub limiter: Limiter,
     /// Rate of the refusals' log lines: a flood of bad credentials must not flood the log too.
     pub refusals: RefusalLog,
@@ -149,7 +148,7 @@ fn health(ctx: &Ctx, check: Check, query: &str, code_only: bool) -> Response<Bod
     };
     let now = (ctx.state.clock)();
     let p = ctx.state.published.borrow();
-    let code = if healthy(check, &q, &p, now, ctx.ttl_ms) {
+    let code = if healthy(check, &q, &p, now) {
         200
     } else {
         503

@@ -1,4 +1,4 @@
-//! The REST API's settings: where to listen, who may change the cluster, TLS, and the liveness horizon.
+//! The REST API's settings: where to listen, who may change the cluster, and TLS.
 use std::fmt;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -22,13 +22,12 @@ pub struct RestApiSettings {
     pub cafile: Option<PathBuf>,
     /// Require a client certificate signed by `cafile` on every connection.
     pub verify_client: bool,
-    /// `/liveness` answers 200 while the HA loop ran within this many ms.
-    pub ttl_ms: u64,
 }
 
 impl RestApiSettings {
-    /// Plain HTTP on `listen`, no credentials (so the mutating endpoints answer 401/403), `ttl_ms` for liveness.
-    pub fn new(listen: SocketAddr, ttl_ms: u64) -> Self {
+    /// Plain HTTP on `listen`, no credentials (so the mutating endpoints answer 401/403). The liveness horizon
+    /// is not here: it is the running ttl, which the agent publishes (`Published::ttl_ms`).
+    pub fn new(listen: SocketAddr) -> Self {
         RestApiSettings {
             listen,
             username: None,
@@ -39,7 +38,6 @@ impl RestApiSettings {
             keyfile: None,
             cafile: None,
             verify_client: false,
-            ttl_ms,
         }
     }
 }
@@ -58,7 +56,6 @@ impl fmt::Debug for RestApiSettings {
             .field("keyfile", &self.keyfile)
             .field("cafile", &self.cafile)
             .field("verify_client", &self.verify_client)
-            .field("ttl_ms", &self.ttl_ms)
             .finish()
     }
 }

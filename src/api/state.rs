@@ -46,6 +46,8 @@ pub struct Published {
     pub counters: RuntimeCounters,
     /// The running `maximum_lag_on_failover`, for checking a switchover request before it is written.
     pub maximum_lag_on_failover_bytes: u64,
+    /// The running HA `ttl` (`Timing::ttl_ms`, a dynamic change included): `/liveness`'s horizon.
+    pub ttl_ms: u64,
 }
 
 /// Plain numbers the runtime fills in for `/metrics`.
@@ -60,8 +62,9 @@ pub struct RuntimeCounters {
 }
 
 impl Published {
-    /// What the API shows before the first cycle: nothing running, nothing healthy.
-    pub fn starting(scope: &str, name: &str, now: Millis) -> Self {
+    /// What the API shows before the first cycle: nothing running, nothing healthy; `ttl_ms` the ttl the
+    /// agent starts with.
+    pub fn starting(scope: &str, name: &str, now: Millis, ttl_ms: u64) -> Self {
         Published {
             scope: scope.to_string(),
             name: name.to_string(),
@@ -101,6 +104,7 @@ impl Published {
             dcs_last_seen_unix_s: None,
             counters: RuntimeCounters::default(),
             maximum_lag_on_failover_bytes: 1_048_576,
+            ttl_ms,
         }
     }
 }

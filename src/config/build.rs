@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 
 use crate::dcs::consul::{Consistency, ConsulSettings};
 use crate::dcs::etcd::{EtcdSettings, EtcdTls};
-use crate::ha::{CoreConfig, NodeName, Timing, WatchdogMode};
+use crate::ha::{CoreConfig, NodeName, SessionStore, Timing, WatchdogMode};
 
 use super::defaults::MAX_DURATION_S;
 use super::error::{ConfigError, Origin, Warning};
@@ -171,20 +171,22 @@ pub(crate) fn build(
             None
         }
     };
-    let timing = Timing {
+    // Without a store section the file is already invalid; etcd's rule stands in so the rest is still checked.
+    let session_store = if is_consul == Some(true) {
+        SessionStore::Consul
+    } else {
+        SessionStore::Etcd
+    };
+    let timing = Timing::new(
+        session_store,
         ttl_ms,
         loop_wait_ms,
         retry_timeout_ms,
-        session_ttl_ms: if is_consul == Some(true) {
-            ttl_ms / 2
-        } else {
-            ttl_ms
-        },
         drift_max_ppm,
         fence_budget_ms,
-    };
-    if let Some(consul) = is_consul {
-        timing::check(&timing, consul, ctx);
+    );
+    if is_consul.is_some() {
+        timing::check(&timing, session_store, ctx);
     }
     // Only an explicit setting is an error: the default (2 s) is shortened to the room the timing leaves
     // (`CoreConfig::failsafe_round_ms`); failsafe extends nothing only where not even 100 ms fits.
@@ -236,7 +238,7 @@ pub(crate) fn build(
             scope,
             &namespace,
             name,
-            ttl_ms,
+            &timing,
             ctx,
         )
         .map(Store::Consul),
@@ -245,7 +247,7 @@ pub(crate) fn build(
             scope,
             &namespace,
             name,
-            ttl_ms,
+            &timing,
             ctx,
         )
         .map(Store::Etcd),
@@ -344,7 +346,7 @@ fn consul(
     scope: &str,
     namespace: &str,
     name: &str,
-    ttl_ms: u64,
+    timing: &Timing,
     ctx: &mut Ctx,
 ) -> Option<ConsulSettings> {
     if raw.checks.as_ref().is_some_and(|c| !c.is_empty()) {
@@ -376,14 +378,19 @@ fn consul(
         );
         return None;
     }
-    if ttl_ms < 20_000 {
+    if timing.session_ttl_ms < 10_000 {
         ctx.warn(
             "bootstrap.dcs.ttl",
             "below 20 s: tenure sends ttl/2 as the Consul session TTL and Consul rejects TTLs below 10 s \
              (only test doubles accept it)",
         );
     }
-    let mut s = ConsulSettings::new(url.trim_end_matches('/'), scope, name, ttl_ms);
+    let mut s = ConsulSettings::new(
+        url.trim_end_matches('/'),
+        scope,
+        name,
+        timing.session_ttl_ms,
+    );
     s.namespace = namespace.to_string();
     s.token = raw.token.filter(|t| !t.is_empty());
     s.cacert = raw.cacert;
@@ -402,7 +409,7 @@ fn etcd(
     scope: &str,
     namespace: &str,
     name: &str,
-    ttl_ms: u64,
+    timing: &Timing,
     ctx: &mut Ctx,
 ) -> Option<EtcdSettings> {
     let tls_material = raw.cacert.is_some() || raw.cert.is_some() || raw.key.is_some();
@@ -487,7 +494,7 @@ fn etcd(
         scope: scope.to_string(),
         namespace: namespace.to_string(),
         name: name.to_string(),
-        ttl_ms,
+        ttl_ms: timing.session_ttl_ms,
         user,
         password,
         tls,

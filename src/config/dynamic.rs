@@ -20,11 +20,11 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 
 use crate::ha::observation::SyncSettings;
-use crate::ha::{CoreConfig, Timing, TimingError};
+use crate::ha::{CoreConfig, TimingError};
 use crate::pg::{guc, hba, PgSettings};
 
 use super::defaults::MAX_DURATION_S as MAX_SECONDS;
-use super::{Config, Store};
+use super::Config;
 
 /// Parameters only the cluster-wide config may set over the local file: they must agree across members
 /// (Patroni's `ConfigHandler.CMDLINE_OPTIONS`, less the four it never takes from the store).
@@ -360,17 +360,12 @@ impl Config {
         d: &DynamicSettings,
     ) -> Result<Effective, DynamicError> {
         let t = local.timing;
-        let ttl_ms = d.ttl_ms.unwrap_or(t.ttl_ms);
-        let timing = Timing {
-            ttl_ms,
-            loop_wait_ms: d.loop_wait_ms.unwrap_or(t.loop_wait_ms),
-            retry_timeout_ms: d.retry_timeout_ms.unwrap_or(t.retry_timeout_ms),
-            session_ttl_ms: match self.store {
-                Store::Consul(_) => ttl_ms / 2,
-                Store::Etcd(_) => ttl_ms,
-            },
-            ..t
-        };
+        let timing = t.retimed(
+            self.store.session_store(),
+            d.ttl_ms.unwrap_or(t.ttl_ms),
+            d.loop_wait_ms.unwrap_or(t.loop_wait_ms),
+            d.retry_timeout_ms.unwrap_or(t.retry_timeout_ms),
+        );
         timing.validate()?;
         let mut core = local.clone();
         core.timing = timing;

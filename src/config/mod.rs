@@ -77,6 +77,16 @@ pub enum Store {
     Etcd(EtcdSettings),
 }
 
+impl Store {
+    /// Whose session semantics `Timing::new` derives the session TTL for.
+    pub fn session_store(&self) -> crate::ha::SessionStore {
+        match self {
+            Store::Consul(_) => crate::ha::SessionStore::Consul,
+            Store::Etcd(_) => crate::ha::SessionStore::Etcd,
+        }
+    }
+}
+
 /// The watchdog device and how it is used.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct WatchdogSettings {
@@ -185,9 +195,9 @@ impl Config {
             Store::Consul(_) => None,
         }
     }
-    /// What `api::serve` takes (liveness horizon: ttl).
+    /// What `api::serve` takes (the liveness horizon is the running ttl the agent publishes).
     pub fn restapi_settings(&self) -> crate::api::RestApiSettings {
-        self.restapi.server_settings(self.core.timing.ttl_ms)
+        self.restapi.server_settings()
     }
     /// The member key's `api_url`.
     pub fn api_url(&self) -> String {

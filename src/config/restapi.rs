@@ -73,9 +73,9 @@ impl RestApiConfig {
         format!("{scheme}://{}/patroni", self.connect_address)
     }
 
-    /// What the REST server takes; `ttl_ms` is the liveness horizon.
-    pub fn server_settings(&self, ttl_ms: u64) -> RestApiSettings {
-        let mut s = RestApiSettings::new(self.listen, ttl_ms);
+    /// What the REST server takes.
+    pub fn server_settings(&self) -> RestApiSettings {
+        let mut s = RestApiSettings::new(self.listen);
         s.username = self.auth.basic.as_ref().map(|b| b.username.clone());
         s.password = self.auth.basic.as_ref().map(|b| b.password.clone());
         s.token = self.auth.token.clone();

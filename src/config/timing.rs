@@ -1,5 +1,5 @@
 //! The timing check: `Timing::validate` per store, with an error that names the settings, the rule and a fix.
-use crate::ha::{Timing, TimingError};
+use crate::ha::{SessionStore, Timing, TimingError};
 
 use super::build::Ctx;
 use super::defaults;
@@ -13,22 +13,11 @@ fn secs(ms: u64) -> String {
     }
 }
 
-/// The same timing with other ttl / loop_wait / retry_timeout, session TTL recomputed for the store.
-fn with(t: &Timing, consul: bool, ttl_ms: u64, loop_wait_ms: u64, retry_timeout_ms: u64) -> Timing {
-    Timing {
-        ttl_ms,
-        loop_wait_ms,
-        retry_timeout_ms,
-        session_ttl_ms: if consul { ttl_ms / 2 } else { ttl_ms },
-        ..*t
-    }
-}
-
 /// A concrete change that passes: smaller loop_wait/retry_timeout at this ttl, or a larger ttl.
-pub(crate) fn fix(t: &Timing, consul: bool) -> String {
+pub(crate) fn fix(t: &Timing, store: SessionStore) -> String {
     let mut options = Vec::new();
     let (lw, rt) = (defaults::LOOP_WAIT_MS, defaults::RETRY_TIMEOUT_MS);
-    if with(t, consul, t.ttl_ms, lw, rt).validate().is_ok() {
+    if t.retimed(store, t.ttl_ms, lw, rt).validate().is_ok() {
         options.push(format!(
             "keep ttl {} and set loop_wait: {} and retry_timeout: {} (tenure's defaults)",
             secs(t.ttl_ms),
@@ -36,7 +25,7 @@ pub(crate) fn fix(t: &Timing, consul: bool) -> String {
             rt / 1000
         ));
     } else if let Some(x) = (1..=t.ttl_ms / 1000).rev().find(|x| {
-        with(t, consul, t.ttl_ms, x * 1000, x * 1000)
+        t.retimed(store, t.ttl_ms, x * 1000, x * 1000)
             .validate()
             .is_ok()
     }) {
@@ -46,7 +35,7 @@ pub(crate) fn fix(t: &Timing, consul: bool) -> String {
         ));
     }
     if let Some(ttl) = (t.ttl_ms / 1000..=3600).find(|s| {
-        with(t, consul, s * 1000, t.loop_wait_ms, t.retry_timeout_ms)
+        t.retimed(store, s * 1000, t.loop_wait_ms, t.retry_timeout_ms)
             .validate()
             .is_ok()
     }) {
@@ -61,8 +50,9 @@ pub(crate) fn fix(t: &Timing, consul: bool) -> String {
 }
 
 /// Check `t` for the store and record an error naming the file, the settings and the rule.
-pub(crate) fn check(t: &Timing, consul: bool, ctx: &mut Ctx) {
+pub(crate) fn check(t: &Timing, session_store: SessionStore, ctx: &mut Ctx) {
     let Err(source) = t.validate() else { return };
+    let consul = session_store == SessionStore::Consul;
     let store = if consul { "Consul" } else { "etcd" };
     let settings = match &source {
         TimingError::TooSmall { setting, .. } => match *setting {
@@ -94,7 +84,7 @@ pub(crate) fn check(t: &Timing, consul: bool, ctx: &mut Ctx) {
             secs(t.fence_budget_ms)
         ),
     };
-    let mut fix = fix(t, consul);
+    let mut fix = fix(t, session_store);
     if consul && (t.ttl_ms, t.loop_wait_ms, t.retry_timeout_ms) == (30_000, 10_000, 10_000) {
         fix = format!(
             "These are Patroni's defaults: they pass Patroni's rule (loop_wait + 2*retry_timeout <= ttl) but \

@@ -119,10 +119,11 @@ pub trait Dcs: Send + Sync {
     async fn watch_leader(&self, index: u64, wait_ms: u64) -> Result<u64, DcsError>;
     /// The same for the `config` key (`index`: its modify index), so a pause reaches every member at once.
     async fn watch_config(&self, index: u64, wait_ms: u64) -> Result<u64, DcsError>;
-    /// The HA ttl for sessions/leases created from now on (a dynamic `ttl` change). The session in use keeps
-    /// the TTL the store granted it (the store fixes it at creation); `acquire_leader` replaces a session of
-    /// another TTL first, so a lease term always runs on the TTL the core counts on when it acquires.
-    fn set_ttl(&self, ttl_ms: u64);
+    /// The session TTL (`Timing::session_ttl_ms`, sent to the store as is) for sessions/leases created from
+    /// now on (a dynamic `ttl` change). The session in use keeps the TTL the store granted it (the store fixes
+    /// it at creation); `acquire_leader` replaces a session of another TTL first, so a lease term always runs
+    /// on the TTL the core counts on when it acquires.
+    fn set_session_ttl(&self, session_ttl_ms: u64);
     /// Destroy our session/lease (and so every key bound to it). Used on shutdown and in tests.
     async fn destroy_session(&self, deadline: Instant) -> Result<(), DcsError>;
     /// The store mirror this adapter keeps (`mirror.rs`), once `run_mirror` runs; `None` for a backend without one.

@@ -44,7 +44,28 @@ pub struct CoreConfig {
     pub mutant: Option<super::mutants::Mutant>,
 }
 
-/// The timing settings, in milliseconds, and the store's session TTL.
+/// Which store's session semantics the session TTL is derived for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SessionStore {
+    /// Consul promises only not to reap a session before its TTL and may reap it up to 2×TTL later, so the
+    /// session TTL is ttl/2 (Patroni's): the key outlives the last renewal by somewhere in [ttl/2, ttl].
+    Consul,
+    /// etcd revokes a lease at its TTL: the session TTL is the ttl.
+    Etcd,
+}
+
+impl SessionStore {
+    /// The TTL sent to the store for the HA `ttl_ms`: the one derivation (use [`Timing::new`]).
+    pub fn session_ttl_ms(self, ttl_ms: u64) -> u64 {
+        match self {
+            SessionStore::Consul => ttl_ms / 2,
+            SessionStore::Etcd => ttl_ms,
+        }
+    }
+}
+
+/// The timing settings, in milliseconds, and the store's session TTL. Production code builds it only with
+/// [`Timing::new`] (or [`Timing::retimed`]), the one place the session TTL is derived; tests may write any.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Timing {
     pub ttl_ms: u64,
@@ -112,6 +133,44 @@ pub enum TimingError {
 pub const DEFAULT_FAILSAFE_TIMEOUT_MS: u64 = 2_000;
 
 impl Timing {
+    /// The timing for `store`, its session TTL derived from `ttl_ms`: every value the lease, the fence, the
+    /// store's session and the REST API's liveness rest on comes from here. Unchecked: see [`Timing::validate`].
+    pub fn new(
+        store: SessionStore,
+        ttl_ms: u64,
+        loop_wait_ms: u64,
+        retry_timeout_ms: u64,
+        drift_max_ppm: u64,
+        fence_budget_ms: u64,
+    ) -> Timing {
+        Timing {
+            ttl_ms,
+            loop_wait_ms,
+            retry_timeout_ms,
+            session_ttl_ms: store.session_ttl_ms(ttl_ms),
+            drift_max_ppm,
+            fence_budget_ms,
+        }
+    }
+
+    /// The same drift and fence budget with another ttl, loop_wait and retry_timeout (a dynamic change).
+    pub fn retimed(
+        &self,
+        store: SessionStore,
+        ttl_ms: u64,
+        loop_wait_ms: u64,
+        retry_timeout_ms: u64,
+    ) -> Timing {
+        Timing::new(
+            store,
+            ttl_ms,
+            loop_wait_ms,
+            retry_timeout_ms,
+            self.drift_max_ppm,
+            self.fence_budget_ms,
+        )
+    }
+
     /// The part of a session TTL we may count on, given clock drift.
     pub fn usable_session_ms(&self) -> u64 {
         self.session_ttl_ms * (1_000_000 - self.drift_max_ppm) / 1_000_000

@@ -3,7 +3,7 @@
 //! A lease term keeps the `Timing` it was granted with (`Lease::timing`), not the one configured since: the store
 //! enforces the TTL it granted. A renewal takes over the configured timing only at the same session TTL, so a dynamic
 //! `ttl` change applies from the next acquire; the adapters make an acquire always run on a session of the configured
-//! TTL (`Dcs::set_ttl`), and the simulator's store model gives each session the TTL it was created with
+//! TTL (`Dcs::set_session_ttl`), and the simulator's store model gives each session the TTL it was created with
 //! (`tests/sim/timing_change.rs`; mutant `TermTakesNewTtl`). Consul's session TTL is `ttl/2`, as in Patroni, because
 //! Consul only promises "not before TTL" and may reap as late as 2×TTL.
 use super::config::Timing;

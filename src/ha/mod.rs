@@ -36,7 +36,7 @@ pub use action::{
     Reason, Refusal, RequestAnswer, StopMode,
 };
 pub use callbacks::{CallbackEvent, CallbackRole, Hooks};
-pub use config::{CoreConfig, Timing, TimingError, WatchdogMode};
+pub use config::{CoreConfig, SessionStore, Timing, TimingError, WatchdogMode};
 pub use decide::decide;
 pub use election::{switchover_request_problem, SwitchoverProblem};
 pub use lease::Lease;

@@ -33,7 +33,7 @@ pub(super) async fn start_with(published: tenure::api::Published) -> AgentApi {
         "http://127.0.0.1:9",
         "batman",
         "pg1",
-        TTL_MS,
+        tenure::ha::SessionStore::Consul.session_ttl_ms(TTL_MS),
     ))
     .expect("consul settings");
     start_on(published, Arc::new(dcs)).await

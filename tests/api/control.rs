@@ -73,7 +73,7 @@ async fn control_requires_credentials() {
 
 #[tokio::test]
 async fn control_without_configured_credentials_is_closed_unless_explicitly_open() {
-    let closed = RestApiSettings::new("127.0.0.1:0".parse().unwrap(), TTL_MS);
+    let closed = RestApiSettings::new("127.0.0.1:0".parse().unwrap());
     let api = Api::start(closed.clone(), primary(NOW + 10_000)).await;
     let (status, text) = api
         .send(Method::POST, "/reload", Auth::Bearer("x"), "")

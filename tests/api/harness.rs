@@ -103,7 +103,7 @@ pub struct Api {
 }
 
 pub fn settings() -> RestApiSettings {
-    let mut s = RestApiSettings::new("127.0.0.1:0".parse().unwrap(), TTL_MS);
+    let mut s = RestApiSettings::new("127.0.0.1:0".parse().unwrap());
     s.username = Some("admin".into());
     s.password = Some("s3cret".into());
     s.token = Some("t0ken".into());
@@ -220,7 +220,7 @@ pub enum Auth {
 pub const ADMIN: Auth = Auth::Basic("admin", "s3cret");
 
 pub fn primary(deadline_ms: u64) -> Published {
-    let mut p = Published::starting("batman", "pg1", Millis(NOW));
+    let mut p = Published::starting("batman", "pg1", Millis(NOW), TTL_MS);
     p.status.role = NodeRole::Primary;
     p.status.running = true;
     p.status.lease_deadline = Some(Millis(deadline_ms));
@@ -241,7 +241,7 @@ pub fn primary(deadline_ms: u64) -> Published {
 }
 
 pub fn replica(lag_bytes: u64) -> Published {
-    let mut p = Published::starting("batman", "pg2", Millis(NOW));
+    let mut p = Published::starting("batman", "pg2", Millis(NOW), TTL_MS);
     p.status.role = NodeRole::Replica;
     p.status.running = true;
     p.status.streaming = true;

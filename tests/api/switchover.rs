@@ -87,8 +87,13 @@ async fn switchover_checks_the_store_now_and_accepted_writes_wake_the_loop() {
     use tenure::dcs::Dcs;
     let consul = ConsulTestServer::start(ConsulTestOptions::default()).await;
     let store = |name: &str| {
-        ConsulDcs::new(ConsulSettings::new(&consul.url(), "batman", name, 120_000))
-            .expect("consul settings")
+        ConsulDcs::new(ConsulSettings::new(
+            &consul.url(),
+            "batman",
+            name,
+            tenure::ha::SessionStore::Consul.session_ttl_ms(120_000),
+        ))
+        .expect("consul settings")
     };
     let deadline = || tokio::time::Instant::now() + std::time::Duration::from_secs(3);
     let (pg1, pg2, pg3) = (store("pg1"), store("pg2"), store("pg3"));
@@ -180,8 +185,13 @@ async fn switchover_and_failover_refusals_match_patroni() {
     use tenure::dcs::Dcs;
     let consul = ConsulTestServer::start(ConsulTestOptions::default()).await;
     let store = |name: &str| {
-        ConsulDcs::new(ConsulSettings::new(&consul.url(), "batman", name, 120_000))
-            .expect("consul settings")
+        ConsulDcs::new(ConsulSettings::new(
+            &consul.url(),
+            "batman",
+            name,
+            tenure::ha::SessionStore::Consul.session_ttl_ms(120_000),
+        ))
+        .expect("consul settings")
     };
     let deadline = || tokio::time::Instant::now() + std::time::Duration::from_secs(3);
     let pg1 = store("pg1");

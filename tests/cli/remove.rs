@@ -47,7 +47,12 @@ async fn intact(f: &Fixture) -> bool {
 
 /// Another cluster on the same Consul, its name starting with ours: `remove batman` must not touch it.
 async fn neighbour(f: &Fixture) -> ConsulDcs {
-    let settings = ConsulSettings::new(&f.server.url(), "batman2", "pg9", 120_000);
+    let settings = ConsulSettings::new(
+        &f.server.url(),
+        "batman2",
+        "pg9",
+        tenure::ha::SessionStore::Consul.session_ttl_ms(120_000),
+    );
     let other = ConsulDcs::new(settings).unwrap();
     other.race_initialize("42", deadline()).await.unwrap();
     other

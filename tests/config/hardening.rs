@@ -88,7 +88,7 @@ fn debug_output_of_the_config_has_no_secret() {
     let settings = format!(
         "{:?} {:?}",
         loaded.config.pg_settings(),
-        loaded.config.restapi.server_settings(30_000)
+        loaded.config.restapi.server_settings()
     );
     assert!(!settings.contains("SECRET"), "{settings}");
 

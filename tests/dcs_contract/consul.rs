@@ -15,11 +15,19 @@ pub struct TestDouble {
 #[async_trait]
 impl Backend for TestDouble {
     async fn make_client(&self, scope: &str, name: &str, ttl_ms: u64) -> Box<dyn Dcs> {
-        let settings = ConsulSettings::new(&self.server.url(), scope, name, ttl_ms);
+        let settings = ConsulSettings::new(
+            &self.server.url(),
+            scope,
+            name,
+            tenure::ha::SessionStore::Consul.session_ttl_ms(ttl_ms),
+        );
         Box::new(ConsulDcs::new(settings).expect("client"))
     }
     fn ttl_ms(&self) -> u64 {
         1_000
+    }
+    fn session_store(&self) -> tenure::ha::SessionStore {
+        tenure::ha::SessionStore::Consul
     }
     fn expiry_window_ms(&self, ttl_ms: u64) -> (u64, u64) {
         // Session TTL is ttl/2; Consul (and the double) reap somewhere in [TTL, 2·TTL].
@@ -67,12 +75,20 @@ pub struct RealConsul {
 #[async_trait]
 impl Backend for RealConsul {
     async fn make_client(&self, scope: &str, name: &str, ttl_ms: u64) -> Box<dyn Dcs> {
-        let mut settings = ConsulSettings::new(&self.url, scope, name, ttl_ms);
+        let mut settings = ConsulSettings::new(
+            &self.url,
+            scope,
+            name,
+            tenure::ha::SessionStore::Consul.session_ttl_ms(ttl_ms),
+        );
         settings.token = self.token.clone();
         Box::new(ConsulDcs::new(settings).expect("client"))
     }
     fn ttl_ms(&self) -> u64 {
         20_000
+    }
+    fn session_store(&self) -> tenure::ha::SessionStore {
+        tenure::ha::SessionStore::Consul
     }
     fn expiry_window_ms(&self, ttl_ms: u64) -> (u64, u64) {
         (ttl_ms / 2, ttl_ms)
@@ -165,7 +181,13 @@ mod semantics {
     }
 
     pub(super) fn client(s: &ConsulTestServer, name: &str) -> ConsulDcs {
-        ConsulDcs::new(ConsulSettings::new(&s.url(), "sem", name, 1_000)).expect("client")
+        ConsulDcs::new(ConsulSettings::new(
+            &s.url(),
+            "sem",
+            name,
+            tenure::ha::SessionStore::Consul.session_ttl_ms(1_000),
+        ))
+        .expect("client")
     }
 
     #[tokio::test]
@@ -203,7 +225,12 @@ mod semantics {
                 "GET /v1/kv/service/sem/?recurse"
             ]
         );
-        let mut settings = ConsulSettings::new(&s.url(), "sem", "b", 1_000);
+        let mut settings = ConsulSettings::new(
+            &s.url(),
+            "sem",
+            "b",
+            tenure::ha::SessionStore::Consul.session_ttl_ms(1_000),
+        );
         settings.consistency = Consistency::Stale;
         let stale = ConsulDcs::new(settings).expect("client");
         stale.get_cluster(false, deadline()).await.expect("read");
@@ -362,15 +389,26 @@ mod semantics {
     #[tokio::test]
     async fn session_ttl_below_the_minimum_is_refused() {
         let s = ConsulTestServer::start(ConsulTestOptions::default()).await;
-        let short =
-            ConsulDcs::new(ConsulSettings::new(&s.url(), "sem", "a", 2_000)).expect("client");
+        let short = ConsulDcs::new(ConsulSettings::new(
+            &s.url(),
+            "sem",
+            "a",
+            tenure::ha::SessionStore::Consul.session_ttl_ms(2_000),
+        ))
+        .expect("client");
         match short.ensure_session(deadline()).await {
             Err(DcsError::Unavailable(why)) => {
                 assert!(why.contains("Invalid Session TTL"), "{why}")
             }
             other => panic!("expected the 10 s minimum to refuse a 1 s TTL: {other:?}"),
         }
-        let ok = ConsulDcs::new(ConsulSettings::new(&s.url(), "sem", "a", 20_000)).expect("client");
+        let ok = ConsulDcs::new(ConsulSettings::new(
+            &s.url(),
+            "sem",
+            "a",
+            tenure::ha::SessionStore::Consul.session_ttl_ms(20_000),
+        ))
+        .expect("client");
         ok.ensure_session(deadline())
             .await
             .expect("ttl/2 = 10 s is the minimum");
@@ -389,7 +427,12 @@ mod semantics {
             anonymous.get_cluster(false, deadline()).await,
             Err(DcsError::Unavailable(_))
         ));
-        let mut settings = ConsulSettings::new(&s.url(), "sem", "a", 1_000);
+        let mut settings = ConsulSettings::new(
+            &s.url(),
+            "sem",
+            "a",
+            tenure::ha::SessionStore::Consul.session_ttl_ms(1_000),
+        );
         settings.token = Some("s3cret".into());
         let authorized = ConsulDcs::new(settings).expect("client");
         authorized

@@ -98,7 +98,12 @@ async fn https_with_a_private_ca_and_a_client_certificate() {
     let s = ConsulTestServer::start(opts).await;
     assert!(s.url().starts_with("https://127.0.0.1:"));
     let with = |ca: bool, identity: bool| {
-        let mut settings = ConsulSettings::new(&s.url(), "tls", "a", 1_000);
+        let mut settings = ConsulSettings::new(
+            &s.url(),
+            "tls",
+            "a",
+            tenure::ha::SessionStore::Consul.session_ttl_ms(1_000),
+        );
         settings.cacert = ca.then(|| pki.ca.clone());
         if identity {
             settings.cert = Some(pki.client_cert.clone());
@@ -127,7 +132,12 @@ async fn https_with_a_private_ca_and_a_client_certificate() {
 
 #[test]
 fn tls_files_are_checked_at_construction() {
-    let mut settings = ConsulSettings::new("https://127.0.0.1:8501", "sem", "a", 30_000);
+    let mut settings = ConsulSettings::new(
+        "https://127.0.0.1:8501",
+        "sem",
+        "a",
+        tenure::ha::SessionStore::Consul.session_ttl_ms(30_000),
+    );
     settings.cacert = Some("/nonexistent/ca.pem".into());
     assert!(matches!(
         ConsulDcs::new(settings.clone()),

@@ -71,7 +71,15 @@ fn dl() -> Instant {
 /// A client whose session outlives the test (nothing renews it here): with a ttl of 1 s, `w`'s session ran out
 /// mid-test and the released leader key woke the mirror, read as a write outside the scope (seen in CI).
 fn client(url: &str, scope: &str, name: &str) -> Arc<ConsulDcs> {
-    Arc::new(ConsulDcs::new(ConsulSettings::new(url, scope, name, 60_000)).expect("client"))
+    Arc::new(
+        ConsulDcs::new(ConsulSettings::new(
+            url,
+            scope,
+            name,
+            tenure::ha::SessionStore::Consul.session_ttl_ms(60_000),
+        ))
+        .expect("client"),
+    )
 }
 
 /// How long after now the mirror first showed a snapshot `shows` holds of; `None` when not within `within`.

@@ -46,6 +46,8 @@ pub trait Backend: Send + Sync {
     async fn make_client(&self, scope: &str, name: &str, ttl_ms: u64) -> Box<dyn Dcs>;
     /// The HA ttl the suite uses (as short as the store allows).
     fn ttl_ms(&self) -> u64;
+    /// Whose session semantics the agent derives this store's session TTL for (`Timing::new`).
+    fn session_store(&self) -> tenure::ha::SessionStore;
     /// The earliest and latest ms after the last acknowledged renewal at which keys bound to the session vanish.
     fn expiry_window_ms(&self, ttl_ms: u64) -> (u64, u64);
     /// Inject `fault`; `false` if this backend cannot (the case then prints a notice and returns).

@@ -35,6 +35,9 @@ impl Backend for Etcd {
     fn ttl_ms(&self) -> u64 {
         1_000
     }
+    fn session_store(&self) -> tenure::ha::SessionStore {
+        tenure::ha::SessionStore::Etcd
+    }
     fn expiry_window_ms(&self, ttl_ms: u64) -> (u64, u64) {
         // Never before the (rounded-up) lease TTL; the lessor scans for expired leases every 500 ms and
         // revokes them through raft, so they go within about 600 ms after it.

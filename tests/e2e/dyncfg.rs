@@ -1,6 +1,6 @@
 //! Dynamic configuration end to end (issue 16 §1): `tenure edit-config` changes reach every real agent and
 //! PostgreSQL 15 and show in behaviour (a reloadable parameter, a restart-only one pending a restart, a new
-//! ttl in the next leader lease, `primary_start_timeout: 0`), and a change the agents would refuse is
+//! ttl in the next leader lease, session and fence and in `/liveness`, `primary_start_timeout: 0`), and a change the agents would refuse is
 //! refused at the door (exit 1, the rule named, nothing stored). Etcd, and the Consul test double.
 //! Every scenario ends with the checker's verdict: never two writable primaries.
 //!
@@ -151,6 +151,111 @@ fn b_etcd_a_new_ttl_takes_effect_in_the_next_leader_lease() {
         Duration::from_secs(60),
         |c| (c.primary() == Some(to) && leader_lease_ttl_s(c) == Some(14)).then_some(()),
     );
+    c.assert_never_two_primaries();
+}
+
+/// The TTL of the Consul session that holds the leader key, as sent (a Go duration: "5s").
+fn leader_session_ttl(c: &Cluster) -> Option<String> {
+    let url = c.consul()?.url();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .ok()?;
+    rt.block_on(async {
+        let client = reqwest::Client::new();
+        let get = |path: String| {
+            let req = client.get(format!("{url}{path}"));
+            async move {
+                let body = req.send().await.ok()?.bytes().await.ok()?;
+                serde_json::from_slice::<serde_json::Value>(&body).ok()
+            }
+        };
+        let key = get("/v1/kv/service/e2e/leader".into()).await?;
+        let id = key[0]["Session"].as_str()?.to_string();
+        let info = get(format!("/v1/session/info/{id}")).await?;
+        info[0]["TTL"].as_str().map(str::to_string)
+    })
+}
+
+/// How far ahead of now node `i`'s fence is armed: the deadline the core armed (`armed <ms>` on
+/// CLOCK_MONOTONIC in `<data_dir>.fence.d/fence`, which the fencing process enforces).
+fn fence_ahead_ms(c: &Cluster, i: usize) -> Option<u64> {
+    let mut dir = c.nodes[i].data_dir().into_os_string();
+    dir.push(".fence.d");
+    let text = std::fs::read_to_string(std::path::Path::new(&dir).join("fence")).ok()?;
+    let deadline: u64 = text.trim().strip_prefix("armed ")?.parse().ok()?;
+    Some(deadline.saturating_sub(tenure::clock::monotonic().0))
+}
+
+/// A ttl changed at run time (10 s to 20 s) reaches everything that rests on it (issue 33): `/liveness` of a
+/// replica whose loop stood still for 13 s answers 200 (it answered by the start-up ttl before), and the next
+/// leader term runs on a Consul session of ttl/2 = 10 s with its fence armed past the old session's 5 s.
+#[test]
+fn b2_consul_a_new_ttl_reaches_liveness_the_session_and_the_fence() {
+    let mut c = Cluster::start(StoreKind::Consul);
+    let p = c.primary().expect("a primary");
+    assert_eq!(leader_session_ttl(&c).as_deref(), Some("5s"));
+    let ahead = fence_ahead_ms(&c, p).expect("the primary's fence armed");
+    assert!(
+        ahead <= 5_000,
+        "the fence within the 5 s session: {ahead} ms"
+    );
+    let (code, _) = edit(&c, p, &["ttl=20"]);
+    assert_eq!(code, 0);
+    c.wait_until("ttl 20 on every node", Duration::from_secs(20), |c| {
+        (0..NODES)
+            .all(|i| {
+                let (s, body) = c.rest_get(i, "/config");
+                s == 200 && body.contains("\"ttl\":20")
+            })
+            .then_some(())
+    });
+
+    // The replica's loop stands still longer than the old ttl, shorter than the new one. The request is
+    // queued while the agent is stopped, so it is answered as the agent resumes, before its next cycle.
+    let mut replicas = others(p);
+    let (r, to) = (
+        replicas.next().expect("a replica"),
+        replicas.next().expect("another"),
+    );
+    c.sigstop_agent(r);
+    std::thread::sleep(Duration::from_secs(13));
+    let pid = c.agent_pid(r).expect("the stopped agent");
+    let liveness = std::thread::scope(|s| {
+        let probe = s.spawn(|| api(&c, r, "GET", "/liveness", ""));
+        std::thread::sleep(Duration::from_millis(500));
+        nix::sys::signal::kill(pid, Signal::SIGCONT).expect("SIGCONT");
+        probe.join().expect("the liveness probe")
+    });
+    assert_eq!(
+        liveness.0, 200,
+        "13 s without a cycle is within the new ttl of 20 s"
+    );
+
+    c.wait_until("the replica streams", Duration::from_secs(30), |c| {
+        c.streams_from(to, p).then_some(())
+    });
+    let body = format!(
+        r#"{{"leader":"{}","candidate":"{}"}}"#,
+        c.nodes[p].name, c.nodes[to].name
+    );
+    c.wait_until("the switchover accepted", Duration::from_secs(30), |c| {
+        let (status, _) = api(c, p, "POST", "/switchover", &body);
+        (status == 200).then_some(())
+    });
+    c.wait_until(
+        "the candidate leads on a 10 s session",
+        Duration::from_secs(60),
+        |c| {
+            (c.primary() == Some(to) && leader_session_ttl(c).as_deref() == Some("10s"))
+                .then_some(())
+        },
+    );
+    // 10 s * (1 - 1%) less the 1 s fence budget at most; past 5 s, which the old session could not cover.
+    let ahead = c.wait_until("the fence armed past 5 s", Duration::from_secs(10), |c| {
+        fence_ahead_ms(c, to).filter(|&ms| ms > 5_000)
+    });
+    assert!(ahead <= 8_900, "{ahead} ms");
     c.assert_never_two_primaries();
 }
 

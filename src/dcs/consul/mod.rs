@@ -42,8 +42,8 @@ pub struct ConsulDcs {
     settings: ConsulSettings,
     layout: KeyLayout,
     session: Mutex<Option<String>>,
-    /// The HA ttl for the next session (`set_ttl`), and the one the current session was created with.
-    ttl_ms: AtomicU64,
+    /// The session TTL for the next session (`set_session_ttl`), and the one the current session was created with.
+    next_session_ttl_ms: AtomicU64,
     session_ttl_ms: AtomicU64,
     /// Our member key as the last read showed it: an unchanged record is not written again.
     own_member: super::own_member::OwnMember,
@@ -64,8 +64,8 @@ impl ConsulDcs {
         let layout = KeyLayout::new(&settings.namespace, &settings.scope);
         Ok(ConsulDcs {
             http,
-            ttl_ms: AtomicU64::new(settings.ttl_ms),
-            session_ttl_ms: AtomicU64::new(settings.ttl_ms),
+            next_session_ttl_ms: AtomicU64::new(settings.session_ttl_ms),
+            session_ttl_ms: AtomicU64::new(settings.session_ttl_ms),
             settings,
             layout,
             session: Mutex::new(None),
@@ -417,8 +417,9 @@ impl Dcs for ConsulDcs {
         self.watch_key(&self.layout.config(), index, wait_ms).await
     }
 
-    fn set_ttl(&self, ttl_ms: u64) {
-        self.ttl_ms.store(ttl_ms, Ordering::SeqCst);
+    fn set_session_ttl(&self, session_ttl_ms: u64) {
+        self.next_session_ttl_ms
+            .store(session_ttl_ms, Ordering::SeqCst);
     }
 
     fn mirror(&self) -> Option<Arc<crate::dcs::mirror::Mirror>> {

@@ -1,4 +1,4 @@
-//! The Consul adapter's session: created with TTL ttl/2 (Patroni's), renewed, replaced when the ttl
+//! The Consul adapter's session: created with the timing's session TTL, renewed, replaced when the ttl
 //! changed, forgotten when Consul says it is gone.
 use std::sync::atomic::Ordering;
 
@@ -56,15 +56,13 @@ impl ConsulDcs {
         &self,
         deadline: Instant,
     ) -> Result<(String, u64), DcsError> {
-        let ttl_ms = self.ttl_ms.load(Ordering::SeqCst);
-        // TTL = ttl/2, as Patroni does: Consul promises only not to expire a session *before* its TTL and
-        // reaps it up to 2×TTL later (its timer is TTL × SessionTTLMultiplier = 2). So the leader key outlives
-        // our last renewal by somewhere in [ttl/2, ttl] — the HA ttl is the upper bound replicas wait for,
-        // and the lower bound ttl/2 is what the core's lease arithmetic must assume.
+        // The TTL is the one the core's lease arithmetic counts on (`Timing::session_ttl_ms`: ttl/2, since
+        // Consul reaps a session up to 2×TTL late, `ha::SessionStore`), sent as given so the two cannot differ.
+        let ttl_ms = self.next_session_ttl_ms.load(Ordering::SeqCst);
         // `Checks: []` drops the default serfHealth check, so a gossip flap cannot release the lock.
         let body = serde_json::json!({
             "Name": format!("{}-{}", self.settings.scope, self.settings.name),
-            "TTL": go_seconds(ttl_ms / 2),
+            "TTL": go_seconds(ttl_ms),
             "Behavior": "delete",
             "LockDelay": go_seconds(self.settings.lock_delay_ms),
             "Checks": [],
@@ -88,7 +86,8 @@ impl ConsulDcs {
     /// (best effort), so the next one is created with the TTL the core counts on.
     pub(super) async fn drop_stale_session(&self, deadline: Instant) {
         let Some(id) = self.current() else { return };
-        if self.session_ttl_ms.load(Ordering::SeqCst) == self.ttl_ms.load(Ordering::SeqCst) {
+        let next_ms = self.next_session_ttl_ms.load(Ordering::SeqCst);
+        if self.session_ttl_ms.load(Ordering::SeqCst) == next_ms {
             return;
         }
         tracing::info!(session = %id, "the ttl changed: starting a new Consul session before taking the key");

@@ -40,8 +40,8 @@ pub struct ConsulSettings {
     pub namespace: String,
     /// This member's name: the leader key's value and the `members/<name>` key.
     pub name: String,
-    /// The HA `ttl`: how long the leader key may outlive its holder's last renewal.
-    pub ttl_ms: u64,
+    /// The session TTL sent to Consul: the timing's `session_ttl_ms` (`ha::Timing::new` derives it).
+    pub session_ttl_ms: u64,
     /// Consul's lock-delay after a session invalidation. Patroni sends 0.001 s: Consul's default of 15 s
     /// would add straight to failover time, and the TTL already gave the old primary its time to fence.
     /// (Consul reads bare numbers below 1000 as seconds, so it is always sent as a duration string.)
@@ -61,7 +61,7 @@ impl std::fmt::Debug for ConsulSettings {
             .field("scope", &self.scope)
             .field("namespace", &self.namespace)
             .field("name", &self.name)
-            .field("ttl_ms", &self.ttl_ms)
+            .field("session_ttl_ms", &self.session_ttl_ms)
             .field("lock_delay_ms", &self.lock_delay_ms)
             .finish()
     }
@@ -69,7 +69,7 @@ impl std::fmt::Debug for ConsulSettings {
 
 impl ConsulSettings {
     /// Defaults as Patroni's: namespace `service`, default consistency, lock-delay 1 ms, no TLS, no token.
-    pub fn new(url: &str, scope: &str, name: &str, ttl_ms: u64) -> Self {
+    pub fn new(url: &str, scope: &str, name: &str, session_ttl_ms: u64) -> Self {
         ConsulSettings {
             url: url.to_string(),
             token: None,
@@ -80,7 +80,7 @@ impl ConsulSettings {
             scope: scope.to_string(),
             namespace: "service".to_string(),
             name: name.to_string(),
-            ttl_ms,
+            session_ttl_ms,
             lock_delay_ms: 1,
         }
     }

@@ -41,7 +41,7 @@ pub struct EtcdDcs {
     settings: EtcdSettings,
     keys: Keys,
     member_key: String,
-    /// The lease TTL for the next grant (`set_ttl`), and the TTL the current lease was granted with.
+    /// The lease TTL for the next grant (`set_session_ttl`), and the TTL the current lease was granted with.
     ttl_s: AtomicI64,
     lease_ttl_s: AtomicI64,
     /// Connected on first use, so an agent can start while etcd is down.
@@ -546,8 +546,9 @@ impl Dcs for EtcdDcs {
             .unwrap_or_else(|e| e.into_inner())
     }
 
-    fn set_ttl(&self, ttl_ms: u64) {
-        self.ttl_s.store(lease_ttl_s(ttl_ms), Ordering::SeqCst);
+    fn set_session_ttl(&self, session_ttl_ms: u64) {
+        self.ttl_s
+            .store(lease_ttl_s(session_ttl_ms), Ordering::SeqCst);
     }
 
     async fn destroy_session(&self, deadline: Instant) -> Result<(), DcsError> {

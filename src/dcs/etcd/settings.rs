@@ -13,7 +13,7 @@ pub struct EtcdSettings {
     pub namespace: String,
     /// This member's name: the value of the leader key when we hold it.
     pub name: String,
-    /// Lease TTL; rounded *up* to whole seconds (see [`lease_ttl_s`]).
+    /// Lease TTL: the timing's `session_ttl_ms` (the ttl on etcd); rounded *up* to whole seconds (see [`lease_ttl_s`]).
     pub ttl_ms: u64,
     pub user: Option<String>,
     pub password: Option<String>,

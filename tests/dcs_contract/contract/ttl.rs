@@ -1,4 +1,4 @@
-//! A dynamic `ttl` change (`Dcs::set_ttl`): the session in use keeps its TTL until the next acquire, which
+//! A dynamic `ttl` change (`Dcs::set_session_ttl`, given the session TTL `Timing::new` derives): the session in use keeps its TTL until the next acquire, which
 //! runs on a new session/lease, so a new leader term always has the TTL the core counts on.
 use tenure::ha::types::SessionId;
 
@@ -16,11 +16,12 @@ pub async fn a_new_ttl_applies_from_the_next_acquire(b: &dyn Backend) {
     assert_eq!(holder_session(c.as_ref()).await, Some(first.clone()));
     c.release_leader(deadline()).await.expect("release");
     // The same ttl: the session is kept.
-    c.set_ttl(b.ttl_ms());
+    let session_ttl_ms = |ttl_ms| b.session_store().session_ttl_ms(ttl_ms);
+    c.set_session_ttl(session_ttl_ms(b.ttl_ms()));
     c.acquire_leader(deadline()).await.expect("acquire");
     assert_eq!(holder_session(c.as_ref()).await, Some(first.clone()));
     // A new ttl while holding the key: nothing changes for the running term.
-    c.set_ttl(b.ttl_ms() * 2);
+    c.set_session_ttl(session_ttl_ms(b.ttl_ms() * 2));
     c.renew_leader(deadline()).await.expect("renew");
     assert_eq!(holder_session(c.as_ref()).await, Some(first.clone()));
     c.release_leader(deadline()).await.expect("release");
