@@ -135,7 +135,7 @@ fn health_query(input: &[u8]) {
     }
     let p = Published::starting("main", "pg1", Millis(0), 30_000);
     for check in CHECKS {
-        let _ = healthy(check, &q, &p, Millis(1), 30_000);
+        let _ = healthy(check, &q, &p, Millis(1));
     }
 }
 
