@@ -108,7 +108,9 @@ pub fn decided(w: &mut World, i: usize, obs: &Observation, d: &Decision) {
         w.nodes[i].pause_seen = c.config.pause;
     }
     crate::checkers::read_lag_honest(w, i, obs, &d.status);
-    let a = &mut w.nodes[i].agent;
+    let n = &mut w.nodes[i];
+    n.acting_on_resume = n.agent.memory.paused && !d.memory.paused && n.pg.is_primary();
+    let a = &mut n.agent;
     a.status = Some(d.status.clone());
     a.member = Some(d.member.clone());
     a.memory = d.memory.clone();

@@ -103,7 +103,8 @@ pub fn single_writer(w: &mut World) {
     }
 }
 
-/// Every writable primary holds the leader key through a live session (pause is the explicit exception),
+/// Every writable primary holds the leader key through a live session (pause is the explicit exception, through
+/// the actions its agent decides on the resume),
 /// or, in failsafe mode, no other member could take the lead: each holds a live grant for it, has an agent
 /// that is down or younger than a ttl (its grant died with it), or is outside the `failsafe` key.
 pub fn lease_covers(w: &mut World) {
@@ -116,7 +117,11 @@ pub fn lease_covers(w: &mut World) {
         }
     }
     for (i, n) in w.nodes.iter().enumerate() {
-        if !n.pg.is_primary() || n.agent.memory.paused || n.left_running_in_pause {
+        if !n.pg.is_primary()
+            || n.agent.memory.paused
+            || n.left_running_in_pause
+            || n.acting_on_resume
+        {
             continue;
         }
         let covered = w
@@ -286,7 +291,8 @@ pub fn converged(w: &World) -> Result<(), String> {
 }
 
 /// PauseHandsOff's bookkeeping of an operator's request: only a refused request of the kind that licenses
-/// (restart now, reinitialize) withdraws the licence (a pending switchover naming this node still gives it).
+/// (restart now, reinitialize) withdraws the licence it gave, back to what it was before (a pending switchover
+/// naming this node still gives it; an earlier switchover's stop still licenses the start after it: seed 1305).
 pub fn answered(
     w: &mut World,
     i: usize,
@@ -309,7 +315,7 @@ pub fn answered(
         .as_ref()
         .is_some_and(|s| s.leader.as_ref() == Some(name) || s.candidate.as_ref() == Some(name));
     if matches!(answer, tenure::ha::RequestAnswer::Refused(_)) && licensing && !switchover {
-        w.nodes[i].operator_licence = false;
+        w.nodes[i].operator_licence &= w.nodes[i].licence_before_request;
     }
     let line = format!("{}: operator request answered {answer:?}", w.nodes[i].name);
     w.note(line);

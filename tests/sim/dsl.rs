@@ -332,7 +332,9 @@ impl Sim {
                 ..
             } | tenure::ha::OperatorRequest::Reinitialize { .. }
         );
-        self.w.nodes[i].operator_licence |= now;
+        let n = &mut self.w.nodes[i];
+        n.licence_before_request = n.operator_licence;
+        n.operator_licence |= now;
         self.w.nodes[i].agent.request = Some(request);
     }
     pub fn switchover_to_unknown(&mut self) {

@@ -159,10 +159,17 @@ pub struct Node {
     /// The operator stopped this agent during pause and PostgreSQL was left running as primary on purpose
     /// (the documented pause exception), until an agent takes a lease again or PostgreSQL stops.
     pub left_running_in_pause: bool,
+    /// LeaseCovers: the primary's agent has just decided on the resume of a pause it kept it running through:
+    /// the exception lasts until that decision's actions have run (its next decision), as a stop takes its
+    /// BeforeStop callback and the stop itself (seed 2553).
+    pub acting_on_resume: bool,
     /// PauseHandsOff: the pause flag of the last store snapshot this agent read, and whether an operator's
     /// request (restart, reinitialize, switchover) licenses the next PostgreSQL transitions on this node.
     pub pause_seen: bool,
     pub operator_licence: bool,
+    /// The licence as it was before the last operator request: what a refusal of that request restores (an
+    /// earlier switchover's licence outlives a refused reinitialize).
+    pub licence_before_request: bool,
     /// The PgBouncer on this host (`pooler.rs`), driven by this agent when its config says so.
     pub pooler: crate::pooler::Pooler,
 }
@@ -235,8 +242,10 @@ impl World {
                     clock_rate_ppm: rate,
                     diverged_healthy_since: None,
                     left_running_in_pause: false,
+                    acting_on_resume: false,
                     pause_seen: false,
                     operator_licence: false,
+                    licence_before_request: false,
                     pooler: Default::default(),
                 }
             })
