@@ -92,14 +92,14 @@ pub(super) fn build(
             ctx.invalid(
                 "pgbouncer.databases_file",
                 format!("{} is not an absolute path", f.display()),
-                Some("e.g. /etc/pgbouncer/tenure-databases.ini"),
+                Some("e.g. /etc/pgbouncer/tenure/databases.ini"),
             );
             None
         }
         None => {
             ctx.missing(
                 "pgbouncer.databases_file",
-                "name the include file tenure writes, e.g. /etc/pgbouncer/tenure-databases.ini, and end PgBouncer's \
+                "name the include file tenure writes, e.g. /etc/pgbouncer/tenure/databases.ini, and end PgBouncer's \
                  config with `%include` of it",
             );
             None

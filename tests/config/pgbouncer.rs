@@ -5,7 +5,7 @@ const PB: &str = "\
 pgbouncer:
   socket_dir: /var/run/postgresql
   databases: [app, reports]
-  databases_file: /etc/pgbouncer/tenure-databases.ini
+  databases_file: /etc/pgbouncer/tenure/databases.ini
 ";
 
 #[test]
