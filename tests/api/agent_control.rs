@@ -4,7 +4,6 @@ use std::sync::Arc;
 
 use tenure::agent::control::{request_result, PendingRequest, StoreControl};
 use tenure::api::{self, ApiState};
-use tenure::dcs::consul::{ConsulDcs, ConsulSettings};
 use tenure::ha::{
     Action, ActionOutcome, Job, Millis, NodeName, OperatorRequest, Outcome, PgRole, Refusal,
     RequestAnswer, RestartFilter, StopMode,
@@ -29,13 +28,7 @@ async fn start() -> AgentApi {
 
 pub(super) async fn start_with(published: tenure::api::Published) -> AgentApi {
     // Never contacted by these requests: they go to the loop, not to the store.
-    let dcs = ConsulDcs::new(ConsulSettings::new(
-        "http://127.0.0.1:9",
-        "batman",
-        "pg1",
-        tenure::ha::SessionStore::Consul.session_ttl_ms(TTL_MS),
-    ))
-    .expect("consul settings");
+    let dcs = consul_dcs("http://127.0.0.1:9", "pg1", TTL_MS);
     start_on(published, Arc::new(dcs)).await
 }
 

@@ -4,7 +4,6 @@ use std::sync::Arc;
 
 use tenure::agent::control::StoreControl;
 use tenure::api::{self, ApiState};
-use tenure::dcs::consul::{ConsulDcs, ConsulSettings};
 use tenure::dcs::Dcs;
 use tenure::ha::Millis;
 use tokio::sync::{mpsc, oneshot, watch, Notify};
@@ -37,13 +36,7 @@ postgresql:
 #[tokio::test]
 async fn a_config_the_agents_would_refuse_is_refused_at_the_door_with_422() {
     let consul = ConsulTestServer::start(ConsulTestOptions::default()).await;
-    let dcs = ConsulDcs::new(ConsulSettings::new(
-        &consul.url(),
-        "batman",
-        "pg1",
-        tenure::ha::SessionStore::Consul.session_ttl_ms(30_000),
-    ))
-    .expect("consul settings");
+    let dcs = consul_dcs(&consul.url(), "pg1", 30_000);
     let deadline = || tokio::time::Instant::now() + std::time::Duration::from_secs(3);
     let start = serde_json::json!({"ttl": 30, "loop_wait": 5, "retry_timeout": 5});
     dcs.cas_config(&start, None, deadline()).await.unwrap();
@@ -88,13 +81,7 @@ async fn a_config_the_agents_would_refuse_is_refused_at_the_door_with_422() {
             .json(&body)
             .send()
     };
-    let reader = ConsulDcs::new(ConsulSettings::new(
-        &consul.url(),
-        "batman",
-        "pg2",
-        tenure::ha::SessionStore::Consul.session_ttl_ms(30_000),
-    ))
-    .expect("consul settings");
+    let reader = consul_dcs(&consul.url(), "pg2", 30_000);
     let stored = || async {
         let s = reader.get_cluster(true, deadline()).await.unwrap();
         s.config.map(|(v, _)| v)
@@ -187,13 +174,7 @@ async fn a_config_the_agents_would_refuse_is_refused_at_the_door_with_422() {
 #[tokio::test]
 async fn put_config_replaces_an_unreadable_config_key() {
     let consul = ConsulTestServer::start(ConsulTestOptions::default()).await;
-    let dcs = ConsulDcs::new(ConsulSettings::new(
-        &consul.url(),
-        "batman",
-        "pg1",
-        tenure::ha::SessionStore::Consul.session_ttl_ms(30_000),
-    ))
-    .expect("consul settings");
+    let dcs = consul_dcs(&consul.url(), "pg1", 30_000);
     let deadline = || tokio::time::Instant::now() + std::time::Duration::from_secs(3);
     let http = reqwest::Client::new();
     http.put(format!("{}/v1/kv/service/batman/config", consul.url()))
@@ -246,13 +227,7 @@ async fn put_config_replaces_an_unreadable_config_key() {
         .unwrap();
     let status = r.status().as_u16();
     assert_eq!(status, 200, "{}", r.text().await.unwrap());
-    let reader = ConsulDcs::new(ConsulSettings::new(
-        &consul.url(),
-        "batman",
-        "pg2",
-        tenure::ha::SessionStore::Consul.session_ttl_ms(30_000),
-    ))
-    .expect("consul settings");
+    let reader = consul_dcs(&consul.url(), "pg2", 30_000);
     let s = reader.get_cluster(true, deadline()).await.unwrap();
     assert_eq!(s.config.map(|(v, _)| v), Some(good));
     let _ = stop.send(());

@@ -304,3 +304,15 @@ pub fn with_cluster(mut p: Published) -> Published {
     p.cluster = Some(snapshot);
     p
 }
+
+/// A Consul store client of member `name` of scope `batman` at `url`, its sessions derived from `ttl_ms` as the
+/// agent derives them.
+pub fn consul_dcs(url: &str, name: &str, ttl_ms: u64) -> tenure::dcs::consul::ConsulDcs {
+    tenure::dcs::consul::ConsulDcs::new(tenure::dcs::consul::ConsulSettings::new(
+        url,
+        "batman",
+        name,
+        tenure::ha::SessionStore::Consul.session_ttl_ms(ttl_ms),
+    ))
+    .expect("consul settings")
+}

@@ -3,7 +3,6 @@
 use std::sync::Arc;
 
 use tenure::agent::control::StoreControl;
-use tenure::dcs::consul::{ConsulDcs, ConsulSettings};
 use tenure::ha::{Lsn, Member, MemberRole, MemberState, NodeName, Tags, Timeline};
 use tokio::sync::{mpsc, watch, Notify};
 
@@ -86,15 +85,7 @@ async fn switchover_checks_the_store_now_and_accepted_writes_wake_the_loop() {
     use tenure::api::{Control, FailoverRequest, SwitchoverRequest};
     use tenure::dcs::Dcs;
     let consul = ConsulTestServer::start(ConsulTestOptions::default()).await;
-    let store = |name: &str| {
-        ConsulDcs::new(ConsulSettings::new(
-            &consul.url(),
-            "batman",
-            name,
-            tenure::ha::SessionStore::Consul.session_ttl_ms(120_000),
-        ))
-        .expect("consul settings")
-    };
+    let store = |name: &str| consul_dcs(&consul.url(), name, 120_000);
     let deadline = || tokio::time::Instant::now() + std::time::Duration::from_secs(3);
     let (pg1, pg2, pg3) = (store("pg1"), store("pg2"), store("pg3"));
     pg1.ensure_session(deadline()).await.unwrap();
@@ -184,15 +175,7 @@ async fn switchover_and_failover_refusals_match_patroni() {
     use crate::support::consul_server::{ConsulTestOptions, ConsulTestServer};
     use tenure::dcs::Dcs;
     let consul = ConsulTestServer::start(ConsulTestOptions::default()).await;
-    let store = |name: &str| {
-        ConsulDcs::new(ConsulSettings::new(
-            &consul.url(),
-            "batman",
-            name,
-            tenure::ha::SessionStore::Consul.session_ttl_ms(120_000),
-        ))
-        .expect("consul settings")
-    };
+    let store = |name: &str| consul_dcs(&consul.url(), name, 120_000);
     let deadline = || tokio::time::Instant::now() + std::time::Duration::from_secs(3);
     let pg1 = store("pg1");
     pg1.ensure_session(deadline()).await.unwrap();

@@ -134,18 +134,7 @@ fn b_etcd_a_new_ttl_takes_effect_in_the_next_leader_lease() {
     let (code, _) = edit(&c, p, &["ttl=14"]);
     assert_eq!(code, 0);
     let to = others(p).next().expect("a replica");
-    c.wait_until("the replica streams", Duration::from_secs(30), |c| {
-        c.streams_from(to, p).then_some(())
-    });
-    let body = format!(
-        r#"{{"leader":"{}","candidate":"{}"}}"#,
-        c.nodes[p].name, c.nodes[to].name
-    );
-    // The candidate may still be catching up on the first try; the answer says so, and a retry follows.
-    c.wait_until("the switchover accepted", Duration::from_secs(30), |c| {
-        let (status, _) = api(c, p, "POST", "/switchover", &body);
-        (status == 200).then_some(())
-    });
+    switch_over_once_streaming(&mut c, p, to);
     c.wait_until(
         "the candidate leads on a 14 s lease",
         Duration::from_secs(60),
@@ -232,17 +221,7 @@ fn b2_consul_a_new_ttl_reaches_liveness_the_session_and_the_fence() {
         "13 s without a cycle is within the new ttl of 20 s"
     );
 
-    c.wait_until("the replica streams", Duration::from_secs(30), |c| {
-        c.streams_from(to, p).then_some(())
-    });
-    let body = format!(
-        r#"{{"leader":"{}","candidate":"{}"}}"#,
-        c.nodes[p].name, c.nodes[to].name
-    );
-    c.wait_until("the switchover accepted", Duration::from_secs(30), |c| {
-        let (status, _) = api(c, p, "POST", "/switchover", &body);
-        (status == 200).then_some(())
-    });
+    switch_over_once_streaming(&mut c, p, to);
     c.wait_until(
         "the candidate leads on a 10 s session",
         Duration::from_secs(60),
@@ -288,4 +267,20 @@ fn c_etcd_primary_start_timeout_0_fails_over_when_the_primary_crashes() {
     log(&c, &format!("{} took over", c.nodes[new].name));
     wait_rejoined(&mut c, p, new);
     c.assert_never_two_primaries();
+}
+
+/// Ask `p` to switch over to `to` once `to` streams from it: the candidate may still be catching up on the first
+/// try; the answer says so, and a retry follows.
+fn switch_over_once_streaming(c: &mut Cluster, p: usize, to: usize) {
+    c.wait_until("the replica streams", Duration::from_secs(30), |c| {
+        c.streams_from(to, p).then_some(())
+    });
+    let body = format!(
+        r#"{{"leader":"{}","candidate":"{}"}}"#,
+        c.nodes[p].name, c.nodes[to].name
+    );
+    c.wait_until("the switchover accepted", Duration::from_secs(30), |c| {
+        let (status, _) = api(c, p, "POST", "/switchover", &body);
+        (status == 200).then_some(())
+    });
 }
