@@ -117,6 +117,7 @@ pub fn decided(w: &mut World, i: usize, obs: &Observation, d: &Decision) {
     if let Some(answer) = &d.answer {
         crate::checkers::answered(w, i, obs.request.as_ref(), answer);
     }
+    w.digest_decision(i, &d.reason.to_string(), &format!("{:?}", d.actions));
     let line = format!("{}: {} {:?}", w.nodes[i].name, d.reason, d.actions);
     if w.nodes[i].agent.last_reason != line || !d.actions.is_empty() {
         w.nodes[i].agent.last_reason = line.clone();

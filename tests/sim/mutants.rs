@@ -43,7 +43,7 @@ fn mutant_sim(seed: u64, m: Mutant) -> Sim {
 #[test]
 fn mutant_promote_before_ack_trips_single_writer_or_lease_covers() {
     let msg = first_failure(1..50, |seed| {
-        crate::random::run_seed(seed, |_, c| c.mutant = Some(Mutant::PromoteBeforeAck))
+        crate::random::run_seed(seed, |_, c| c.mutant = Some(Mutant::PromoteBeforeAck));
     });
     assert_tripped(&msg, &["SingleWriter", "LeaseCovers"]);
 }
@@ -162,7 +162,7 @@ fn mutant_never_race_trips_liveness() {
 #[test]
 fn mutant_race_ignores_timeline_trips_timeline_monotone() {
     let msg = first_failure(1..400, |seed| {
-        crate::random::run_seed(seed, |_, c| c.mutant = Some(Mutant::RaceIgnoresTimeline))
+        crate::random::run_seed(seed, |_, c| c.mutant = Some(Mutant::RaceIgnoresTimeline));
     });
     assert_tripped(&msg, &["TimelineMonotone"]);
 }
@@ -276,7 +276,7 @@ fn mutant_failsafe_fixed_timeout_trips_failsafe_keeps_primary() {
 #[test]
 fn mutant_check_without_recovery_trips_recovery_before_check() {
     let msg = first_failure(1..200, |seed| {
-        crate::random::run_seed(seed, |_, c| c.mutant = Some(Mutant::CheckWithoutRecovery))
+        crate::random::run_seed(seed, |_, c| c.mutant = Some(Mutant::CheckWithoutRecovery));
     });
     assert_tripped(&msg, &["RecoveryBeforeCheck"]);
 }

@@ -4,7 +4,8 @@ use crate::rng::Rng;
 use tenure::ha::{OperatorRequest, RestartFilter};
 
 /// One random run: bootstrap, a fault phase, heal everything, then liveness within k·ttl.
-pub fn run_seed(seed: u64, adjust: impl Fn(usize, &mut tenure::ha::CoreConfig)) {
+/// Runs one seed; returns the digest of its decisions.
+pub fn run_seed(seed: u64, adjust: impl Fn(usize, &mut tenure::ha::CoreConfig)) -> u64 {
     let mut pick = Rng::new(seed.wrapping_mul(31).wrapping_add(7));
     let watchdog = pick.chance(50);
     let n = 3 + pick.pick(2);
@@ -59,6 +60,7 @@ pub fn run_seed(seed: u64, adjust: impl Fn(usize, &mut tenure::ha::CoreConfig)) 
     sim.run_for(2_000);
     sim.heal_all();
     sim.run_until_converged(ttl * 6);
+    sim.w.decisions_digest
 }
 
 fn inject(sim: &mut Sim, pick: &mut Rng, watchdog: bool) {
@@ -129,8 +131,15 @@ fn random_seeds_with_mixed_faults() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(1);
+    // `TENURE_SIM_DIGESTS=FILE` writes each seed's decision digest: diff two builds' files to show that a
+    // restructuring left every decision of every seed where it was.
+    let mut digests = String::new();
     for seed in base..base + seeds {
-        run_seed(seed, |_, _| {});
+        let digest = run_seed(seed, |_, _| {});
+        digests += &format!("{seed} {digest:016x}\n");
+    }
+    if let Ok(path) = std::env::var("TENURE_SIM_DIGESTS") {
+        std::fs::write(&path, digests).expect("TENURE_SIM_DIGESTS names a writable file");
     }
     println!("{seeds} seeds passed");
 }

@@ -205,6 +205,9 @@ pub struct World {
     pub knobs: Knobs,
     pub trace: bool,
     pub log: Vec<String>,
+    /// A digest of every decision taken (time, node, reason, actions): two builds that give a seed the same
+    /// digest took the same decisions at the same times (`TENURE_SIM_DIGESTS`, in random.rs).
+    pub decisions_digest: u64,
     /// Timelines created by promotions so far, for TimelineMonotone.
     pub timelines: BTreeSet<u32>,
     pub violations: Vec<String>,
@@ -213,6 +216,8 @@ pub struct World {
     /// The newest commit acknowledged under synchronous mode's promise (NoAckedWriteLost).
     pub acked: Option<crate::sync::Acked>,
 }
+
+const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
 
 impl World {
     pub fn new(seed: u64, cfgs: Vec<CoreConfig>, lock_delay_ms: u64) -> World {
@@ -273,6 +278,7 @@ impl World {
             },
             trace,
             log: Vec::new(),
+            decisions_digest: FNV_OFFSET,
             timelines: BTreeSet::from([1]),
             violations: Vec::new(),
             last_write_t: 0,
@@ -295,6 +301,15 @@ impl World {
         self.seq += 1;
         self.queue.push(Reverse((at.max(self.t), self.seq)));
         self.events.insert(self.seq, ev);
+    }
+
+    /// Folds one decision into `decisions_digest` (FNV-1a: stable across builds and toolchains).
+    pub fn digest_decision(&mut self, i: usize, reason: &str, actions: &str) {
+        let line = format!("{} {i} {reason} {actions}\n", self.t);
+        for b in line.bytes() {
+            self.decisions_digest =
+                (self.decisions_digest ^ b as u64).wrapping_mul(0x100_0000_01b3);
+        }
     }
 
     pub fn note(&mut self, line: String) {
