@@ -1,5 +1,13 @@
-//! The only place that reads time: `CLOCK_MONOTONIC` (shared by the agent and its fencing process) and wall time.
+//! The only place that reads time: `CLOCK_MONOTONIC` (shared by the agent and its fencing process), tokio's clock
+//! for deadlines and wall time.
 use crate::ha::Millis;
+
+/// Now on tokio's clock, for deadlines and timeouts: the clock `tokio::time::pause` stops, so shell tests on
+/// paused time control every wait.
+pub fn now() -> tokio::time::Instant {
+    #[allow(clippy::disallowed_methods)] // the one call; see clippy.toml
+    tokio::time::Instant::now()
+}
 
 /// Milliseconds on the host's monotonic clock. The same clock in every process of the host, so a deadline
 /// computed by the agent means the same instant to the fencing process.
@@ -9,11 +17,26 @@ pub fn monotonic() -> Millis {
     Millis(ts.tv_sec() as u64 * 1_000 + ts.tv_nsec() as u64 / 1_000_000)
 }
 
-/// Unix time in milliseconds (only for comparing with a switchover's `scheduled_at`).
-pub fn wall_ms() -> u64 {
+/// Now on the clock since boot (`CLOCK_BOOTTIME`, which counts suspended time, as `/proc/<pid>/stat` does) and
+/// on the wall clock, in nanoseconds, read together to place a process's start on the wall clock.
+pub fn boot_and_wall_ns() -> Option<(i128, i128)> {
+    use nix::time::{clock_gettime, ClockId};
+    let ns = |t: nix::sys::time::TimeSpec| t.tv_sec() as i128 * 1_000_000_000 + t.tv_nsec() as i128;
+    let boot = ns(clock_gettime(ClockId::CLOCK_BOOTTIME).ok()?);
+    let wall = ns(clock_gettime(ClockId::CLOCK_REALTIME).ok()?);
+    Some((boot, wall))
+}
+
+/// Unix time in nanoseconds.
+pub fn wall_ns() -> u128 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
+        .map_or(0, |d| d.as_nanos())
+}
+
+/// Unix time in milliseconds (only for comparing with a switchover's `scheduled_at`).
+pub fn wall_ms() -> u64 {
+    (wall_ns() / 1_000_000) as u64
 }
 
 /// Unix time in seconds.

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use nix::sys::signal::{kill, Signal};
 use serde_json::Value;
@@ -205,14 +205,14 @@ impl Demo {
             .map_err(|e| failed(format!("start {ETCD_BIN}: {e}")))?;
         self.etcd = Some(child);
         let addr = std::net::SocketAddr::from(([127, 0, 0, 1], client));
-        let until = Instant::now() + Duration::from_secs(20);
+        let until = crate::clock::now() + Duration::from_secs(20);
         loop {
             if local::http_get(addr, "/health")
                 .is_some_and(|(_, b)| b.contains("\"health\":\"true\""))
             {
                 return Ok(client);
             }
-            if Instant::now() > until {
+            if crate::clock::now() > until {
                 return Err(failed(format!(
                     "etcd did not become healthy; its log:\n{}",
                     local::tail(&dir.join("etcd.log"), 20)
@@ -243,7 +243,7 @@ impl Demo {
         interrupted: &AtomicBool,
         done: impl Fn(&[Row]) -> bool,
     ) -> Result<Duration, DemoError> {
-        let start = Instant::now();
+        let start = crate::clock::now();
         let mut shown = String::new();
         loop {
             let rows = self.rows();

@@ -73,7 +73,7 @@ const DEFAULT_REQUEST_TIMEOUT_S: u64 = 120;
 
 impl StoreControl {
     fn deadline(&self) -> Instant {
-        Instant::now() + Duration::from_millis(self.timeout_ms)
+        crate::clock::now() + Duration::from_millis(self.timeout_ms)
     }
 
     /// The cluster as the store has it now (a quorum read, as Patroni's handlers read the store); the

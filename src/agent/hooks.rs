@@ -159,7 +159,7 @@ mod tests {
             .iter()
             .map(|s| s.to_string())
             .collect();
-        let deadline = Instant::now() + std::time::Duration::from_secs(10);
+        let deadline = crate::clock::now() + std::time::Duration::from_secs(10);
         let got = run_until(&argv, deadline, "pre_promote").await;
         std::env::remove_var("TENURE_HOOK_TEST_SECRET");
         assert_eq!(got, Ok(()), "the hook saw a TENURE_ variable");

@@ -29,7 +29,7 @@ impl MemberPublisher {
             while rx.changed().await.is_ok() {
                 let next = rx.borrow_and_update().clone();
                 if let Some((record, timeout_ms, cycle_at)) = next {
-                    let deadline = Instant::now() + Duration::from_millis(timeout_ms);
+                    let deadline = crate::clock::now() + Duration::from_millis(timeout_ms);
                     publish(dcs.as_ref(), &record, deadline, cycle_at).await;
                 }
             }
@@ -57,7 +57,7 @@ impl MemberPublisher {
 
 /// Write `record` now, waiting for it (only the `PublishBeforeActions` mutant's order asks for this).
 pub async fn write_now(dcs: &dyn Dcs, record: &MemberRecord, timeout_ms: u64) {
-    let now = Instant::now();
+    let now = crate::clock::now();
     publish(dcs, record, now + Duration::from_millis(timeout_ms), now).await;
 }
 

@@ -29,7 +29,7 @@ use super::AgentError;
 
 /// A store `Instant` `ms` from now.
 fn after_ms(ms: u64) -> Instant {
-    Instant::now() + Duration::from_millis(ms)
+    crate::clock::now() + Duration::from_millis(ms)
 }
 
 /// Convert a core deadline (monotonic ms) to a tokio instant.
@@ -141,7 +141,7 @@ pub async fn run_agent(
         probe_conn: crate::pg::probe::KeptConnection::default(),
         config_key: None,
         mirror,
-        cycle_at: Instant::now(),
+        cycle_at: crate::clock::now(),
         running: None,
         streaming: false,
         record: None,
@@ -292,7 +292,9 @@ pub(super) async fn watch(dcs: &dyn Dcs, key: Watched, index: Option<u64>, until
     let Some(index) = index else {
         return std::future::pending().await;
     };
-    let wait_ms = until.saturating_duration_since(Instant::now()).as_millis() as u64;
+    let wait_ms = until
+        .saturating_duration_since(crate::clock::now())
+        .as_millis() as u64;
     if wait_ms == 0 {
         return std::future::pending().await;
     }

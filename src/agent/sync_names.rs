@@ -68,7 +68,7 @@ impl Executor {
             // Kept for the next start; the job may be replacing the data directory right now.
             return Outcome::Failed("a background job is running; not written yet".into());
         }
-        let until = deadline.min(Instant::now() + Duration::from_secs(APPLY_TIMEOUT_S));
+        let until = deadline.min(crate::clock::now() + Duration::from_secs(APPLY_TIMEOUT_S));
         match sync::apply(&self.pg, until).await {
             Ok(()) => Outcome::Done,
             Err(e) => Outcome::Failed(e.to_string()),

@@ -3,8 +3,6 @@
 //! member key and, worse, over one leader key.
 use std::time::Duration;
 
-use tokio::time::Instant;
-
 use crate::dcs::Dcs;
 
 /// Patroni probes with 2 s.
@@ -30,7 +28,7 @@ pub async fn check(
     own_api_url: &str,
     timeout_ms: u64,
 ) -> NameCheck {
-    let deadline = Instant::now() + Duration::from_millis(timeout_ms);
+    let deadline = crate::clock::now() + Duration::from_millis(timeout_ms);
     let snap = match dcs.get_cluster(false, deadline).await {
         Ok(s) => s,
         Err(e) => return NameCheck::Unknown(e.to_string()),

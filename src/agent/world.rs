@@ -112,7 +112,7 @@ impl World for RealWorld {
 
     async fn read_store(&mut self, consistent: bool, deadline: Millis) -> Option<Cluster> {
         self.config_key = None;
-        self.cycle_at = tokio::time::Instant::now();
+        self.cycle_at = crate::clock::now();
         match self.dcs.get_cluster(consistent, instant_at(deadline)).await {
             Ok(mut snap) => {
                 snapshot::fill_derived(&mut snap);
@@ -136,7 +136,7 @@ impl World for RealWorld {
 
     fn read_skipped(&mut self) {
         self.config_key = None;
-        self.cycle_at = tokio::time::Instant::now();
+        self.cycle_at = crate::clock::now();
         rt::count_store_error(&mut self.counters, &rt::skipped_read());
     }
 

@@ -62,7 +62,7 @@ impl Slot {
         Slot {
             busy: AtomicBool::new(false),
             evict: Notify::new(),
-            idle_since: Mutex::new(Instant::now()),
+            idle_since: Mutex::new(crate::clock::now()),
         }
     }
 
@@ -119,7 +119,7 @@ impl Drop for Busy {
             .slot
             .idle_since
             .lock()
-            .unwrap_or_else(|e| e.into_inner()) = Instant::now();
+            .unwrap_or_else(|e| e.into_inner()) = crate::clock::now();
         self.slot.busy.store(false, Ordering::SeqCst);
         if self.other {
             self.pool.busy_other.fetch_sub(1, Ordering::SeqCst);
@@ -234,13 +234,13 @@ async fn connection<S>(
         // While busy, look again after one timeout: the request's end resets the idle clock.
         let check_at = slot
             .idle_deadline()
-            .unwrap_or_else(|| Instant::now() + IDLE_TIMEOUT);
+            .unwrap_or_else(|| crate::clock::now() + IDLE_TIMEOUT);
         tokio::select! {
             _ = &mut http => return,
             _ = slot.evict.notified() => return,
             _ = stop.wait_for(|s| *s) => break,
             _ = tokio::time::sleep_until(check_at) => {
-                if slot.idle_deadline().is_some_and(|d| d <= Instant::now()) {
+                if slot.idle_deadline().is_some_and(|d| d <= crate::clock::now()) {
                     return;
                 }
             }

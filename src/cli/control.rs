@@ -5,7 +5,6 @@ use std::time::Duration;
 
 use reqwest::Method;
 use serde_json::{json, Value};
-use tokio::time::Instant;
 
 use super::prompt::confirm;
 use super::rest::{targets, Target};
@@ -163,7 +162,7 @@ pub async fn pause(ctx: &Ctx, on: bool, wait: bool) -> Result<(), CliError> {
 async fn wait_for_pause(ctx: &Ctx, to: &[Target], on: bool) -> Result<(), CliError> {
     let state = if on { "pause" } else { "resume" };
     println!("Waiting for every member to {state}...");
-    let until = Instant::now() + WAIT_LIMIT;
+    let until = crate::clock::now() + WAIT_LIMIT;
     loop {
         let present = ctx.store.read().await.ok().map(|s| s.members);
         let mut behind = Vec::new();
@@ -190,7 +189,7 @@ async fn wait_for_pause(ctx: &Ctx, to: &[Target], on: bool) -> Result<(), CliErr
             }
             return Ok(());
         }
-        if Instant::now() + WAIT_POLL > until {
+        if crate::clock::now() + WAIT_POLL > until {
             return Err(CliError::refused(format!(
                 "after {} s these members do not yet report that they {state}d: {}",
                 WAIT_LIMIT.as_secs(),

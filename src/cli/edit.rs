@@ -262,9 +262,7 @@ impl TempFile {
     fn create(dir: &Path, scope: &str, text: &str) -> Result<TempFile, CliError> {
         use std::io::Write;
         use std::os::unix::fs::OpenOptionsExt;
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.subsec_nanos());
+        let nanos = (crate::clock::wall_ns() % 1_000_000_000) as u32;
         for attempt in 0..100u32 {
             let name = format!(
                 "{scope}-config-{}-{:x}.yaml",

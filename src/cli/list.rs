@@ -49,7 +49,7 @@ pub async fn watch(
     use std::io::{IsTerminal, Write};
     let clear = watch_ms.is_some() && std::io::stdout().is_terminal();
     loop {
-        let started = tokio::time::Instant::now();
+        let started = crate::clock::now();
         if clear {
             print!("\x1b[2J\x1b[1;1H");
         }
@@ -67,9 +67,7 @@ pub async fn watch(
 
 /// patronictl's `timestamp(0)` (`2026-12-05 06:53:00`), in UTC: tenure reads no time zone database.
 pub(super) fn now_text() -> String {
-    let now_ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs() * 1000);
+    let now_ms = crate::clock::wall_s() * 1000;
     let iso = crate::dcs::rfc3339::format_rfc3339_ms(now_ms);
     iso.replacen('T', " ", 1)
         .trim_end_matches("+00:00")

@@ -35,7 +35,7 @@ type Answer = (Vec<String>, Vec<Vec<Option<String>>>);
 pub async fn query(ctx: &Ctx, args: &QueryArgs) -> Result<(), CliError> {
     let snapshot = ctx.store.read().await?;
     loop {
-        let started = tokio::time::Instant::now();
+        let started = crate::clock::now();
         match run(ctx, &snapshot, args).await {
             Ok((columns, rows)) => print!("{}", render(args, &columns, &rows)),
             Err(e) => {

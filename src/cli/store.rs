@@ -1,5 +1,5 @@
 //! The store through the agent's own `Dcs` adapter: one consistent read of the scope, and `remove`'s wipe.
-use tokio::time::{Duration, Instant};
+use tokio::time::Duration;
 
 use super::CliError;
 use crate::config::{Config, Store as StoreSettings};
@@ -42,7 +42,7 @@ impl Store {
 
     /// A quorum-confirmed read of the whole scope, as patronictl does.
     pub async fn read(&self) -> Result<ClusterSnapshot, CliError> {
-        let deadline = Instant::now() + Duration::from_millis(self.read_ms);
+        let deadline = crate::clock::now() + Duration::from_millis(self.read_ms);
         self.dcs
             .get_cluster(true, deadline)
             .await
@@ -51,7 +51,7 @@ impl Store {
 
     /// Delete every key of the scope (`tenure remove`), with a read's time budget.
     pub async fn delete_cluster(&self) -> Result<(), CliError> {
-        let deadline = Instant::now() + Duration::from_millis(self.read_ms);
+        let deadline = crate::clock::now() + Duration::from_millis(self.read_ms);
         self.dcs
             .delete_cluster(deadline)
             .await

@@ -232,7 +232,7 @@ mod tests {
     #[tokio::test]
     async fn a_read_is_confirmed_by_an_answer_and_the_events_up_to_its_revision() {
         let m = Mirror::default();
-        let soon = || Instant::now() + std::time::Duration::from_millis(20);
+        let soon = || crate::clock::now() + std::time::Duration::from_millis(20);
         assert_eq!(m.ask(), None, "no stream yet");
         m.set(ClusterSnapshot::default(), None, keys(&[("a", 5)]), 5);
         m.answered(5, false);

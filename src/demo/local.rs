@@ -8,7 +8,7 @@ use std::net::SocketAddr;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::{Gid, Pid, Uid};
@@ -288,13 +288,13 @@ impl Agent {
         };
         if let RunAs::Postgres { .. } = run_as {
             // runuser forks and waits for the command: the agent is its one child.
-            let until = Instant::now() + Duration::from_secs(5);
+            let until = crate::clock::now() + Duration::from_secs(5);
             loop {
                 if let Some((pid, _)) = children_of(outer).first() {
                     agent.pid = *pid;
                     break;
                 }
-                if agent.exit_status().is_some() || Instant::now() > until {
+                if agent.exit_status().is_some() || crate::clock::now() > until {
                     return Err(format!(
                         "agent {} did not start; its log:\n{}",
                         spec.name,
@@ -347,12 +347,12 @@ impl Agent {
 
     /// Wait up to `timeout` for it to exit.
     pub fn wait(&mut self, timeout: Duration) -> Option<ExitStatus> {
-        let until = Instant::now() + timeout;
+        let until = crate::clock::now() + timeout;
         loop {
             if let Some(s) = self.exit_status() {
                 return Some(s);
             }
-            if Instant::now() >= until {
+            if crate::clock::now() >= until {
                 return None;
             }
             std::thread::sleep(Duration::from_millis(20));

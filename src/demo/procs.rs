@@ -3,7 +3,7 @@ use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Mutex, MutexGuard, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use nix::sys::signal::{kill, Signal};
 use nix::sys::wait::{waitpid, WaitPidFlag};
@@ -165,8 +165,8 @@ pub fn stop_postmaster(data_dir: &Path, grace: Duration) {
         return;
     };
     let _ = kill(pid, Signal::SIGQUIT);
-    let until = Instant::now() + grace;
-    while alive(pid) && Instant::now() < until {
+    let until = crate::clock::now() + grace;
+    while alive(pid) && crate::clock::now() < until {
         std::thread::sleep(Duration::from_millis(50));
     }
     for p in process_tree(pid) {

@@ -167,10 +167,9 @@ mod tests {
             })
         };
         let body = vec![b'x'; 16 * 1024];
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        let deadline = crate::clock::now() + std::time::Duration::from_secs(20);
         let mut writes = 0;
-        while writes < 300
-            || (seen.load(Ordering::Relaxed) < 100 && std::time::Instant::now() < deadline)
+        while writes < 300 || (seen.load(Ordering::Relaxed) < 100 && crate::clock::now() < deadline)
         {
             replace_file(&path, &body, 0o600, None).unwrap();
             writes += 1;

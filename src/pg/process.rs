@@ -244,11 +244,8 @@ fn start_ticks(pid: i32) -> Option<u64> {
 /// When `pid` started, in wall-clock nanoseconds since the epoch, to 10 ms (comparable with a file's
 /// ctime): its start after boot, placed on the wall clock by reading both clocks now.
 pub(crate) fn process_started_at_ns(pid: i32) -> Option<i128> {
-    use nix::time::{clock_gettime, ClockId};
-    let ns = |t: nix::sys::time::TimeSpec| t.tv_sec() as i128 * 1_000_000_000 + t.tv_nsec() as i128;
     let since_boot_ns = start_ticks(pid)? as i128 * (1_000_000_000 / TICKS_PER_S as i128);
-    let boot_now = ns(clock_gettime(ClockId::CLOCK_BOOTTIME).ok()?);
-    let wall_now = ns(clock_gettime(ClockId::CLOCK_REALTIME).ok()?);
+    let (boot_now, wall_now) = crate::clock::boot_and_wall_ns()?;
     Some(wall_now - (boot_now - since_boot_ns))
 }
 

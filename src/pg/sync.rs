@@ -156,7 +156,7 @@ pub async fn apply(settings: &PgSettings, deadline: Instant) -> Result<(), PgErr
         if shown == want {
             return Ok(());
         }
-        if Instant::now() + Duration::from_millis(POLL_MS) >= deadline {
+        if crate::clock::now() + Duration::from_millis(POLL_MS) >= deadline {
             return Err(timed_out(
                 &want,
                 &format!("PostgreSQL still shows {shown:?}"),

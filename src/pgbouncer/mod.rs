@@ -133,7 +133,7 @@ impl PgBouncer {
         let result = self.command(&client, "PAUSE", end).await;
         if let Err(PoolerError::Timeout { .. }) = &result {
             // Leave PgBouncer as it was: a pause still pending inside it would hold every client.
-            let again = Instant::now() + self.step() / 2;
+            let again = crate::clock::now() + self.step() / 2;
             if let Ok(client) = self.admin(again).await {
                 let _ = self.command(&client, "RESUME", again).await;
             }
@@ -218,7 +218,7 @@ impl PgBouncer {
 
     /// The end of a step starting now: the step deadline, and never past the decision's.
     fn step_end(&self, deadline: Instant) -> Instant {
-        (Instant::now() + self.step()).min(deadline)
+        (crate::clock::now() + self.step()).min(deadline)
     }
 
     fn at(&self) -> String {

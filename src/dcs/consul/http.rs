@@ -162,7 +162,7 @@ impl Http {
         deadline: Instant,
     ) -> Result<Answer, DcsError> {
         let what = format!("{method} {path_and_query}");
-        if Instant::now() >= deadline {
+        if crate::clock::now() >= deadline {
             return Err(DcsError::Unavailable(format!(
                 "{what}: deadline passed before sending"
             )));

@@ -13,7 +13,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use tokio::time::{Duration, Instant};
+use tokio::time::Duration;
 use tracing::debug;
 
 use super::{snapshot, ConsulDcs, WATCH_MARGIN_MS};
@@ -34,7 +34,7 @@ impl ConsulDcs {
         let mut index = 0;
         let mut retry_ms = RETRY_MIN_MS;
         loop {
-            let sent = Instant::now();
+            let sent = crate::clock::now();
             match self.mirror_query(&self.mirror, index).await {
                 Ok(next) => {
                     retry_ms = RETRY_MIN_MS;
@@ -60,7 +60,7 @@ impl ConsulDcs {
     async fn mirror_query(&self, mirror: &Arc<Mirror>, index: u64) -> Result<u64, DcsError> {
         // Consul adds up to wait/16 of jitter; past that plus a margin, the server is not answering.
         let deadline =
-            Instant::now() + Duration::from_millis(WAIT_MS + WAIT_MS / 16 + WATCH_MARGIN_MS);
+            crate::clock::now() + Duration::from_millis(WAIT_MS + WAIT_MS / 16 + WATCH_MARGIN_MS);
         let flags = match self.settings.consistency.flag() {
             Some(m) => format!("recurse&index={index}&wait={WAIT_MS}ms&{m}"),
             None => format!("recurse&index={index}&wait={WAIT_MS}ms"),

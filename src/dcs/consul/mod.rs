@@ -454,7 +454,7 @@ impl ConsulDcs {
         let wait_ms = wait_ms.clamp(1, WATCH_MAX_MS);
         // Consul adds up to wait/16 of jitter; past that plus a margin, the server is not answering.
         let deadline =
-            Instant::now() + Duration::from_millis(wait_ms + wait_ms / 16 + WATCH_MARGIN_MS);
+            crate::clock::now() + Duration::from_millis(wait_ms + wait_ms / 16 + WATCH_MARGIN_MS);
         let flags = match self.settings.consistency.flag() {
             Some(m) => format!("index={index}&wait={wait_ms}ms&{m}"),
             None => format!("index={index}&wait={wait_ms}ms"),

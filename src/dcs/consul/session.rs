@@ -103,7 +103,7 @@ impl ConsulDcs {
 
     pub(super) async fn renew(&self, id: &str, deadline: Instant) -> Result<(), DcsError> {
         let path = format!("/v1/session/renew/{id}");
-        let sent = Instant::now();
+        let sent = crate::clock::now();
         let answer = self.http.call(Method::PUT, &path, None, deadline).await?;
         // Consul may answer with a higher TTL than we asked for (it is under load); the core keeps using its
         // own, shorter assumption, which stays safe.

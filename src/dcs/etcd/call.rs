@@ -14,7 +14,7 @@ pub(super) async fn bounded<F: std::future::Future>(
     fut: F,
 ) -> Result<F::Output, DcsError> {
     // timeout_at polls the future once even past the deadline; a request must not even start then.
-    if Instant::now() >= deadline {
+    if crate::clock::now() >= deadline {
         return Err(DcsError::Unavailable(format!(
             "etcd {what}: deadline already passed"
         )));

@@ -42,7 +42,7 @@ impl EtcdDcs {
     /// earlier, timed-out request as if it answered this one, and the caller would then date the lease
     /// extension from the wrong send time.
     pub(super) async fn keep_alive(&self, lease: i64, deadline: Instant) -> Result<(), DcsError> {
-        let sent = Instant::now();
+        let sent = crate::clock::now();
         let renewed = self
             .call(deadline, "lease keep-alive", |mut c| async move {
                 c.lease_keep_alive(lease).await

@@ -180,7 +180,7 @@ impl EtcdDcs {
 
     /// One Range and one watch stream, until the stream ends; returns why it ended.
     async fn feed_once(&self) -> DcsError {
-        let setup = Instant::now() + Duration::from_millis(SETUP_MS);
+        let setup = crate::clock::now() + Duration::from_millis(SETUP_MS);
         let prefix = self.keys.prefix.clone();
         let opts = GetOptions::new().with_prefix();
         let p = prefix.as_str();

@@ -265,12 +265,13 @@ impl Dcs for EtcdDcs {
         // etcd ranges are linearizable unless asked to be serializable, so `consistent` needs nothing extra;
         // a mirrored read is as fresh (`dcs::mirror`). Half the time is left for a Range if it is not.
         if !self.full_read_due() {
-            let half = Instant::now() + deadline.saturating_duration_since(Instant::now()) / 2;
+            let half =
+                crate::clock::now() + deadline.saturating_duration_since(crate::clock::now()) / 2;
             if let Some(snap) = self.mirrored_read(half).await {
                 return Ok(snap);
             }
         }
-        self.full_read_sent(Instant::now());
+        self.full_read_sent(crate::clock::now());
         self.feed.mirror.unconfirm();
         let prefix = self.keys.prefix.as_str();
         let opts = GetOptions::new().with_prefix();

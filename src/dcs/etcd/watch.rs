@@ -23,8 +23,9 @@ impl EtcdDcs {
         index: u64,
         wait_ms: u64,
     ) -> Result<u64, DcsError> {
-        let deadline = Instant::now() + Duration::from_millis(wait_ms);
-        let confirm = || Instant::now() + Duration::from_millis(wait_ms.clamp(1, WATCH_CONFIRM_MS));
+        let deadline = crate::clock::now() + Duration::from_millis(wait_ms);
+        let confirm =
+            || crate::clock::now() + Duration::from_millis(wait_ms.clamp(1, WATCH_CONFIRM_MS));
         if index == 0 {
             return self.key_index(k, confirm()).await;
         }
@@ -65,7 +66,7 @@ impl EtcdDcs {
         let mut confirming = false;
         loop {
             let until = if confirming {
-                Instant::now() + Duration::from_millis(WATCH_CONFIRM_MS)
+                crate::clock::now() + Duration::from_millis(WATCH_CONFIRM_MS)
             } else {
                 deadline
             };
