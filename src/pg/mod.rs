@@ -19,6 +19,7 @@ pub mod recovery;
 pub mod rewind;
 pub mod slots;
 pub mod socket;
+pub mod standby_names;
 pub mod sync;
 pub mod tls;
 

@@ -132,7 +132,7 @@ impl RunningStatus {
             streaming: self.streaming(),
             pending_restart: self.pending_restart,
             server_version: self.server_version,
-            sync_names: super::sync::parse(&self.sync_names),
+            sync_names: super::standby_names::parse(&self.sync_names),
             standbys: self.replication.iter().filter_map(standby).collect(),
         }
     }
