@@ -15,20 +15,28 @@ pub fn render(p: &Published, now: Millis) -> String {
             escape(&p.name)
         ),
     };
-    let s = &p.status;
-    let m = &p.member;
-    let flag = |b: bool| if b { 1.0 } else { 0.0 };
-    let num = |v: Option<u64>| v.map_or(0.0, |v| v as f64);
-    let received = m.receive_lsn.or(m.replay_lsn);
-    let replayed = m.replay_lsn.or(m.receive_lsn);
-    // A primary reports `xlog_location` only (see `status::xlog`).
-    let location = if received.is_some() {
-        None
-    } else {
-        m.xlog_location
-    };
-    let in_archive = m.replication_state.as_deref() == Some("in archive recovery");
+    patroni_role(&mut w, p, now);
+    patroni_replication(&mut w, p);
+    patroni_cluster(&mut w, p);
+    tenure_own(&mut w, p, now);
+    w.out
+}
 
+fn flag(b: bool) -> f64 {
+    if b {
+        1.0
+    } else {
+        0.0
+    }
+}
+
+fn num(v: Option<u64>) -> f64 {
+    v.map_or(0.0, |v| v as f64)
+}
+
+/// Patroni's metrics of the PostgreSQL process and the primary's health check.
+fn patroni_role(w: &mut Writer, p: &Published, now: Millis) {
+    let s = &p.status;
     w.gauge(
         "patroni_version",
         "Patroni-compatible version without periods (tenure's own).",
@@ -49,6 +57,20 @@ pub fn render(p: &Published, now: Millis) -> String {
         "Value is 1 if this node answers /primary with 200, 0 otherwise.",
         flag(health::primary_ok(s, now)),
     );
+}
+
+/// Patroni's metrics of WAL positions, the replica roles and replication, in Patroni's order.
+fn patroni_replication(w: &mut Writer, p: &Published) {
+    let (s, m) = (&p.status, &p.member);
+    let received = m.receive_lsn.or(m.replay_lsn);
+    let replayed = m.replay_lsn.or(m.receive_lsn);
+    // A primary reports `xlog_location` only (see `status::xlog`).
+    let location = if received.is_some() {
+        None
+    } else {
+        m.xlog_location
+    };
+    let in_archive = m.replication_state.as_deref() == Some("in archive recovery");
     w.counter(
         "patroni_xlog_location",
         "Current WAL location of a primary, in bytes.",
@@ -109,6 +131,11 @@ pub fn render(p: &Published, now: Millis) -> String {
         "Version of PostgreSQL (server_version_num).",
         num(p.server_version.map(u64::from)),
     );
+}
+
+/// Patroni's metrics of the cluster and the node's settings.
+fn patroni_cluster(w: &mut Writer, p: &Published) {
+    let (s, m) = (&p.status, &p.member);
     w.gauge(
         "patroni_cluster_unlocked",
         "Value is 1 if the cluster has no leader key.",
@@ -139,7 +166,11 @@ pub fn render(p: &Published, now: Millis) -> String {
         "Value is 1 if HA is paused (maintenance mode).",
         flag(s.paused),
     );
+}
 
+/// tenure's own metrics: the lease, the cycle, store errors, role changes, PgBouncer.
+fn tenure_own(w: &mut Writer, p: &Published, now: Millis) {
+    let s = &p.status;
     let remaining_ms = s.lease_deadline.map_or(0, |d| d.since(now));
     w.gauge(
         "tenure_lease_remaining_seconds",
@@ -182,7 +213,6 @@ pub fn render(p: &Published, now: Millis) -> String {
             pb.failures as f64,
         );
     }
-    w.out
 }
 
 struct Writer {
