@@ -232,6 +232,27 @@ pub async fn running_status(
     settings: &PgSettings,
     client: &Client,
 ) -> Result<RunningStatus, PgError> {
+    let (in_recovery, common) = common_status(client).await?;
+    if in_recovery {
+        replica_status(settings, client, common).await
+    } else {
+        primary_status(client, common).await
+    }
+}
+
+/// What a primary and a replica both report.
+struct Common {
+    system_id: SystemId,
+    pending_restart: bool,
+    pending_restart_reason: Vec<(String, String, String)>,
+    server_version: u32,
+    postmaster_start_time: String,
+    postmaster_start_unix_s: f64,
+    sync_names: String,
+}
+
+/// Whether the server is in recovery, and what every role reports.
+async fn common_status(client: &Client) -> Result<(bool, Common), PgError> {
     let row = client
         .query_one(
             "SELECT pg_is_in_recovery(), system_identifier::text, \
@@ -243,7 +264,6 @@ pub async fn running_status(
             &[],
         )
         .await?;
-    let in_recovery: bool = row.get(0);
     let sysid: String = row.get(1);
     let pending_restart: bool = row.get(2);
     let pending_restart_reason = if pending_restart {
@@ -251,46 +271,62 @@ pub async fn running_status(
     } else {
         Vec::new()
     };
-    let server_version = u32::try_from(row.get::<_, i32>(3)).unwrap_or(0);
-    let postmaster_start_time: String = row.get(4);
-    let postmaster_start_unix_s: f64 = row.get(5);
-    let sync_names: String = row.get(6);
     let system_id = SystemId(
         sysid
             .parse()
             .map_err(|_| PgError::Parse(format!("system identifier {sysid:?}")))?,
     );
-    if !in_recovery {
-        // pg_control's checkpoint timeline lags a promotion until the next checkpoint; the current WAL file's
-        // name does not.
-        let row = client
-            .query_one(
-                "SELECT pg_walfile_name(pg_current_wal_lsn()), pg_current_wal_lsn()::text, \
-                 pg_current_wal_flush_lsn()::text",
-                &[],
-            )
-            .await?;
-        return Ok(RunningStatus {
-            system_id,
-            role: PgRole::Primary,
-            timeline: timeline_of_walfile(row.get(0))?,
-            write_lsn: parse_lsn(row.get(1))?,
-            flush_lsn: parse_lsn(row.get(2))?,
-            receive_lsn: None,
-            replay_lsn: None,
-            upstream_end_lsn: None,
-            replay_paused: false,
-            wal_receiver: None,
-            upstream: None,
-            pending_restart,
-            pending_restart_reason,
-            server_version,
-            postmaster_start_time,
-            postmaster_start_unix_s,
-            replication: replication(client).await?,
-            sync_names,
-        });
-    }
+    let common = Common {
+        system_id,
+        pending_restart,
+        pending_restart_reason,
+        server_version: u32::try_from(row.get::<_, i32>(3)).unwrap_or(0),
+        postmaster_start_time: row.get(4),
+        postmaster_start_unix_s: row.get(5),
+        sync_names: row.get(6),
+    };
+    Ok((row.get(0), common))
+}
+
+/// A primary's status: its timeline from the current WAL file, its write and flush positions, its standbys.
+async fn primary_status(client: &Client, c: Common) -> Result<RunningStatus, PgError> {
+    // pg_control's checkpoint timeline lags a promotion until the next checkpoint; the current WAL file's
+    // name does not.
+    let row = client
+        .query_one(
+            "SELECT pg_walfile_name(pg_current_wal_lsn()), pg_current_wal_lsn()::text, \
+             pg_current_wal_flush_lsn()::text",
+            &[],
+        )
+        .await?;
+    Ok(RunningStatus {
+        system_id: c.system_id,
+        role: PgRole::Primary,
+        timeline: timeline_of_walfile(row.get(0))?,
+        write_lsn: parse_lsn(row.get(1))?,
+        flush_lsn: parse_lsn(row.get(2))?,
+        receive_lsn: None,
+        replay_lsn: None,
+        upstream_end_lsn: None,
+        replay_paused: false,
+        wal_receiver: None,
+        upstream: None,
+        pending_restart: c.pending_restart,
+        pending_restart_reason: c.pending_restart_reason,
+        server_version: c.server_version,
+        postmaster_start_time: c.postmaster_start_time,
+        postmaster_start_unix_s: c.postmaster_start_unix_s,
+        replication: replication(client).await?,
+        sync_names: c.sync_names,
+    })
+}
+
+/// A replica's status: positions received and replayed, its WAL receiver, the newest timeline it knows.
+async fn replica_status(
+    settings: &PgSettings,
+    client: &Client,
+    c: Common,
+) -> Result<RunningStatus, PgError> {
     let row = client
         .query_one(
             "SELECT pg_last_wal_receive_lsn()::text, pg_last_wal_replay_lsn()::text, \
@@ -320,7 +356,7 @@ pub async fn running_status(
         .map_or(0, |w| w.received_tli.0)
         .max(fetched_tli);
     Ok(RunningStatus {
-        system_id,
+        system_id: c.system_id,
         role: PgRole::Replica,
         timeline: Timeline(received.max(checkpoint_tli as u32)),
         write_lsn: None,
@@ -331,13 +367,13 @@ pub async fn running_status(
         replay_paused: row.get(11),
         wal_receiver,
         upstream: recovery::configured_upstream(settings),
-        pending_restart,
-        pending_restart_reason,
-        server_version,
-        postmaster_start_time,
-        postmaster_start_unix_s,
+        pending_restart: c.pending_restart,
+        pending_restart_reason: c.pending_restart_reason,
+        server_version: c.server_version,
+        postmaster_start_time: c.postmaster_start_time,
+        postmaster_start_unix_s: c.postmaster_start_unix_s,
         replication: Vec::new(),
-        sync_names,
+        sync_names: c.sync_names,
     })
 }
 
