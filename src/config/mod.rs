@@ -31,6 +31,7 @@ mod pg;
 mod pgbouncer;
 mod raw;
 mod restapi;
+mod store;
 mod sync;
 mod timing;
 
