@@ -18,7 +18,7 @@
 //! "scheduled restart deleted" / 404 "no restarts are scheduled", answered by whatever cycle comes next (it needs no
 //! action and no store). A pending one is published as `scheduled_restart` in the member key, `GET /patroni` and `GET
 //! /cluster`, and `tenure list` shows it. `POST /reload` (202 "reload scheduled") wakes the loop as SIGHUP does. A
-//! switchover request is checked against the core's rules (`ha::switchover_request_problem` on the last snapshot: 400
+//! switchover request is checked against the core's rules (`ha::admit` on the store's cluster: 400
 //! without a candidate in pause, 412 for a candidate that is not a running replica or lags beyond
 //! `maximum_lag_on_failover`) before it is written.
 use std::sync::Arc;
@@ -34,7 +34,7 @@ use crate::api::control::{
 use crate::api::Published;
 use crate::dcs::{ClusterSnapshot, Dcs, DcsError, SwitchoverRecord};
 use crate::ha::{
-    switchover_request_problem, OperatorRequest, PgRole, RestartFilter, SwitchoverProblem,
+    admit, AdmissionView, Gate, OperatorChange, OperatorRequest, PgRole, RestartFilter,
 };
 
 /// Operator requests through the store; `decide()` on every agent acts on them. Requests for this node
@@ -72,6 +72,10 @@ pub struct PendingRequest {
 const DEFAULT_REQUEST_TIMEOUT_S: u64 = 120;
 
 impl StoreControl {
+    fn max_lag_bytes(&self) -> u64 {
+        self.published.borrow().maximum_lag_on_failover_bytes
+    }
+
     fn deadline(&self) -> Instant {
         crate::clock::now() + Duration::from_millis(self.timeout_ms)
     }
@@ -114,32 +118,31 @@ impl StoreControl {
     }
 }
 
-/// Why `name` cannot be a candidate, from its member record (Patroni answers 412 for these).
-fn candidate_problem(snap: Option<&ClusterSnapshot>, name: &str) -> Option<String> {
-    let Some(rec) = snap.and_then(|c| c.members.get(name)) else {
-        return Some(format!("candidate {name} does not exist"));
-    };
-    let tags = crate::dcs::values::tags_from_map(&rec.tags);
-    if !tags.can_promote() {
-        return Some(format!(
-            "candidate {name} has nofailover set (or failover_priority <= 0)"
-        ));
-    }
-    None
-}
-
-/// Whether a member other than `leader` with a REST API is in the store (Patroni's `is_failover_possible`
-/// without a candidate).
-fn has_other_members(snap: Option<&ClusterSnapshot>, leader: &crate::ha::NodeName) -> bool {
-    snap.is_some_and(|c| {
+/// The member keys of `snap` as the core reads them, for `ha::admit`.
+fn member_keys(snap: Option<&ClusterSnapshot>) -> Vec<crate::ha::Member> {
+    snap.map_or_else(Vec::new, |c| {
         c.members
             .iter()
-            .any(|(name, rec)| name != leader.as_str() && !rec.api_url.is_empty())
+            .map(|(name, rec)| crate::dcs::records::member_from_record(name, rec))
+            .collect()
     })
 }
 
-fn leader(snap: Option<&ClusterSnapshot>) -> Option<String> {
-    snap.and_then(|c| c.cluster.leader_name().map(|l| l.to_string()))
+/// `ha::admit` at the API's gate on the store's cluster now: Patroni's refusals, codes and texts.
+fn admission(
+    snap: Option<&ClusterSnapshot>,
+    max_lag_bytes: u64,
+    change: OperatorChange<'_>,
+) -> Result<(), ControlError> {
+    let members = member_keys(snap);
+    let view = AdmissionView {
+        cluster: snap.map(|c| &c.cluster),
+        members: &members,
+        wall_ms: crate::clock::wall_ms(),
+        max_lag_bytes,
+    };
+    admit(Gate::Api, &view, change)
+        .map_err(|why| ControlError::new(why.http_status(), why.to_string()))
 }
 
 fn unavailable(e: DcsError) -> ControlError {
@@ -204,61 +207,12 @@ impl Control for StoreControl {
 
     async fn switchover(&self, req: SwitchoverRequest) -> Result<Accepted, ControlError> {
         let snap = self.current().await;
-        if let Some(at_ms) = req.scheduled_at_ms {
-            // Patroni's order: pause first, then the schedule's time (api.py `do_POST_failover`).
-            if snap.as_ref().is_some_and(|c| c.cluster.config.pause) {
-                return Err(ControlError::new(
-                    400,
-                    "Can't schedule switchover in the paused state",
-                ));
-            }
-            if at_ms < crate::clock::wall_ms() {
-                return Err(ControlError::new(
-                    422,
-                    "Cannot schedule switchover in the past",
-                ));
-            }
-        }
-        if leader(snap.as_ref()).as_deref() != Some(req.leader.as_str()) {
-            return Err(ControlError::new(
-                412,
-                format!(
-                    "leader name does not match: {} is not the leader",
-                    req.leader
-                ),
-            ));
-        }
-        if let Some(c) = &req.candidate {
-            if let Some(why) = candidate_problem(snap.as_ref(), c.as_str()) {
-                return Err(ControlError::new(412, why));
-            }
-        }
-        if req.scheduled_at.is_none()
-            && req.candidate.is_none()
-            && !has_other_members(snap.as_ref(), &req.leader)
-        {
-            return Err(ControlError::new(
-                412,
-                "switchover is not possible: cluster does not have members except leader",
-            ));
-        }
-        if req.scheduled_at.is_none() {
-            // The core's rules on the last snapshot (pause needs a candidate; a candidate must be a running
-            // replica within maximum_lag_on_failover): refused here rather than written and then dropped.
-            let max_lag_bytes = self.published.borrow().maximum_lag_on_failover_bytes;
-            let problem = snap.as_ref().and_then(|c| {
-                switchover_request_problem(max_lag_bytes, &c.cluster, req.candidate.as_ref())
-            });
-            match problem {
-                Some(why @ SwitchoverProblem::PausedWithoutCandidate) => {
-                    return Err(ControlError::new(400, why.to_string()))
-                }
-                Some(why @ SwitchoverProblem::Candidate(_)) => {
-                    return Err(ControlError::new(412, why.to_string()))
-                }
-                None => {}
-            }
-        }
+        let change = OperatorChange::Switchover {
+            leader: Some(&req.leader),
+            candidate: req.candidate.as_ref(),
+            scheduled_at_ms: req.scheduled_at_ms,
+        };
+        admission(snap.as_ref(), self.max_lag_bytes(), change)?;
         let rec = SwitchoverRecord {
             leader: Some(req.leader.to_string()),
             member: req.candidate.as_ref().map(|c| c.to_string()),
@@ -295,9 +249,10 @@ impl Control for StoreControl {
 
     async fn failover(&self, req: FailoverRequest) -> Result<Accepted, ControlError> {
         let snap = self.current().await;
-        if let Some(why) = candidate_problem(snap.as_ref(), req.candidate.as_str()) {
-            return Err(ControlError::new(412, why));
-        }
+        let change = OperatorChange::Failover {
+            candidate: &req.candidate,
+        };
+        admission(snap.as_ref(), self.max_lag_bytes(), change)?;
         let rec = SwitchoverRecord {
             leader: None,
             member: Some(req.candidate.to_string()),

@@ -8,6 +8,10 @@ use super::control::{
 use crate::dcs::rfc3339::parse_rfc3339_ms;
 use crate::ha::NodeName;
 
+/// Upper bound of every duration from outside (file, store, REST): larger is a typo, and would overflow the
+/// millisecond arithmetic. Here, in the lower layer, so the config reads it from the API and not back.
+pub const MAX_DURATION_S: u64 = 7 * 86_400;
+
 /// A body the API refuses with 400 and this message.
 pub type BadRequest = String;
 
@@ -242,7 +246,7 @@ fn name(s: Option<String>) -> Option<NodeName> {
 
 /// `timeout`: seconds as a number or as text (`"30"`, `"30s"`), from 1 (Patroni refuses `<= 0`) to a week.
 fn timeout_seconds(v: &serde_json::Value) -> Result<u64, BadRequest> {
-    let max = crate::config::defaults::MAX_DURATION_S;
+    let max = MAX_DURATION_S;
     let bad = || format!("Timeout should be a positive number of seconds, at most {max}; got {v}");
     let s = match v {
         serde_json::Value::Number(n) => n.as_u64().ok_or_else(bad)?,

@@ -9,7 +9,10 @@ use serde_json::{json, Value};
 use super::prompt::confirm;
 use super::rest::{targets, Target};
 use super::{CliError, Ctx};
+use crate::dcs::records::member_from_record;
 use crate::dcs::rfc3339::parse_rfc3339_ms;
+use crate::dcs::ClusterSnapshot;
+use crate::ha::{admit, AdmissionView, Gate, Inadmissible, NodeName, OperatorChange};
 
 /// `PATCH /config` answers once the store is written.
 pub(super) const CONFIG_TIMEOUT: Duration = Duration::from_secs(15);
@@ -210,38 +213,19 @@ pub async fn switchover(
 ) -> Result<(), CliError> {
     let snapshot = ctx.store.read().await?;
     let scope = &ctx.config.scope;
-    let Some(leader) = snapshot
+    let expected_leader = expected_leader.map(NodeName::new);
+    let candidate = candidate.map(NodeName::new);
+    let change = OperatorChange::Switchover {
+        leader: expected_leader.as_ref(),
+        candidate: candidate.as_ref(),
+        scheduled_at_ms: None,
+    };
+    admission(&snapshot, change).map_err(|why| refusal(&why, scope))?;
+    let leader = snapshot
         .cluster
         .leader_name()
         .map(|n| n.as_str().to_string())
-    else {
-        return Err(CliError::refused(format!(
-            "cluster {scope} has no leader: a switchover needs one (use failover --candidate NAME)"
-        )));
-    };
-    if let Some(l) = expected_leader.filter(|l| *l != leader) {
-        return Err(CliError::refused(format!(
-            "{l} is not the leader of cluster {scope} ({leader} is)"
-        )));
-    }
-    if candidate.is_none() && !snapshot.members.keys().any(|m| *m != leader) {
-        // patronictl refuses before sending; the API would answer 412.
-        return Err(CliError::refused(format!(
-            "No candidates found to switchover to: cluster {scope} has no member but its leader {leader}"
-        )));
-    }
-    if let Some(c) = &candidate {
-        if *c == leader {
-            return Err(CliError::refused(format!(
-                "{c} is already the leader of cluster {scope}"
-            )));
-        }
-        if !snapshot.members.contains_key(c) {
-            return Err(CliError::refused(format!(
-                "{c} is not a member of cluster {scope}"
-            )));
-        }
-    }
+        .expect("admitted at the CLI's gate: the cluster has a leader");
     let scheduled = scheduled.filter(|s| !s.trim().is_empty() && s.trim() != "now");
     if let Some(s) = &scheduled {
         parse_rfc3339_ms(s).map_err(|e| {
@@ -254,7 +238,7 @@ pub async fn switchover(
     )?;
     let mut body = json!({"leader": leader});
     if let Some(c) = &candidate {
-        body["candidate"] = json!(c);
+        body["candidate"] = json!(c.as_str());
     }
     if let Some(s) = &scheduled {
         body["scheduled_at"] = json!(s);
@@ -275,8 +259,46 @@ pub async fn switchover(
     Ok(())
 }
 
+/// `ha::admit` at the CLI's gate: what patronictl refuses before it sends a request.
+fn admission(snapshot: &ClusterSnapshot, change: OperatorChange<'_>) -> Result<(), Inadmissible> {
+    let members: Vec<_> = snapshot
+        .members
+        .iter()
+        .map(|(name, rec)| member_from_record(name, rec))
+        .collect();
+    let view = AdmissionView {
+        cluster: Some(&snapshot.cluster),
+        members: &members,
+        wall_ms: 0,
+        max_lag_bytes: 0,
+    };
+    admit(Gate::Cli, &view, change)
+}
+
+/// The CLI's words for a refusal at its gate (the API's texts for the rest, which it never meets).
+fn refusal(why: &Inadmissible, scope: &str) -> CliError {
+    CliError::refused(match why {
+        Inadmissible::NoLeader { .. } => format!(
+            "cluster {scope} has no leader: a switchover needs one (use failover --candidate NAME)"
+        ),
+        Inadmissible::NotTheLeader { named, leader } => {
+            format!("{named} is not the leader of cluster {scope} ({leader} is)")
+        }
+        Inadmissible::NoOtherMembers { leader } => format!(
+            "No candidates found to switchover to: cluster {scope} has no member but its leader {leader}"
+        ),
+        Inadmissible::CandidateIsLeader { candidate } => {
+            format!("{candidate} is already the leader of cluster {scope}")
+        }
+        Inadmissible::CandidateNotMember { candidate } => {
+            format!("{candidate} is not a member of cluster {scope}")
+        }
+        other => other.to_string(),
+    })
+}
+
 /// patronictl's question for a failover candidate, listing the members that may be promoted.
-fn ask_candidate(snapshot: &crate::dcs::ClusterSnapshot, force: bool) -> Result<String, CliError> {
+fn ask_candidate(snapshot: &ClusterSnapshot, force: bool) -> Result<String, CliError> {
     let leader = snapshot.cluster.leader_name().map(|n| n.as_str());
     let names: Vec<&str> = snapshot
         .members
@@ -311,20 +333,14 @@ pub async fn failover(ctx: &Ctx, candidate: Option<String>, force: bool) -> Resu
         Some(c) => c,
         None => ask_candidate(&snapshot, force)?,
     };
-    if !snapshot.members.contains_key(&candidate) {
-        return Err(CliError::refused(format!(
-            "{candidate} is not a member of cluster {scope}"
-        )));
-    }
+    let change = OperatorChange::Failover {
+        candidate: &NodeName::new(candidate.as_str()),
+    };
+    admission(&snapshot, change).map_err(|why| refusal(&why, scope))?;
     let leader = snapshot
         .cluster
         .leader_name()
         .map(|n| n.as_str().to_string());
-    if leader.as_deref() == Some(candidate.as_str()) {
-        return Err(CliError::refused(format!(
-            "{candidate} is already the leader of cluster {scope}"
-        )));
-    }
     let question = match &leader {
         Some(l) => format!(
             "Are you sure you want to failover cluster {scope}, demoting current leader {l}?"

@@ -2,15 +2,14 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use crate::dcs::consul::{Consistency, ConsulSettings};
-use crate::dcs::etcd::{EtcdSettings, EtcdTls};
 use crate::ha::{CoreConfig, NodeName, SessionStore, Timing, WatchdogMode};
 
 use super::defaults::MAX_DURATION_S;
 use super::error::{ConfigError, Origin, Warning};
-use super::raw::{
-    Hosts, RawConfig, RawConsistency, RawConsul, RawEtcd, RawWatchdogModeName, Seconds,
-};
+use super::pg::{RewindPolicy, TagValues};
+use super::raw::{RawConfig, RawDcs, RawFencer, RawTenure, RawWatchdogModeName, Seconds};
+use super::store::{consul, etcd};
+use super::sync::BootstrapSync;
 use super::{defaults, timing, Config, FencerSettings, Store, WatchdogSettings};
 
 /// The conversion's state: where values came from, and what went wrong so far.
@@ -90,12 +89,92 @@ impl Ctx<'_> {
     }
 }
 
+/// `bootstrap.dcs`'s and `tenure`'s durations and switches, read in the order their errors are reported.
+struct Durations {
+    ttl_ms: u64,
+    loop_wait_ms: u64,
+    retry_timeout_ms: u64,
+    fence_budget_ms: u64,
+    drift_max_ppm: u64,
+    failsafe_mode: bool,
+    sync: BootstrapSync,
+    failsafe_set: bool,
+    failsafe_timeout_ms: u64,
+    primary_start_timeout_ms: u64,
+}
+
 /// Build the typed config; `None` when `ctx.errors` says why.
 pub(crate) fn build(
     mut raw: RawConfig,
     env: &BTreeMap<String, String>,
     ctx: &mut Ctx,
 ) -> Option<Config> {
+    let (scope, name, namespace) = identity(&mut raw, ctx);
+    let bootstrap = raw.bootstrap.take().unwrap_or_default();
+    let mut dcs = bootstrap.dcs.unwrap_or_default();
+    let tenure = raw.tenure.take().unwrap_or_default();
+    let d = durations(&dcs, &tenure, ctx);
+    let is_consul = store_kind(&raw, ctx);
+    let timing = timing(is_consul, &d, ctx);
+
+    let restapi = super::restapi::build(raw.restapi.take(), ctx);
+    let log = super::log::build(raw.log.take(), ctx);
+    let dcs_pg = dcs.postgresql.take().unwrap_or_default();
+    let pg = super::pg::build(&mut raw, dcs_pg, name.as_deref(), &tenure, env, ctx);
+    let initdb = super::pg::initdb(bootstrap.initdb.unwrap_or_default(), ctx);
+    if let Some(m) = bootstrap.method.filter(|m| m != "initdb") {
+        ctx.invalid(
+            "bootstrap.method",
+            format!("custom bootstrap method {m:?} is not supported"),
+            Some("remove it; tenure bootstraps with initdb"),
+        );
+    }
+    let tags = super::pg::tags(raw.tags.take().unwrap_or_default(), ctx);
+    let pgbouncer = super::pgbouncer::build(raw.pgbouncer.take(), d.retry_timeout_ms, ctx);
+    let watchdog = watchdog(&mut raw, &timing, ctx);
+    let fencer = fencer(tenure.fencer.unwrap_or_default(), watchdog.as_ref(), ctx);
+    let ids = (scope.as_deref(), name.as_deref(), namespace.as_str());
+    let store = store(&mut raw, is_consul, ids, &timing, ctx);
+    let maximum_lag_on_failover_bytes = dcs
+        .maximum_lag_on_failover
+        .unwrap_or(defaults::MAXIMUM_LAG_ON_FAILOVER_BYTES);
+
+    if !ctx.errors.is_empty() {
+        return None;
+    }
+    let (scope, name, store, restapi, (pg, rewind, local_pg), tags, watchdog) =
+        (scope?, name?, store?, restapi?, pg?, tags?, watchdog?);
+    let mut core = CoreConfig::new(NodeName::new(name.clone()), timing).ok()?;
+    core.maximum_lag_on_failover_bytes = maximum_lag_on_failover_bytes;
+    core.primary_start_timeout_ms = d.primary_start_timeout_ms;
+    core.failsafe_timeout_ms = d.failsafe_timeout_ms;
+    local_rules(&mut core, &tags, &rewind, &watchdog);
+    core.hooks = local_pg.hooks.configured();
+    core.pooler = pgbouncer.is_some();
+    core.pooler_chain = pgbouncer.as_ref().is_some_and(|p| p.chain);
+    Some(Config {
+        file: ctx.file.to_path_buf(),
+        scope,
+        namespace,
+        store,
+        core,
+        restapi,
+        pg,
+        initdb: initdb?,
+        tags: tags.all,
+        clonefrom: tags.clonefrom,
+        watchdog,
+        fencer,
+        bootstrap_failsafe_mode: d.failsafe_mode,
+        bootstrap_sync: d.sync,
+        local_pg,
+        log,
+        pgbouncer,
+    })
+}
+
+/// `scope`, `name` and `namespace` (without slashes at either end).
+fn identity(raw: &mut RawConfig, ctx: &mut Ctx) -> (Option<String>, Option<String>, String) {
     let scope = ctx.required(
         raw.scope.take(),
         "scope",
@@ -115,10 +194,10 @@ pub(crate) fn build(
             Some("e.g. `namespace: /service/`"),
         );
     }
+    (scope, name, namespace)
+}
 
-    let bootstrap = raw.bootstrap.take().unwrap_or_default();
-    let mut dcs = bootstrap.dcs.unwrap_or_default();
-    let tenure = raw.tenure.take().unwrap_or_default();
+fn durations(dcs: &RawDcs, tenure: &RawTenure, ctx: &mut Ctx) -> Durations {
     let ttl_ms = ctx.ms(dcs.ttl, "bootstrap.dcs.ttl", defaults::TTL_MS);
     let loop_wait_ms = ctx.ms(
         dcs.loop_wait,
@@ -136,9 +215,8 @@ pub(crate) fn build(
         defaults::FENCE_BUDGET_MS,
     );
     let drift_max_ppm = tenure.drift_max_ppm.unwrap_or(defaults::DRIFT_MAX_PPM);
-    let bootstrap_failsafe_mode = dcs.failsafe_mode.unwrap_or(defaults::FAILSAFE_MODE);
-    let bootstrap_sync = super::sync::bootstrap_sync(&dcs, ctx);
-    let failsafe_set = tenure.failsafe_timeout.is_some();
+    let failsafe_mode = dcs.failsafe_mode.unwrap_or(defaults::FAILSAFE_MODE);
+    let sync = super::sync::bootstrap_sync(dcs, ctx);
     let failsafe_timeout_ms = ctx.ms(
         tenure.failsafe_timeout,
         "tenure.failsafe_timeout",
@@ -149,8 +227,23 @@ pub(crate) fn build(
         "bootstrap.dcs.primary_start_timeout",
         defaults::PRIMARY_START_TIMEOUT_MS,
     );
+    Durations {
+        ttl_ms,
+        loop_wait_ms,
+        retry_timeout_ms,
+        fence_budget_ms,
+        drift_max_ppm,
+        failsafe_mode,
+        sync,
+        failsafe_set: tenure.failsafe_timeout.is_some(),
+        failsafe_timeout_ms,
+        primary_start_timeout_ms,
+    }
+}
 
-    let is_consul = match (&raw.consul, &raw.etcd3) {
+/// Which store section the file has: `Some(true)` Consul, `Some(false)` etcd, `None` neither or both (an error).
+fn store_kind(raw: &RawConfig, ctx: &mut Ctx) -> Option<bool> {
+    match (&raw.consul, &raw.etcd3) {
         (Some(_), None) => Some(true),
         (None, Some(_)) => Some(false),
         (Some(_), Some(_)) => {
@@ -170,7 +263,11 @@ pub(crate) fn build(
             ctx.invalid("consul/etcd3", "no store section", Some(fix));
             None
         }
-    };
+    }
+}
+
+/// The one `Timing` (its session TTL derived once, by `Timing::new`), checked against the safety rules.
+fn timing(is_consul: Option<bool>, d: &Durations, ctx: &mut Ctx) -> Timing {
     // Without a store section the file is already invalid; etcd's rule stands in so the rest is still checked.
     let session_store = if is_consul == Some(true) {
         SessionStore::Consul
@@ -179,92 +276,79 @@ pub(crate) fn build(
     };
     let timing = Timing::new(
         session_store,
-        ttl_ms,
-        loop_wait_ms,
-        retry_timeout_ms,
-        drift_max_ppm,
-        fence_budget_ms,
+        d.ttl_ms,
+        d.loop_wait_ms,
+        d.retry_timeout_ms,
+        d.drift_max_ppm,
+        d.fence_budget_ms,
     );
     if is_consul.is_some() {
         timing::check(&timing, session_store, ctx);
     }
     // Only an explicit setting is an error: the default (2 s) is shortened to the room the timing leaves
     // (`CoreConfig::failsafe_round_ms`); failsafe extends nothing only where not even 100 ms fits.
-    if let (true, Err(e)) = (failsafe_set, timing.validate_failsafe(failsafe_timeout_ms)) {
+    if let (true, Err(e)) = (
+        d.failsafe_set,
+        timing.validate_failsafe(d.failsafe_timeout_ms),
+    ) {
         ctx.invalid(
             "tenure.failsafe_timeout",
             e.to_string(),
             Some("lower tenure.failsafe_timeout, or raise ttl"),
         );
     }
+    timing
+}
 
-    let restapi = super::restapi::build(raw.restapi.take(), ctx);
-    let log = super::log::build(raw.log.take(), ctx);
-    let dcs_pg = dcs.postgresql.take().unwrap_or_default();
-    let pg = super::pg::build(&mut raw, dcs_pg, name.as_deref(), &tenure, env, ctx);
-    let initdb = super::pg::initdb(bootstrap.initdb.unwrap_or_default(), ctx);
-    if let Some(m) = bootstrap.method.filter(|m| m != "initdb") {
-        ctx.invalid(
-            "bootstrap.method",
-            format!("custom bootstrap method {m:?} is not supported"),
-            Some("remove it; tenure bootstraps with initdb"),
-        );
-    }
-    let tags = super::pg::tags(raw.tags.take().unwrap_or_default(), ctx);
-    let pgbouncer = super::pgbouncer::build(raw.pgbouncer.take(), retry_timeout_ms, ctx);
-    let watchdog = watchdog(&mut raw, &timing, ctx);
-    let fencer_raw = tenure.fencer.unwrap_or_default();
+fn fencer(raw: RawFencer, watchdog: Option<&WatchdogSettings>, ctx: &mut Ctx) -> FencerSettings {
     let fencer = FencerSettings {
-        enabled: fencer_raw.enabled.unwrap_or(true),
+        enabled: raw.enabled.unwrap_or(true),
     };
-    if fencer_raw.fast_stop_timeout.is_some() {
+    if raw.fast_stop_timeout.is_some() {
         // Accepted so older files load; the fencer stops PostgreSQL immediately (SIGQUIT) at its deadline.
         ctx.warn(
             "tenure.fencer.fast_stop_timeout",
             "the fencer stops PostgreSQL immediately when the lease deadline passes (remove the key)",
         );
     }
-    if !fencer.enabled && watchdog.as_ref().map(|w| w.mode) != Some(WatchdogMode::Required) {
+    if !fencer.enabled && watchdog.map(|w| w.mode) != Some(WatchdogMode::Required) {
         ctx.invalid(
             "tenure.fencer.enabled",
             "without the fencer a hung agent leaves a writable primary past its lease",
             Some("keep the fencer, or set `watchdog.mode: required`"),
         );
     }
+    fencer
+}
 
-    let store = match (is_consul, &scope, &name) {
-        (Some(true), Some(scope), Some(name)) => consul(
-            raw.consul.take().unwrap_or_default(),
-            scope,
-            &namespace,
-            name,
-            &timing,
-            ctx,
-        )
-        .map(Store::Consul),
-        (Some(false), Some(scope), Some(name)) => etcd(
-            raw.etcd3.take().unwrap_or_default(),
-            scope,
-            &namespace,
-            name,
-            &timing,
-            ctx,
-        )
-        .map(Store::Etcd),
+/// The store section's settings, once the section, `scope` and `name` are known good.
+fn store(
+    raw: &mut RawConfig,
+    is_consul: Option<bool>,
+    (scope, name, namespace): (Option<&str>, Option<&str>, &str),
+    timing: &Timing,
+    ctx: &mut Ctx,
+) -> Option<Store> {
+    match (is_consul, scope, name) {
+        (Some(true), Some(scope), Some(name)) => {
+            let section = raw.consul.take().unwrap_or_default();
+            consul(section, scope, namespace, name, timing, ctx).map(Store::Consul)
+        }
+        (Some(false), Some(scope), Some(name)) => {
+            let section = raw.etcd3.take().unwrap_or_default();
+            etcd(section, scope, namespace, name, timing, ctx).map(Store::Etcd)
+        }
         _ => None,
-    };
-    let maximum_lag_on_failover_bytes = dcs
-        .maximum_lag_on_failover
-        .unwrap_or(defaults::MAXIMUM_LAG_ON_FAILOVER_BYTES);
-
-    if !ctx.errors.is_empty() {
-        return None;
     }
-    let (scope, name, store, restapi, (pg, rewind, local_pg), tags, watchdog) =
-        (scope?, name?, store?, restapi?, pg?, tags?, watchdog?);
-    let mut core = CoreConfig::new(NodeName::new(name.clone()), timing).ok()?;
-    core.maximum_lag_on_failover_bytes = maximum_lag_on_failover_bytes;
-    core.primary_start_timeout_ms = primary_start_timeout_ms;
+}
+
+/// The member's own rules the core follows: its tags, the rewind policy, the watchdog.
+fn local_rules(
+    core: &mut CoreConfig,
+    tags: &TagValues,
+    rewind: &RewindPolicy,
+    watchdog: &WatchdogSettings,
+) {
     core.nofailover = tags.nofailover;
     core.failover_priority = tags.failover_priority;
     core.noloadbalance = tags.noloadbalance;
@@ -272,29 +356,6 @@ pub(crate) fn build(
     core.remove_data_directory_on_rewind_failure = rewind.on_rewind_failure;
     core.remove_data_directory_on_diverged_timelines = rewind.on_diverged_timelines;
     core.watchdog = watchdog.mode;
-    core.failsafe_timeout_ms = failsafe_timeout_ms;
-    core.hooks = local_pg.hooks.configured();
-    core.pooler = pgbouncer.is_some();
-    core.pooler_chain = pgbouncer.as_ref().is_some_and(|p| p.chain);
-    Some(Config {
-        file: ctx.file.to_path_buf(),
-        scope,
-        namespace,
-        store,
-        core,
-        restapi,
-        pg,
-        initdb: initdb?,
-        tags: tags.all,
-        clonefrom: tags.clonefrom,
-        watchdog,
-        fencer,
-        bootstrap_failsafe_mode,
-        bootstrap_sync,
-        local_pg,
-        log,
-        pgbouncer,
-    })
 }
 
 fn watchdog(raw: &mut RawConfig, timing: &Timing, ctx: &mut Ctx) -> Option<WatchdogSettings> {
@@ -326,177 +387,4 @@ fn watchdog(raw: &mut RawConfig, timing: &Timing, ctx: &mut Ctx) -> Option<Watch
         );
     }
     Some(settings)
-}
-
-/// `host:port` with a default port; URLs pass through.
-fn with_port(host: &str, default_port: u16) -> String {
-    if host.contains("://")
-        || host
-            .rsplit_once(':')
-            .is_some_and(|(_, p)| p.parse::<u16>().is_ok())
-    {
-        host.to_string()
-    } else {
-        format!("{host}:{default_port}")
-    }
-}
-
-fn consul(
-    raw: RawConsul,
-    scope: &str,
-    namespace: &str,
-    name: &str,
-    timing: &Timing,
-    ctx: &mut Ctx,
-) -> Option<ConsulSettings> {
-    if raw.checks.as_ref().is_some_and(|c| !c.is_empty()) {
-        ctx.invalid(
-            "consul.checks",
-            "session health checks would let Consul free the leader key before its lease runs out",
-            Some("use `checks: []` or remove the key"),
-        );
-    }
-    let url = match raw.url {
-        Some(u) => u,
-        None => {
-            let host = raw.host.unwrap_or_else(|| "127.0.0.1:8500".to_string());
-            let host = match raw.port {
-                Some(p) => format!(
-                    "{}:{p}",
-                    host.rsplit_once(':').map_or(host.as_str(), |(h, _)| h)
-                ),
-                None => with_port(&host, 8500),
-            };
-            format!("{}://{host}", raw.scheme.as_deref().unwrap_or("http"))
-        }
-    };
-    if !(url.starts_with("http://") || url.starts_with("https://")) {
-        ctx.invalid(
-            "consul.url",
-            format!("{url:?} is not an http(s) URL"),
-            Some("e.g. `url: https://127.0.0.1:8501`"),
-        );
-        return None;
-    }
-    if timing.session_ttl_ms < 10_000 {
-        ctx.warn(
-            "bootstrap.dcs.ttl",
-            "below 20 s: tenure sends ttl/2 as the Consul session TTL and Consul rejects TTLs below 10 s \
-             (only test doubles accept it)",
-        );
-    }
-    let mut s = ConsulSettings::new(
-        url.trim_end_matches('/'),
-        scope,
-        name,
-        timing.session_ttl_ms,
-    );
-    s.namespace = namespace.to_string();
-    s.token = raw.token.filter(|t| !t.is_empty());
-    s.cacert = raw.cacert;
-    s.cert = raw.cert;
-    s.key = raw.key;
-    s.consistency = match raw.consistency.unwrap_or(RawConsistency::Default) {
-        RawConsistency::Default => Consistency::Default,
-        RawConsistency::Consistent => Consistency::Consistent,
-        RawConsistency::Stale => Consistency::Stale,
-    };
-    Some(s)
-}
-
-fn etcd(
-    raw: RawEtcd,
-    scope: &str,
-    namespace: &str,
-    name: &str,
-    timing: &Timing,
-    ctx: &mut Ctx,
-) -> Option<EtcdSettings> {
-    let tls_material = raw.cacert.is_some() || raw.cert.is_some() || raw.key.is_some();
-    // Certificates without a protocol mean https, as Patroni reads them.
-    let default_protocol = if tls_material { "https" } else { "http" };
-    let protocol = raw.protocol.unwrap_or_else(|| default_protocol.to_string());
-    if protocol != "http" && protocol != "https" {
-        ctx.invalid(
-            "etcd3.protocol",
-            format!("{protocol:?}"),
-            Some("use http or https"),
-        );
-    }
-    let hosts: Vec<String> = match (raw.url, raw.hosts, raw.host) {
-        (Some(url), _, _) => vec![url],
-        (None, Some(Hosts::List(l)), _) => l,
-        (None, Some(Hosts::Comma(c)), _) => c
-            .trim_matches(|c| c == '[' || c == ']')
-            .split(',')
-            .map(|h| h.trim().trim_matches(|c| c == '\'' || c == '"').to_string())
-            .filter(|h| !h.is_empty())
-            .collect(),
-        (None, None, Some(h)) => vec![h],
-        (None, None, None) => vec![],
-    };
-    if hosts.is_empty() {
-        ctx.missing(
-            "etcd3.hosts",
-            "list the etcd endpoints, e.g. `hosts: 10.0.0.1:2379,10.0.0.2:2379`",
-        );
-        return None;
-    }
-    let endpoints: Vec<String> = hosts
-        .iter()
-        .map(|h| match with_port(h, 2379) {
-            u if u.contains("://") => u,
-            hp => format!("{protocol}://{hp}"),
-        })
-        .collect();
-    let (user, password) = match (raw.username, raw.password) {
-        (Some(u), Some(p)) => (Some(u), Some(p)),
-        (None, None) => (None, None),
-        _ => {
-            ctx.invalid(
-                "etcd3.username",
-                "username and password go together",
-                None::<&str>,
-            );
-            return None;
-        }
-    };
-    if raw.cert.is_some() != raw.key.is_some() {
-        ctx.invalid(
-            "etcd3.cert",
-            "etcd3.cert and etcd3.key go together",
-            Some("set both (the client certificate and its key), or neither"),
-        );
-    }
-    let https = endpoints.iter().any(|e| e.starts_with("https://"));
-    if https && raw.cacert.is_none() {
-        ctx.missing(
-            "etcd3.cacert",
-            "https endpoints need the CA that signed etcd's certificate (PEM); tenure does not read the system trust store",
-        );
-    }
-    if let Some(plain) = endpoints.iter().find(|e| e.starts_with("http://")) {
-        if tls_material {
-            ctx.invalid(
-                "etcd3.hosts",
-                format!("{plain} is plain http but etcd3.cacert/cert/key are set"),
-                Some("use https:// (or no scheme, with protocol: https)"),
-            );
-        }
-    }
-    let tls = tls_material.then_some(EtcdTls {
-        ca_file: raw.cacert,
-        cert_file: raw.cert,
-        key_file: raw.key,
-    });
-    Some(EtcdSettings {
-        endpoints,
-        scope: scope.to_string(),
-        namespace: namespace.to_string(),
-        name: name.to_string(),
-        ttl_ms: timing.session_ttl_ms,
-        user,
-        password,
-        tls,
-    })
 }

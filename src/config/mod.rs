@@ -31,6 +31,7 @@ mod pg;
 mod pgbouncer;
 mod raw;
 mod restapi;
+mod store;
 mod sync;
 mod timing;
 
@@ -65,9 +66,8 @@ pub mod defaults {
     pub const USE_PG_REWIND: bool = true;
     /// Failsafe mode, on unless `bootstrap.dcs` or the `config` key says off (issue 30; Patroni: off).
     pub const FAILSAFE_MODE: bool = true;
-    /// Upper bound of every duration from outside (file, store, REST): larger is a typo, and would
-    /// overflow the millisecond arithmetic.
-    pub const MAX_DURATION_S: u64 = 7 * 86_400;
+    /// Upper bound of every duration from outside (file, store, REST), owned by the REST API below us.
+    pub use crate::api::requests::MAX_DURATION_S;
 }
 
 /// Which store the cluster lives in, with its client settings.

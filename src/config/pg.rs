@@ -9,7 +9,9 @@ use crate::pg::{guc, Credentials, PgSettings};
 
 use super::build::Ctx;
 use super::defaults;
-use super::raw::{InitdbOption, RawConfig, RawDcsPostgresql, RawTenure, RawUser};
+use super::raw::{
+    InitdbOption, RawAuthentication, RawConfig, RawDcsPostgresql, RawTenure, RawUser,
+};
 
 /// What to do with a former primary whose history diverged.
 pub(crate) struct RewindPolicy {
@@ -161,58 +163,14 @@ pub(crate) fn build(
     ctx: &mut Ctx,
 ) -> Option<(PgSettings, RewindPolicy, super::LocalPg)> {
     let p = raw.postgresql.take().unwrap_or_default();
-    if tenure.run_as.is_some() {
-        ctx.invalid(
-            "tenure.run_as",
-            "root mode was removed: an agent running as root would follow paths the PostgreSQL user \
-             controls (the data directory, its config files, hooks)",
-            Some("remove the key and run the agent as the PostgreSQL user (the packaged unit does: User=postgres)"),
-        );
-    }
+    refuse_run_as(tenure, ctx);
     let data_dir = ctx.required(
         p.data_dir,
         "postgresql.data_dir",
         "e.g. `data_dir: /var/lib/postgresql/16/main`",
     );
-    let listen = ctx.required(p.listen, "postgresql.listen", "e.g. `listen: 0.0.0.0:5432`");
-    let listen = listen.and_then(|l| {
-        let parsed = split_listen(&l);
-        if parsed.is_none() {
-            ctx.invalid(
-                "postgresql.listen",
-                format!("{l:?} has no port"),
-                Some("write host[,host]:port, e.g. `0.0.0.0:5432`"),
-            );
-        }
-        parsed
-    });
-    let connect_address = match (p.connect_address, &listen) {
-        (Some(c), _) => Some(c),
-        (None, Some((hosts, port))) => {
-            let first = hosts.split(',').next().unwrap_or("").trim();
-            if matches!(first, "*" | "0.0.0.0" | "::" | "") {
-                ctx.missing(
-                    "postgresql.connect_address",
-                    "postgresql.listen binds every address, so say which one other members use (e.g. `10.0.0.1:5432`)",
-                );
-                None
-            } else {
-                Some(format!("{first}:{port}"))
-            }
-        }
-        (None, None) => None,
-    };
-    let auth = p.authentication.unwrap_or_default();
-    let superuser = user(auth.superuser, "postgresql.authentication.superuser", ctx);
-    let replication = user(
-        auth.replication,
-        "postgresql.authentication.replication",
-        ctx,
-    );
-    let rewind = match auth.rewind {
-        None => superuser.clone(),
-        Some(r) => user(Some(r), "postgresql.authentication.rewind", ctx),
-    };
+    let (listen, connect_address) = addresses(p.listen, p.connect_address, ctx);
+    let (superuser, replication, rewind) = users(p.authentication.unwrap_or_default(), ctx);
     let local = super::LocalPg {
         parameters: gucs(p.parameters, "postgresql.parameters", ctx),
         pg_hba: p.pg_hba.clone(),
@@ -222,13 +180,7 @@ pub(crate) fn build(
         from_store_allowed: from_store_allowed(p.parameters_from_store_allowed, ctx),
         hooks: super::hooks::build(p.callbacks, p.pre_promote, p.before_stop, ctx),
     };
-    if let Some(Err(why)) = name.map(guc::check_member_name) {
-        ctx.invalid(
-            "name",
-            format!("{name:?} {why}"),
-            Some("it becomes application_name and a line of the recovery file: no control characters, no spaces at either end"),
-        );
-    }
+    check_name(name, ctx);
     let mut parameters = local.bootstrap_parameters.clone();
     parameters.extend(local.parameters.clone());
     let pg_ctl_timeout_ms = ctx.ms(
@@ -260,16 +212,7 @@ pub(crate) fn build(
     let (listen_host, listen_port) = listen?;
     let use_unix_socket = p.use_unix_socket.unwrap_or(true);
     let hba = p.pg_hba.as_ref().or(dcs.pg_hba.as_ref());
-    if use_unix_socket
-        && hba.is_some_and(|l| !l.iter().any(|l| l.trim_start().starts_with("local")))
-    {
-        ctx.invalid(
-            "postgresql.pg_hba",
-            "has no `local` line, and the agent connects to its PostgreSQL through the Unix socket \
-             (postgresql.use_unix_socket, true by default)",
-            Some("add e.g. `local all postgres scram-sha-256` before other lines, or set use_unix_socket: false"),
-        );
-    }
+    check_hba_local(use_unix_socket, hba, ctx);
     let settings = PgSettings {
         name: NodeName::new(name?),
         bin_dir: p.bin_dir.unwrap_or_default(),
@@ -290,6 +233,102 @@ pub(crate) fn build(
         pg_ctl_timeout_s: pg_ctl_timeout_ms.div_ceil(1000),
     };
     Some((settings, policy, local))
+}
+
+/// `tenure.run_as` is refused: root mode was removed.
+fn refuse_run_as(tenure: &RawTenure, ctx: &mut Ctx) {
+    if tenure.run_as.is_some() {
+        ctx.invalid(
+            "tenure.run_as",
+            "root mode was removed: an agent running as root would follow paths the PostgreSQL user \
+             controls (the data directory, its config files, hooks)",
+            Some("remove the key and run the agent as the PostgreSQL user (the packaged unit does: User=postgres)"),
+        );
+    }
+}
+
+/// `postgresql.listen` as hosts and port, and the `connect_address` other members use.
+fn addresses(
+    listen: Option<String>,
+    connect_address: Option<String>,
+    ctx: &mut Ctx,
+) -> (Option<(String, u16)>, Option<String>) {
+    let listen = ctx.required(listen, "postgresql.listen", "e.g. `listen: 0.0.0.0:5432`");
+    let listen = listen.and_then(|l| {
+        let parsed = split_listen(&l);
+        if parsed.is_none() {
+            ctx.invalid(
+                "postgresql.listen",
+                format!("{l:?} has no port"),
+                Some("write host[,host]:port, e.g. `0.0.0.0:5432`"),
+            );
+        }
+        parsed
+    });
+    let connect_address = match (connect_address, &listen) {
+        (Some(c), _) => Some(c),
+        (None, Some((hosts, port))) => {
+            let first = hosts.split(',').next().unwrap_or("").trim();
+            if matches!(first, "*" | "0.0.0.0" | "::" | "") {
+                ctx.missing(
+                    "postgresql.connect_address",
+                    "postgresql.listen binds every address, so say which one other members use (e.g. `10.0.0.1:5432`)",
+                );
+                None
+            } else {
+                Some(format!("{first}:{port}"))
+            }
+        }
+        (None, None) => None,
+    };
+    (listen, connect_address)
+}
+
+/// The superuser, replication and rewind users (rewind defaults to the superuser).
+fn users(
+    auth: RawAuthentication,
+    ctx: &mut Ctx,
+) -> (
+    Option<Credentials>,
+    Option<Credentials>,
+    Option<Credentials>,
+) {
+    let superuser = user(auth.superuser, "postgresql.authentication.superuser", ctx);
+    let replication = user(
+        auth.replication,
+        "postgresql.authentication.replication",
+        ctx,
+    );
+    let rewind = match auth.rewind {
+        None => superuser.clone(),
+        Some(r) => user(Some(r), "postgresql.authentication.rewind", ctx),
+    };
+    (superuser, replication, rewind)
+}
+
+/// The member's name reaches `application_name` and the recovery file.
+fn check_name(name: Option<&str>, ctx: &mut Ctx) {
+    if let Some(Err(why)) = name.map(guc::check_member_name) {
+        ctx.invalid(
+            "name",
+            format!("{name:?} {why}"),
+            Some("it becomes application_name and a line of the recovery file: no control characters, no spaces at either end"),
+        );
+    }
+}
+
+/// Over the Unix socket the agent needs a `local` line in `pg_hba`.
+fn check_hba_local(use_unix_socket: bool, hba: Option<&Vec<String>>, ctx: &mut Ctx) {
+    if use_unix_socket
+        && hba.is_some_and(|l| !l.iter().any(|l| l.trim_start().starts_with("local")))
+    {
+        ctx.invalid(
+            "postgresql.pg_hba",
+            "has no `local` line, and the agent connects to its PostgreSQL through the Unix socket \
+             (postgresql.use_unix_socket, true by default)",
+            Some("add e.g. `local all postgres scram-sha-256` before other lines, or set use_unix_socket: false"),
+        );
+    }
 }
 
 /// Parameters as written in the file, each name and value checked as a line of `tenure.conf`.

@@ -41,70 +41,11 @@ pub(super) fn build(
     if raw.enabled == Some(false) {
         return None;
     }
-    let admin = match (raw.socket_dir, raw.host) {
-        (Some(dir), None) => Some(AdminAddress::Socket { dir }),
-        (None, Some(host)) if is_loopback(&host) => Some(AdminAddress::Loopback { host }),
-        (None, Some(host)) => {
-            ctx.invalid(
-                "pgbouncer.host",
-                format!("{host:?} is not a loopback address: each agent drives the PgBouncer on its own host"),
-                Some("use pgbouncer.socket_dir, or 127.0.0.1 / ::1 / localhost"),
-            );
-            None
-        }
-        (Some(_), Some(_)) => {
-            ctx.invalid(
-                "pgbouncer.socket_dir",
-                "both socket_dir and host are set",
-                Some("keep one: socket_dir (preferred) or host"),
-            );
-            None
-        }
-        (None, None) => {
-            ctx.missing(
-                "pgbouncer.socket_dir",
-                "name PgBouncer's unix_socket_dir (e.g. /var/run/postgresql), or set pgbouncer.host: 127.0.0.1",
-            );
-            None
-        }
-    };
+    let admin = admin(raw.socket_dir, raw.host, ctx);
     let user = raw.user.unwrap_or_else(|| "pgbouncer".into());
     let password = raw.password_file.and_then(|f| read_password(&f, ctx));
-    let databases = raw.databases.unwrap_or_default();
-    if databases.is_empty() {
-        ctx.missing(
-            "pgbouncer.databases",
-            "list the databases PgBouncer routes to the leader, e.g. `databases: [app]`",
-        );
-    }
-    for db in &databases {
-        if !is_database_name(db) {
-            ctx.invalid(
-                "pgbouncer.databases",
-                format!("{db:?} is not a plain database name"),
-                Some("use letters, digits and _ (starting with a letter or _), at most 63"),
-            );
-        }
-    }
-    let databases_file = match raw.databases_file {
-        Some(f) if f.is_absolute() => Some(f),
-        Some(f) => {
-            ctx.invalid(
-                "pgbouncer.databases_file",
-                format!("{} is not an absolute path", f.display()),
-                Some("e.g. /etc/pgbouncer/tenure/databases.ini"),
-            );
-            None
-        }
-        None => {
-            ctx.missing(
-                "pgbouncer.databases_file",
-                "name the include file tenure writes, e.g. /etc/pgbouncer/tenure/databases.ini, and end PgBouncer's \
-                 config with `%include` of it",
-            );
-            None
-        }
-    };
+    let databases = databases(raw.databases.unwrap_or_default(), ctx);
+    let databases_file = databases_file(raw.databases_file, ctx);
     let step_timeout_ms = ctx.ms(
         raw.step_timeout,
         "pgbouncer.step_timeout",
@@ -131,6 +72,80 @@ pub(super) fn build(
         step_timeout_ms,
         chain: raw.chain.unwrap_or(false),
     })
+}
+
+/// The admin console's address: `socket_dir`, or `host` on the loopback, exactly one.
+fn admin(socket_dir: Option<PathBuf>, host: Option<String>, ctx: &mut Ctx) -> Option<AdminAddress> {
+    match (socket_dir, host) {
+        (Some(dir), None) => Some(AdminAddress::Socket { dir }),
+        (None, Some(host)) if is_loopback(&host) => Some(AdminAddress::Loopback { host }),
+        (None, Some(host)) => {
+            ctx.invalid(
+                "pgbouncer.host",
+                format!("{host:?} is not a loopback address: each agent drives the PgBouncer on its own host"),
+                Some("use pgbouncer.socket_dir, or 127.0.0.1 / ::1 / localhost"),
+            );
+            None
+        }
+        (Some(_), Some(_)) => {
+            ctx.invalid(
+                "pgbouncer.socket_dir",
+                "both socket_dir and host are set",
+                Some("keep one: socket_dir (preferred) or host"),
+            );
+            None
+        }
+        (None, None) => {
+            ctx.missing(
+                "pgbouncer.socket_dir",
+                "name PgBouncer's unix_socket_dir (e.g. /var/run/postgresql), or set pgbouncer.host: 127.0.0.1",
+            );
+            None
+        }
+    }
+}
+
+/// The databases routed to the leader: at least one, each a plain name.
+fn databases(databases: Vec<String>, ctx: &mut Ctx) -> Vec<String> {
+    if databases.is_empty() {
+        ctx.missing(
+            "pgbouncer.databases",
+            "list the databases PgBouncer routes to the leader, e.g. `databases: [app]`",
+        );
+    }
+    for db in &databases {
+        if !is_database_name(db) {
+            ctx.invalid(
+                "pgbouncer.databases",
+                format!("{db:?} is not a plain database name"),
+                Some("use letters, digits and _ (starting with a letter or _), at most 63"),
+            );
+        }
+    }
+    databases
+}
+
+/// The `[databases]` include file tenure writes: an absolute path.
+fn databases_file(databases_file: Option<PathBuf>, ctx: &mut Ctx) -> Option<PathBuf> {
+    match databases_file {
+        Some(f) if f.is_absolute() => Some(f),
+        Some(f) => {
+            ctx.invalid(
+                "pgbouncer.databases_file",
+                format!("{} is not an absolute path", f.display()),
+                Some("e.g. /etc/pgbouncer/tenure/databases.ini"),
+            );
+            None
+        }
+        None => {
+            ctx.missing(
+                "pgbouncer.databases_file",
+                "name the include file tenure writes, e.g. /etc/pgbouncer/tenure/databases.ini, and end PgBouncer's \
+                 config with `%include` of it",
+            );
+            None
+        }
+    }
 }
 
 fn is_loopback(host: &str) -> bool {

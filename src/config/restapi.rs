@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use crate::api::RestApiSettings;
 
 use super::build::Ctx;
-use super::raw::{RawRestApi, RawVerifyClient};
+use super::raw::{RawBasicAuth, RawRestApi, RawVerifyClient};
 
 /// The `restapi:` section, typed. [`RestApiConfig::server_settings`] gives what `api::serve` takes.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -148,7 +148,26 @@ fn auth(
 
 pub(crate) fn build(raw: Option<RawRestApi>, ctx: &mut Ctx) -> Option<RestApiConfig> {
     let raw = raw.unwrap_or_default();
-    let listen_s = ctx.required(raw.listen, "restapi.listen", "e.g. `listen: 0.0.0.0:8008`")?;
+    let (listen, connect_address) = addresses(raw.listen, raw.connect_address, ctx)?;
+    let basic = basic_auth(raw.authentication, ctx)?;
+    let auth = auth(basic, raw.token, raw.allow_unauthenticated, ctx)?;
+    let files = (raw.certfile, raw.keyfile, raw.cafile);
+    let tls = tls(raw.verify_client, files, ctx)?;
+    Some(RestApiConfig {
+        listen,
+        connect_address,
+        auth,
+        tls,
+    })
+}
+
+/// `restapi.listen` as an address, and the `connect_address` other members use.
+fn addresses(
+    listen: Option<String>,
+    connect_address: Option<String>,
+    ctx: &mut Ctx,
+) -> Option<(SocketAddr, String)> {
+    let listen_s = ctx.required(listen, "restapi.listen", "e.g. `listen: 0.0.0.0:8008`")?;
     let Some(listen) = parse_listen(&listen_s) else {
         ctx.invalid(
             "restapi.listen",
@@ -157,7 +176,7 @@ pub(crate) fn build(raw: Option<RawRestApi>, ctx: &mut Ctx) -> Option<RestApiCon
         );
         return None;
     };
-    let connect_address = match raw.connect_address {
+    let connect_address = match connect_address {
         Some(c) => c,
         None if !listen.ip().is_unspecified() => listen.to_string(),
         None => {
@@ -168,7 +187,12 @@ pub(crate) fn build(raw: Option<RawRestApi>, ctx: &mut Ctx) -> Option<RestApiCon
             return None;
         }
     };
-    let basic = match raw.authentication {
+    Some((listen, connect_address))
+}
+
+/// `restapi.authentication`: both a username and a password, neither empty (`Some(None)`: not set).
+fn basic_auth(authentication: Option<RawBasicAuth>, ctx: &mut Ctx) -> Option<Option<BasicAuth>> {
+    let basic = match authentication {
         None => None,
         Some(a) => match (a.username, a.password) {
             // An empty name or password would make `Authorization: Basic Og==` (":") a valid login.
@@ -191,8 +215,16 @@ pub(crate) fn build(raw: Option<RawRestApi>, ctx: &mut Ctx) -> Option<RestApiCon
             }
         },
     };
-    let auth = auth(basic, raw.token, raw.allow_unauthenticated, ctx)?;
-    let verify_client = match raw.verify_client.unwrap_or(RawVerifyClient::None) {
+    Some(basic)
+}
+
+/// TLS from `certfile`, `keyfile` and `cafile`, with `verify_client` (`Some(None)`: plain HTTP).
+fn tls(
+    verify_client: Option<RawVerifyClient>,
+    (certfile, keyfile, cafile): (Option<PathBuf>, Option<PathBuf>, Option<PathBuf>),
+    ctx: &mut Ctx,
+) -> Option<Option<RestTls>> {
+    let verify_client = match verify_client.unwrap_or(RawVerifyClient::None) {
         RawVerifyClient::None => VerifyClient::None,
         RawVerifyClient::Required => VerifyClient::Required,
         RawVerifyClient::Optional => {
@@ -204,11 +236,11 @@ pub(crate) fn build(raw: Option<RawRestApi>, ctx: &mut Ctx) -> Option<RestApiCon
             return None;
         }
     };
-    let tls = match (raw.certfile, raw.keyfile) {
+    let tls = match (certfile, keyfile) {
         (Some(certfile), Some(keyfile)) => Some(RestTls {
             certfile,
             keyfile,
-            cafile: raw.cafile,
+            cafile,
             verify_client,
         }),
         (Some(_), None) => {
@@ -235,10 +267,5 @@ pub(crate) fn build(raw: Option<RawRestApi>, ctx: &mut Ctx) -> Option<RestApiCon
             return None;
         }
     }
-    Some(RestApiConfig {
-        listen,
-        connect_address,
-        auth,
-        tls,
-    })
+    Some(tls)
 }

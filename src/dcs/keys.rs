@@ -14,6 +14,12 @@ impl KeyLayout {
             prefix: format!("{ns}/{scope}/"),
         }
     }
+    /// The same keys with a leading slash, `/service/<scope>/...`, as Patroni's etcd3 backend writes them.
+    pub fn rooted(namespace: &str, scope: &str) -> Self {
+        let mut layout = KeyLayout::new(namespace, scope);
+        layout.prefix.insert(0, '/');
+        layout
+    }
     /// `service/<scope>/`
     pub fn prefix(&self) -> &str {
         &self.prefix
@@ -63,5 +69,8 @@ mod tests {
         assert_eq!(k.initialize(), "service/batman/initialize");
         assert_eq!(k.failover(), "service/batman/failover");
         assert_eq!(k.status(), "service/batman/status");
+        let etcd = KeyLayout::rooted("/service/", "batman");
+        assert_eq!(etcd.prefix(), "/service/batman/");
+        assert_eq!(etcd.sync(), "/service/batman/sync");
     }
 }

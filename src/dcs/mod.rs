@@ -40,6 +40,23 @@ pub enum DcsError {
     BadData { key: String, why: String },
 }
 
+/// The keys written only by compare-and-set on the index read (`Dcs::compare_and_set`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CasKey {
+    Config,
+    Sync,
+}
+
+impl CasKey {
+    /// Where the key lives for `layout`'s scope.
+    pub fn path(self, layout: &KeyLayout) -> String {
+        match self {
+            CasKey::Config => layout.config(),
+            CasKey::Sync => layout.sync(),
+        }
+    }
+}
+
 /// The agent's view of the store. One implementation per backend; the contract suite runs against each.
 #[async_trait]
 pub trait Dcs: Send + Sync {
@@ -81,13 +98,25 @@ pub trait Dcs: Send + Sync {
     ) -> Result<(), DcsError>;
     /// Clear the `failover` key.
     async fn clear_switchover(&self, deadline: Instant) -> Result<(), DcsError>;
+    /// Write `value` to `key` only if its modify index is still `expected` (`None`: only if the key is
+    /// absent). `Conflict` when the key changed since, or exists on a create. Each store's one CAS.
+    async fn compare_and_set(
+        &self,
+        key: CasKey,
+        value: String,
+        expected: Option<u64>,
+        deadline: Instant,
+    ) -> Result<(), DcsError>;
     /// Compare-and-set the `config` key: `expected_index` None means create-only. `Conflict` when lost.
     async fn cas_config(
         &self,
         value: &serde_json::Value,
         expected_index: Option<u64>,
         deadline: Instant,
-    ) -> Result<(), DcsError>;
+    ) -> Result<(), DcsError> {
+        self.compare_and_set(CasKey::Config, value.to_string(), expected_index, deadline)
+            .await
+    }
     /// Write `status` (`{"optime": <bytes>}`) as the leader.
     async fn write_status(&self, optime: u64, deadline: Instant) -> Result<(), DcsError>;
     /// Write `history` as the leader.
@@ -112,7 +141,11 @@ pub trait Dcs: Send + Sync {
         quorum: u32,
         expected: Option<u64>,
         deadline: Instant,
-    ) -> Result<(), DcsError>;
+    ) -> Result<(), DcsError> {
+        let value = records::sync_json(leader, standbys, quorum);
+        self.compare_and_set(CasKey::Sync, value, expected, deadline)
+            .await
+    }
     /// Delete the `sync` key if its index is still `expected` (`Conflict` if it changed). Ok if it is gone.
     async fn delete_sync(&self, expected: u64, deadline: Instant) -> Result<(), DcsError>;
     /// Block until the leader key changes from `index` or `wait_ms` passes; returns the new index.

@@ -241,3 +241,213 @@ fn candidate_problem_with(
     }
     None
 }
+
+/// Who checks an operator's switchover or failover request, and so which of the rules apply.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Gate {
+    /// `tenure switchover` / `failover` before sending: what patronictl refuses on its own (the leader, the
+    /// candidate's key, a candidate that already leads); the member's REST API answers the rest.
+    Cli,
+    /// The REST API before writing the request (Patroni's `do_POST_failover`): the schedule, the leader, the
+    /// candidate's key and tags, then the core's rules on the snapshot.
+    Api,
+}
+
+/// An operator's request, as sent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OperatorChange<'a> {
+    /// `POST /switchover`: `leader` is the leader the operator names (the CLI's `--leader`, when given).
+    Switchover {
+        leader: Option<&'a NodeName>,
+        candidate: Option<&'a NodeName>,
+        scheduled_at_ms: Option<u64>,
+    },
+    /// `POST /failover` to `candidate`.
+    Failover { candidate: &'a NodeName },
+}
+
+/// What a request is judged against.
+#[derive(Clone, Copy, Debug)]
+pub struct AdmissionView<'a> {
+    /// The store's cluster; `None` when the store did not answer and nothing was published.
+    pub cluster: Option<&'a Cluster>,
+    /// The member keys as the caller read them (their names, tags and `api_url`).
+    pub members: &'a [super::observation::Member],
+    /// Wall-clock Unix ms, which `scheduled_at` must not precede (read by the API gate only).
+    pub wall_ms: u64,
+    /// `maximum_lag_on_failover` in bytes (read by the API gate only).
+    pub max_lag_bytes: u64,
+}
+
+/// Why a switchover or failover request is refused before it is written; `http_status` and `Display` are the
+/// REST API's answer (Patroni's codes and texts), the CLI words its own from the same value.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Inadmissible {
+    /// A scheduled switchover while paused (400).
+    ScheduledInPause,
+    /// `scheduled_at` already passed (422).
+    ScheduledInPast,
+    /// The cluster has no leader (412); `named` is the leader the request names.
+    NoLeader { named: Option<NodeName> },
+    /// The request names another leader (412).
+    NotTheLeader { named: NodeName, leader: NodeName },
+    /// No candidate named and no other member to switch over to (412).
+    NoOtherMembers { leader: NodeName },
+    /// The named candidate holds the leader key (the CLI's refusal).
+    CandidateIsLeader { candidate: NodeName },
+    /// The named candidate has no member key (412).
+    CandidateNotMember { candidate: NodeName },
+    /// The named candidate may not be promoted: `nofailover`, or `failover_priority <= 0` (412).
+    CandidateNoFailover { candidate: NodeName },
+    /// The core's rules on the snapshot (400 in pause without a candidate, else 412).
+    Rules(SwitchoverProblem),
+}
+
+impl Inadmissible {
+    /// The REST API's status code for this refusal.
+    pub fn http_status(&self) -> u16 {
+        match self {
+            Inadmissible::ScheduledInPause
+            | Inadmissible::Rules(SwitchoverProblem::PausedWithoutCandidate) => 400,
+            Inadmissible::ScheduledInPast => 422,
+            _ => 412,
+        }
+    }
+}
+
+impl std::fmt::Display for Inadmissible {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Inadmissible::ScheduledInPause => {
+                write!(f, "Can't schedule switchover in the paused state")
+            }
+            Inadmissible::ScheduledInPast => write!(f, "Cannot schedule switchover in the past"),
+            Inadmissible::NoLeader { named } => {
+                let named = named.as_ref().map_or("", |n| n.as_str());
+                write!(f, "leader name does not match: {named} is not the leader")
+            }
+            Inadmissible::NotTheLeader { named, .. } => {
+                write!(f, "leader name does not match: {named} is not the leader")
+            }
+            Inadmissible::NoOtherMembers { .. } => write!(
+                f,
+                "switchover is not possible: cluster does not have members except leader"
+            ),
+            Inadmissible::CandidateIsLeader { candidate } => {
+                write!(f, "candidate {candidate} is already the leader")
+            }
+            Inadmissible::CandidateNotMember { candidate } => {
+                write!(f, "candidate {candidate} does not exist")
+            }
+            Inadmissible::CandidateNoFailover { candidate } => write!(
+                f,
+                "candidate {candidate} has nofailover set (or failover_priority <= 0)"
+            ),
+            Inadmissible::Rules(why) => write!(f, "{why}"),
+        }
+    }
+}
+
+/// The one admission check of an operator's switchover or failover request, for the CLI before it sends one and
+/// for the REST API before it writes one; the rules run in Patroni's order and the first refusal wins. The leader
+/// that carries a switchover out checks it again with its live WAL position (`check_switchover`).
+pub fn admit(
+    gate: Gate,
+    view: &AdmissionView<'_>,
+    change: OperatorChange<'_>,
+) -> Result<(), Inadmissible> {
+    match change {
+        OperatorChange::Switchover {
+            leader,
+            candidate,
+            scheduled_at_ms,
+        } => admit_switchover(gate, view, leader, candidate, scheduled_at_ms),
+        OperatorChange::Failover { candidate } => {
+            candidate_admissible(gate, view, candidate)?;
+            let leader = view.cluster.and_then(Cluster::leader_name);
+            if gate == Gate::Cli && leader == Some(candidate) {
+                return Err(Inadmissible::CandidateIsLeader {
+                    candidate: candidate.clone(),
+                });
+            }
+            Ok(())
+        }
+    }
+}
+
+fn admit_switchover(
+    gate: Gate,
+    view: &AdmissionView<'_>,
+    named: Option<&NodeName>,
+    candidate: Option<&NodeName>,
+    scheduled_at_ms: Option<u64>,
+) -> Result<(), Inadmissible> {
+    let api = gate == Gate::Api;
+    if let Some(at_ms) = scheduled_at_ms.filter(|_| api) {
+        // Patroni's order: pause first, then the schedule's time (api.py `do_POST_failover`).
+        if view.cluster.is_some_and(|c| c.config.pause) {
+            return Err(Inadmissible::ScheduledInPause);
+        }
+        if at_ms < view.wall_ms {
+            return Err(Inadmissible::ScheduledInPast);
+        }
+    }
+    let Some(leader) = view.cluster.and_then(Cluster::leader_name) else {
+        return Err(Inadmissible::NoLeader {
+            named: named.cloned(),
+        });
+    };
+    if let Some(named) = named.filter(|n| *n != leader) {
+        return Err(Inadmissible::NotTheLeader {
+            named: named.clone(),
+            leader: leader.clone(),
+        });
+    }
+    match candidate {
+        Some(cand) if !api && cand == leader => {
+            return Err(Inadmissible::CandidateIsLeader {
+                candidate: cand.clone(),
+            })
+        }
+        Some(cand) => candidate_admissible(gate, view, cand)?,
+        // The API needs a member it can reach (Patroni's `is_failover_possible`); the CLI counts member keys.
+        None if !(api && scheduled_at_ms.is_some()) => {
+            let other = view
+                .members
+                .iter()
+                .any(|m| m.name != *leader && (!api || m.api_url.is_some()));
+            if !other {
+                return Err(Inadmissible::NoOtherMembers {
+                    leader: leader.clone(),
+                });
+            }
+        }
+        None => {}
+    }
+    // The core's rules on the snapshot (pause needs a candidate; a candidate must be a running replica within
+    // maximum_lag_on_failover): refused before writing rather than written and then dropped.
+    match view.cluster.filter(|_| api && scheduled_at_ms.is_none()) {
+        Some(c) => switchover_request_problem(view.max_lag_bytes, c, candidate)
+            .map_or(Ok(()), |why| Err(Inadmissible::Rules(why))),
+        None => Ok(()),
+    }
+}
+
+/// The named candidate's key, and for the API its tags.
+fn candidate_admissible(
+    gate: Gate,
+    view: &AdmissionView<'_>,
+    candidate: &NodeName,
+) -> Result<(), Inadmissible> {
+    let Some(member) = view.members.iter().find(|m| m.name == *candidate) else {
+        return Err(Inadmissible::CandidateNotMember {
+            candidate: candidate.clone(),
+        });
+    };
+    if gate == Gate::Api && !member.tags.can_promote() {
+        return Err(Inadmissible::CandidateNoFailover {
+            candidate: candidate.clone(),
+        });
+    }
+    Ok(())
+}

@@ -38,7 +38,10 @@ pub use action::{
 pub use callbacks::{CallbackEvent, CallbackRole, Hooks};
 pub use config::{CoreConfig, SessionStore, Timing, TimingError, WatchdogMode};
 pub use decide::decide;
-pub use election::{switchover_request_problem, SwitchoverProblem};
+pub use election::{
+    admit, switchover_request_problem, AdmissionView, Gate, Inadmissible, OperatorChange,
+    SwitchoverProblem,
+};
 pub use lease::Lease;
 pub use memory::{Memory, ScheduledRestart, StartFailure};
 pub use observation::*;

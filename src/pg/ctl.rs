@@ -1,6 +1,7 @@
 //! Lifecycle commands: initdb and roles, pg_ctl start/stop/promote/reload, checkpoint, basebackup.
 use std::time::Duration;
 
+pub use super::process::reload;
 pub use crate::ha::action::StopMode;
 
 use super::config::{write_config, write_hba};
@@ -296,18 +297,6 @@ pub async fn checkpoint(settings: &PgSettings) -> Result<(), PgError> {
         Ok(())
     };
     super::bounded("CHECKPOINT", settings.local_step_timeout_ms(), run).await
-}
-
-/// `pg_ctl reload`: re-read config files (primary_conninfo is reloadable on PG13+).
-pub async fn reload(settings: &PgSettings) -> Result<(), PgError> {
-    Cmd::new(settings, "pg_ctl")
-        .arg("reload")
-        .arg("-D")
-        .arg(&settings.data_dir)
-        .timeout_s(settings.pg_ctl_timeout_s)
-        .run()
-        .await?;
-    Ok(())
 }
 
 /// `pg_ctl promote -W`, then wait until `pg_is_in_recovery()` is false (polled every 5 ms: `pg_ctl -w`

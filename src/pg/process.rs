@@ -324,3 +324,16 @@ pub(crate) async fn wait_gone(pids: &[i32], bound_ms: u64) -> bool {
         .await
         .is_ok()
 }
+
+/// `pg_ctl reload`: re-read config files (primary_conninfo is reloadable on PG13+). Here, below both `ctl` and
+/// `recovery`, which use it.
+pub async fn reload(settings: &PgSettings) -> Result<(), PgError> {
+    Cmd::new(settings, "pg_ctl")
+        .arg("reload")
+        .arg("-D")
+        .arg(&settings.data_dir)
+        .timeout_s(settings.pg_ctl_timeout_s)
+        .run()
+        .await?;
+    Ok(())
+}

@@ -1,5 +1,5 @@
 //! Standby configuration: `standby.signal` plus a tenure-owned `tenure.recovery.conf` included from postgresql.conf.
-use super::{conninfo_quote, ctl, guc, write_owned, Endpoint, PgError, PgSettings};
+use super::{conninfo_quote, guc, process, write_owned, Endpoint, PgError, PgSettings};
 use crate::ha::types::NodeName;
 
 /// The recovery include file, relative to the data directory.
@@ -101,7 +101,7 @@ pub async fn reconfigure_upstream(
     cfg: &StandbyConfig,
 ) -> Result<(), PgError> {
     configure_standby(settings, cfg)?;
-    ctl::reload(settings).await
+    process::reload(settings).await
 }
 
 /// The member the recovery file says we follow, if any.

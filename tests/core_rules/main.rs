@@ -2,6 +2,7 @@
 //!
 //! Reason tests are named `reason_<variant>`; variants `decide` cannot produce are `reason_<variant>_display_only`.
 //! Core bugs found by this tier were fixed in src/ha; their tests now run with the rest.
+mod admission;
 mod bootstrap;
 mod builders;
 mod failsafe;

@@ -7,9 +7,8 @@ mod mirror;
 mod session;
 mod settings;
 mod snapshot;
-mod sync;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -27,9 +26,9 @@ pub use http::KvEntry;
 pub use snapshot::snapshot_from_entries;
 
 use self::http::Http;
+use super::{CasKey, Dcs, DcsError};
 use super::{ClusterSnapshot, KeyLayout, MemberRecord, SwitchoverRecord};
-use super::{Dcs, DcsError};
-use crate::ha::types::{NodeName, SessionId};
+use crate::ha::types::SessionId;
 
 /// Margin on top of a blocking query's own bound (wait plus Consul's jitter of up to wait/16).
 const WATCH_MARGIN_MS: u64 = 1_000;
@@ -344,23 +343,24 @@ impl Dcs for ConsulDcs {
             .map(|_| ())
     }
 
-    async fn cas_config(
+    async fn compare_and_set(
         &self,
-        value: &serde_json::Value,
-        expected_index: Option<u64>,
+        key: CasKey,
+        value: String,
+        expected: Option<u64>,
         deadline: Instant,
     ) -> Result<(), DcsError> {
-        let key = self.layout.config();
-        let cas = format!("cas={}", expected_index.unwrap_or(0));
+        let path = key.path(&self.layout);
+        let cas = format!("cas={}", expected.unwrap_or(0));
         if self
             .http
-            .kv_put(&key, &cas, json_bytes(value)?, deadline)
+            .kv_put(&path, &cas, value.into_bytes(), deadline)
             .await?
         {
             Ok(())
         } else {
             Err(DcsError::Conflict(format!(
-                "{key}: changed since index {expected_index:?}"
+                "{path}: changed since index {expected:?}"
             )))
         }
     }
@@ -393,20 +393,22 @@ impl Dcs for ConsulDcs {
             .await
     }
 
-    async fn write_sync(
-        &self,
-        leader: &NodeName,
-        standbys: &BTreeSet<NodeName>,
-        quorum: u32,
-        expected: Option<u64>,
-        deadline: Instant,
-    ) -> Result<(), DcsError> {
-        self.put_sync(leader, standbys, quorum, expected, deadline)
-            .await
-    }
-
     async fn delete_sync(&self, expected: u64, deadline: Instant) -> Result<(), DcsError> {
-        self.remove_sync(expected, deadline).await
+        let key = self.layout.sync();
+        let cas = format!("cas={expected}");
+        if self.http.kv_delete(&key, &cas, deadline).await? {
+            return Ok(());
+        }
+        // Consul answers `true` for a key already gone, but not every Consul-compatible server does:
+        // whether the refusal was a change or an absence is read back.
+        let (entries, _) = self.http.kv_get(&key, "consistent", deadline).await?;
+        match entries.and_then(|e| e.into_iter().next()) {
+            None => Ok(()),
+            Some(e) => Err(DcsError::Conflict(format!(
+                "{key}: index {} since {expected}",
+                e.modify_index
+            ))),
+        }
     }
 
     async fn watch_leader(&self, index: u64, wait_ms: u64) -> Result<u64, DcsError> {

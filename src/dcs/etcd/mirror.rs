@@ -124,7 +124,7 @@ impl EtcdDcs {
 
     /// A keys-only Range of the scope, and the mirror once it shows the same keys at the same revisions.
     async fn keys_match(&self, until: Instant) -> Option<Mirrored> {
-        let p = self.keys.prefix.as_str();
+        let p = self.layout.prefix();
         let opts = GetOptions::new().with_prefix().with_keys_only();
         let resp = self
             .call(until, "mirror check", |mut c| async move {
@@ -181,7 +181,7 @@ impl EtcdDcs {
     /// One Range and one watch stream, until the stream ends; returns why it ended.
     async fn feed_once(&self) -> DcsError {
         let setup = crate::clock::now() + Duration::from_millis(SETUP_MS);
-        let prefix = self.keys.prefix.clone();
+        let prefix = self.layout.prefix().to_string();
         let opts = GetOptions::new().with_prefix();
         let p = prefix.as_str();
         let resp = match self
@@ -280,7 +280,7 @@ impl EtcdDcs {
             lease: kv.lease,
         });
         // As a Range of the scope reads it, so a mirrored read equals a full one.
-        let Ok(snap) = snapshot::build(&self.keys.prefix, entries, revision) else {
+        let Ok(snap) = snapshot::build(self.layout.prefix(), entries, revision) else {
             return;
         };
         let own = kvs.get(&self.member_key).and_then(|kv| {

@@ -9,10 +9,9 @@ mod lease;
 mod mirror;
 mod settings;
 mod snapshot;
-mod sync;
 mod watch;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
 use std::sync::Mutex as StdMutex;
@@ -26,10 +25,9 @@ use etcd_client::{
 use tokio::sync::Mutex;
 use tokio::time::Instant;
 
-use super::{ClusterSnapshot, Dcs, DcsError, KeyLayout, MemberRecord, SwitchoverRecord};
-use crate::ha::types::{NodeName, SessionId};
+use super::{CasKey, ClusterSnapshot, Dcs, DcsError, KeyLayout, MemberRecord, SwitchoverRecord};
+use crate::ha::types::SessionId;
 use call::{bounded, is_auth_rejected, map_err};
-use settings::Keys;
 pub use settings::{lease_ttl_s, EtcdSettings, EtcdSettingsError, EtcdTls};
 // For the fuzz targets in `fuzz/` and the snapshot tests in `tests/dcs_contract/`: this adapter's
 // translation of a hostile range answer into the shared snapshot builder.
@@ -39,7 +37,8 @@ pub use snapshot::{build as snapshot_from_entries, Entry as SnapshotEntry};
 /// The etcd implementation of [`Dcs`].
 pub struct EtcdDcs {
     settings: EtcdSettings,
-    keys: Keys,
+    /// Patroni's etcd3 keys, with the leading slash.
+    layout: KeyLayout,
     member_key: String,
     /// The lease TTL for the next grant (`set_session_ttl`), and the TTL the current lease was granted with.
     ttl_s: AtomicI64,
@@ -77,16 +76,13 @@ impl EtcdDcs {
             return Err(EtcdSettingsError::HalfCredentials);
         }
         let tls = settings::tls_options(&settings)?;
-        let keys = Keys::new(&settings.namespace, &settings.scope);
-        let member_key = format!(
-            "/{}",
-            KeyLayout::new(&settings.namespace, &settings.scope).member(&settings.name)
-        );
+        let layout = KeyLayout::rooted(&settings.namespace, &settings.scope);
+        let member_key = layout.member(&settings.name);
         Ok(EtcdDcs {
             ttl_s: AtomicI64::new(lease_ttl_s(settings.ttl_ms)),
             lease_ttl_s: AtomicI64::new(lease_ttl_s(settings.ttl_ms)),
             settings,
-            keys,
+            layout,
             member_key,
             client: Mutex::new(None),
             stale_client: AtomicBool::new(false),
@@ -273,7 +269,7 @@ impl Dcs for EtcdDcs {
         }
         self.full_read_sent(crate::clock::now());
         self.feed.mirror.unconfirm();
-        let prefix = self.keys.prefix.as_str();
+        let prefix = self.layout.prefix();
         let opts = GetOptions::new().with_prefix();
         let mark = self.own_member.read_started();
         let resp = self
@@ -304,7 +300,7 @@ impl Dcs for EtcdDcs {
             mod_revision: kv.mod_revision(),
             lease: kv.lease(),
         });
-        snapshot::build(&self.keys.prefix, entries, revision)
+        snapshot::build(self.layout.prefix(), entries, revision)
     }
 
     async fn ensure_session(&self, deadline: Instant) -> Result<SessionId, DcsError> {
@@ -331,7 +327,8 @@ impl Dcs for EtcdDcs {
             }
             None => self.lease_or_grant(deadline).await?,
         };
-        let k = self.keys.leader.as_str();
+        let leader_key = self.layout.leader();
+        let k = leader_key.as_str();
         let name = self.settings.name.as_str();
         let put = TxnOp::put(k, name, Some(PutOptions::new().with_lease(lease)));
         // Free key: take it. Else, if it holds our own name (an older lease of ours, e.g. before a restart),
@@ -365,7 +362,8 @@ impl Dcs for EtcdDcs {
         if self.leader_confirmed(lease) {
             return Ok(()); // the mirror, confirmed this cycle, shows the key ours: no transaction
         }
-        let k = self.keys.leader.as_str();
+        let leader_key = self.layout.leader();
+        let k = leader_key.as_str();
         let txn = Txn::new()
             .when([
                 Compare::value(k, CompareOp::Equal, self.settings.name.as_str()),
@@ -387,7 +385,8 @@ impl Dcs for EtcdDcs {
         let Some(lease) = self.lease_id() else {
             return Ok(()); // without a lease we cannot hold the key under it
         };
-        let k = self.keys.leader.as_str();
+        let leader_key = self.layout.leader();
+        let k = leader_key.as_str();
         let txn = Txn::new()
             .when([
                 Compare::value(k, CompareOp::Equal, self.settings.name.as_str()),
@@ -420,12 +419,12 @@ impl Dcs for EtcdDcs {
     }
 
     async fn race_initialize(&self, value: &str, deadline: Instant) -> Result<(), DcsError> {
-        self.create(&self.keys.initialize, value.to_string(), deadline)
+        self.create(&self.layout.initialize(), value.to_string(), deadline)
             .await
     }
 
     async fn write_initialize(&self, value: &str, deadline: Instant) -> Result<(), DcsError> {
-        self.put(&self.keys.initialize, value.to_string(), deadline)
+        self.put(&self.layout.initialize(), value.to_string(), deadline)
             .await
     }
 
@@ -435,42 +434,48 @@ impl Dcs for EtcdDcs {
         deadline: Instant,
     ) -> Result<(), DcsError> {
         let json = serde_json::to_string(request).expect("SwitchoverRecord serializes");
-        self.put(&self.keys.failover, json, deadline).await
+        self.put(&self.layout.failover(), json, deadline).await
     }
 
     async fn cancel_initialize(&self, deadline: Instant) -> Result<(), DcsError> {
-        let key = self.keys.initialize.as_str();
+        let initialize_key = self.layout.initialize();
+        let key = initialize_key.as_str();
         self.delete(key, None, "delete initialize", deadline).await
     }
 
     async fn clear_switchover(&self, deadline: Instant) -> Result<(), DcsError> {
-        let key = self.keys.failover.as_str();
+        let failover_key = self.layout.failover();
+        let key = failover_key.as_str();
         self.delete(key, None, "delete failover", deadline).await
     }
 
     async fn delete_cluster(&self, deadline: Instant) -> Result<(), DcsError> {
         let prefix = DeleteOptions::new().with_prefix();
-        let scope = self.keys.prefix.as_str();
+        let scope = self.layout.prefix();
         self.delete(scope, Some(prefix), "delete the scope", deadline)
             .await
     }
 
-    async fn cas_config(
+    async fn compare_and_set(
         &self,
-        value: &serde_json::Value,
-        expected_index: Option<u64>,
+        key: CasKey,
+        value: String,
+        expected: Option<u64>,
         deadline: Instant,
     ) -> Result<(), DcsError> {
-        let k = self.keys.config.as_str();
-        let Some(index) = expected_index else {
-            return self.create(k, value.to_string(), deadline).await;
+        let path = key.path(&self.layout);
+        let k = path.as_str();
+        let Some(index) = expected else {
+            return self.create(k, value, deadline).await;
         };
-        let rev = i64::try_from(index)
-            .map_err(|_| DcsError::Conflict(format!("index {index} out of range")))?;
         let txn = Txn::new()
-            .when([Compare::mod_revision(k, CompareOp::Equal, rev)])
-            .and_then([TxnOp::put(k, value.to_string(), None)]);
-        if self.txn(txn, deadline, "cas config").await?.succeeded() {
+            .when([Compare::mod_revision(k, CompareOp::Equal, revision(index)?)])
+            .and_then([TxnOp::put(k, value, None)]);
+        let what = match key {
+            CasKey::Config => "cas config",
+            CasKey::Sync => "cas sync",
+        };
+        if self.txn(txn, deadline, what).await?.succeeded() {
             Ok(())
         } else {
             Err(DcsError::Conflict(format!(
@@ -481,7 +486,7 @@ impl Dcs for EtcdDcs {
 
     async fn write_status(&self, optime: u64, deadline: Instant) -> Result<(), DcsError> {
         let json = serde_json::json!({ "optime": optime }).to_string();
-        self.put(&self.keys.status, json, deadline).await
+        self.put(&self.layout.status(), json, deadline).await
     }
 
     async fn write_history(
@@ -489,7 +494,7 @@ impl Dcs for EtcdDcs {
         history: &serde_json::Value,
         deadline: Instant,
     ) -> Result<(), DcsError> {
-        self.put(&self.keys.history, history.to_string(), deadline)
+        self.put(&self.layout.history(), history.to_string(), deadline)
             .await
     }
 
@@ -499,27 +504,37 @@ impl Dcs for EtcdDcs {
         deadline: Instant,
     ) -> Result<(), DcsError> {
         let json = crate::dcs::records::failsafe_json(members);
-        self.put(&self.keys.failsafe, json, deadline).await
-    }
-
-    async fn write_sync(
-        &self,
-        leader: &NodeName,
-        standbys: &BTreeSet<NodeName>,
-        quorum: u32,
-        expected: Option<u64>,
-        deadline: Instant,
-    ) -> Result<(), DcsError> {
-        self.put_sync(leader, standbys, quorum, expected, deadline)
-            .await
+        self.put(&self.layout.failsafe(), json, deadline).await
     }
 
     async fn delete_sync(&self, expected: u64, deadline: Instant) -> Result<(), DcsError> {
-        self.remove_sync(expected, deadline).await
+        let sync_key = self.layout.sync();
+        let k = sync_key.as_str();
+        let txn = Txn::new()
+            .when([Compare::mod_revision(
+                k,
+                CompareOp::Equal,
+                revision(expected)?,
+            )])
+            .and_then([TxnOp::delete(k, None)])
+            .or_else([TxnOp::get(k, None)]);
+        let resp = self.txn(txn, deadline, "delete sync").await?;
+        // A key already gone is what was asked for (Consul answers so too).
+        let gone = resp
+            .op_responses()
+            .iter()
+            .any(|r| matches!(r, TxnOpResponse::Get(g) if g.kvs().is_empty()));
+        if resp.succeeded() || gone {
+            Ok(())
+        } else {
+            Err(DcsError::Conflict(format!(
+                "{k} changed since revision {expected}"
+            )))
+        }
     }
 
     async fn watch_leader(&self, index: u64, wait_ms: u64) -> Result<u64, DcsError> {
-        let watched = self.watch_key(&self.keys.leader, index, wait_ms).await;
+        let watched = self.watch_key(&self.layout.leader(), index, wait_ms).await;
         if matches!(watched, Err(DcsError::Unavailable(_))) {
             self.next_endpoint();
         }
@@ -528,7 +543,7 @@ impl Dcs for EtcdDcs {
 
     async fn watch_config(&self, index: u64, wait_ms: u64) -> Result<u64, DcsError> {
         // Runs beside the leader watch, which alone rotates endpoints (both failing would skip one).
-        self.watch_key(&self.keys.config, index, wait_ms).await
+        self.watch_key(&self.layout.config(), index, wait_ms).await
     }
 
     fn mirror(&self) -> Option<std::sync::Arc<crate::dcs::mirror::Mirror>> {
@@ -569,4 +584,9 @@ impl Dcs for EtcdDcs {
             Err(e) => Err(e),
         }
     }
+}
+
+/// An index as etcd's revision type.
+fn revision(index: u64) -> Result<i64, DcsError> {
+    i64::try_from(index).map_err(|_| DcsError::Conflict(format!("index {index} out of range")))
 }

@@ -1,7 +1,6 @@
-//! etcd settings, the whole-second lease TTL, and Patroni's absolute key names (with the leading slash).
+//! etcd settings and the whole-second lease TTL (the keys: `KeyLayout::rooted`, with Patroni's leading slash).
 //!
 //! The TLS material is read at construction, so a missing PEM file stops the agent before PostgreSQL is touched.
-use crate::dcs::KeyLayout;
 
 /// How to reach etcd and who we are in it.
 #[derive(Clone, PartialEq, Eq)]
@@ -110,36 +109,4 @@ pub(super) fn tls_options(
 /// not. (etcd also raises TTLs below its minimum, about 1.5 election timeouts, which again only lengthens it.)
 pub fn lease_ttl_s(ttl_ms: u64) -> i64 {
     i64::try_from(ttl_ms.div_ceil(1000)).unwrap_or(i64::MAX)
-}
-
-/// The absolute keys, Patroni style: `/service/<scope>/leader` and so on.
-#[derive(Clone, Debug)]
-pub(super) struct Keys {
-    pub(super) prefix: String,
-    pub(super) leader: String,
-    pub(super) initialize: String,
-    pub(super) config: String,
-    pub(super) failover: String,
-    pub(super) status: String,
-    pub(super) history: String,
-    pub(super) failsafe: String,
-    pub(super) sync: String,
-}
-
-impl Keys {
-    pub(super) fn new(namespace: &str, scope: &str) -> Self {
-        let layout = KeyLayout::new(namespace, scope);
-        let abs = |k: String| format!("/{k}");
-        Keys {
-            prefix: abs(layout.prefix().to_string()),
-            leader: abs(layout.leader()),
-            initialize: abs(layout.initialize()),
-            config: abs(layout.config()),
-            failover: abs(layout.failover()),
-            status: abs(layout.status()),
-            history: abs(layout.history()),
-            failsafe: abs(layout.failsafe()),
-            sync: abs(layout.sync()),
-        }
-    }
 }
