@@ -9,7 +9,7 @@
 use std::fmt;
 
 use super::action::{Action, StopMode};
-use super::decide::{Ctx, Local};
+use super::ctx::{Ctx, Local};
 use super::memory::Memory;
 use super::observation::JobStatus;
 use super::Reason;

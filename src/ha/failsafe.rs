@@ -51,7 +51,7 @@ use std::collections::BTreeMap;
 
 use super::action::{Action, FailsafeAnswer, Job};
 use super::config::MutantName;
-use super::decide::{Ctx, Plan};
+use super::ctx::{Ctx, Plan};
 use super::memory::Memory;
 use super::observation::{Cluster, FailsafeReply};
 use super::types::{Millis, NodeName};

@@ -8,7 +8,7 @@
 //! (`/primary`, R4) is the fence's: the lease, or in pause and failsafe mode their extension.
 use super::action::Action;
 use super::config::MutantName;
-use super::decide::{Ctx, Local};
+use super::ctx::{Ctx, Local};
 use super::failsafe;
 use super::lease::call_budget_ms;
 use super::memory::Memory;

@@ -8,7 +8,7 @@
 //! cycle.
 use super::action::{Action, Job};
 use super::config::MutantName;
-use super::decide::{Ctx, Local, Plan};
+use super::ctx::{Ctx, Local, Plan};
 use super::memory::Memory;
 use super::observation::{Cluster, Divergence, JobResult, MemberState};
 use super::types::{Millis, NodeName};

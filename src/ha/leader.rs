@@ -37,7 +37,7 @@
 //! them); the simulator's random operator only resumes under that condition.
 use super::action::{Action, StopMode};
 use super::config::MutantName;
-use super::decide::{Ctx, Local, Plan};
+use super::ctx::{Ctx, Local, Plan};
 use super::election::{self, SwitchoverCheck};
 use super::memory::Memory;
 use super::observation::Cluster;

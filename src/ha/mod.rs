@@ -11,6 +11,7 @@ pub mod action;
 mod backoff;
 pub mod callbacks;
 pub mod config;
+mod ctx;
 mod decide;
 mod election;
 mod failsafe;

@@ -13,7 +13,7 @@
 //! `KeepInitializeAfterFailedBootstrap`; end to end, `e2e_etcd`/`e2e_consul` `k_`).
 use super::action::Action;
 use super::config::MutantName;
-use super::decide::{Ctx, Local, Plan};
+use super::ctx::{Ctx, Local, Plan};
 use super::election;
 use super::follower::clone;
 use super::memory::Memory;

@@ -14,7 +14,7 @@
 //! cancels a scheduled restart when the postmaster was restarted meanwhile, and keeps (not drops) one that falls due
 //! in pause.
 use super::action::{Action, Job, NodeRole, Refusal, RequestAnswer, StopMode};
-use super::decide::{Ctx, Local, Plan};
+use super::ctx::{Ctx, Local, Plan};
 use super::memory::{Memory, ScheduledRestart};
 use super::observation::{Cluster, JobStatus, OperatorRequest, PgRole, RestartFilter};
 use super::types::Millis;

@@ -37,7 +37,7 @@
 //! and (chained) `ChainIgnoresRoutedHere`.
 use super::action::Action;
 use super::config::MutantName;
-use super::decide::{Ctx, Local, Plan};
+use super::ctx::{Ctx, Local, Plan};
 use super::memory::Memory;
 use super::observation::{Cluster, MemberRole, MemberState, Outcome};
 use super::reason::Reason;

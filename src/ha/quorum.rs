@@ -17,7 +17,7 @@ use std::collections::BTreeSet;
 
 use super::action::Action;
 use super::config::MutantName;
-use super::decide::Ctx;
+use super::ctx::Ctx;
 use super::memory::Memory;
 use super::observation::{Cluster, PeerProbe, PgRole, RunningPg, SyncKey, SyncNames};
 use super::types::{Lsn, NodeName, Timeline};

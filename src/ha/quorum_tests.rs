@@ -1,7 +1,7 @@
 //! Quorum mode's rules, case by case.
 use super::*;
 use crate::ha::config::{CoreConfig, Timing};
-use crate::ha::decide::Local;
+use crate::ha::ctx::Local;
 use crate::ha::observation::{
     DynamicConfig, JobStatus, Observation, PgState, ReplicationStat, StoreView, SyncSettings,
 };

@@ -12,7 +12,7 @@
 //! tenure answers 503 where Patroni answers 200.
 use super::action::Job;
 use super::action::{MemberStatus, NodeRole, NodeStatus};
-use super::decide::{Ctx, Local};
+use super::ctx::{Ctx, Local};
 use super::memory::Memory;
 use super::observation::{JobStatus, MemberRole, MemberState, StoreView};
 

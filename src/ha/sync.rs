@@ -9,7 +9,7 @@ use std::collections::BTreeSet;
 
 use super::action::Action;
 use super::config::MutantName;
-use super::decide::{Ctx, Local};
+use super::ctx::{Ctx, Local};
 use super::memory::Memory;
 use super::observation::{Cluster, RunningPg, SyncKey, SyncNames};
 use super::types::NodeName;
