@@ -18,8 +18,22 @@ use super::status;
 use super::types::Millis;
 use super::Reason;
 
-/// The decision core's entry point: total and pure.
+/// The decision core's entry point: total and pure. Named stages, in order.
 pub fn decide(cfg: &CoreConfig, mem: &Memory, obs: &Observation) -> Decision {
+    let mut mem = absorb_last_cycle(cfg, mem, obs);
+    let ctx = context(cfg, &mem, obs);
+    let mut answer = None;
+    let plan = choose_plan(&ctx, &mut mem, &mut answer);
+    let answer = answer_request(&ctx, &mut mem, answer, &plan.reason);
+    let actions = complete_actions(&ctx, &mut mem, &plan.reason, plan.actions);
+    check_decision(&ctx, &mem, &actions);
+    let wake_at = wake_time(&ctx, &mem, plan.wake_at, &actions);
+    let plan = Plan { actions, ..plan };
+    decision(&ctx, mem, plan, wake_at, answer)
+}
+
+/// Folds the last cycle's outcomes into memory, and forgets what this cycle's PostgreSQL makes void.
+fn absorb_last_cycle(cfg: &CoreConfig, mem: &Memory, obs: &Observation) -> Memory {
     let mut mem = super::absorb::absorb(cfg, mem, obs);
     super::pooler::absorb(&mut mem, &obs.outcomes, obs.now);
     mem.started_at.get_or_insert(obs.now);
@@ -35,6 +49,11 @@ pub fn decide(cfg: &CoreConfig, mem: &Memory, obs: &Observation) -> Decision {
         // What an operator's restart or reinitialize stopped runs again.
         mem.operator_start = false;
     }
+    mem
+}
+
+/// What every path reads: the observation, local PostgreSQL flattened, and the peer probes if fresh.
+fn context<'a>(cfg: &'a CoreConfig, mem: &Memory, obs: &'a Observation) -> Ctx<'a> {
     // Probes take a few seconds when a peer does not answer: fresh means asked within two loops plus two
     // store-call budgets, which an agent frozen between asking and deciding exceeds.
     let probe_window_ms = 2 * (cfg.timing.loop_wait_ms + cfg.timing.retry_timeout_ms);
@@ -42,53 +61,76 @@ pub fn decide(cfg: &CoreConfig, mem: &Memory, obs: &Observation) -> Decision {
         .probes_sent_at
         .is_some_and(|at| obs.now.since(at) <= probe_window_ms);
     let peers = obs.peers.as_deref().filter(|_| fresh);
-    let ctx = Ctx {
+    Ctx {
         cfg,
         obs,
         now: obs.now,
         local: Local::of(&obs.pg),
         peers,
-    };
-    let mut answer = None;
-    let plan = if obs.shutting_down {
+    }
+}
+
+/// The top-level branch: shutting down, a fresh store snapshot, or none.
+fn choose_plan(ctx: &Ctx, mem: &mut Memory, answer: &mut Option<RequestAnswer>) -> Plan {
+    let obs = ctx.obs;
+    if obs.shutting_down {
         // The snapshot read for this very cycle decides whether we are paused (found by PauseHandsOff).
         if let StoreView::Available(c) = &obs.store {
             mem.paused = c.config.pause;
         }
-        shutdown(&ctx, &mut mem)
-    } else {
-        let fresh = obs.now.since(obs.store_read_at) <= cfg.timing.retry_timeout_ms;
-        match &obs.store {
-            StoreView::Available(c) if fresh => {
-                failsafe::remember(&ctx, &mut mem, c);
-                let plan = with_store(&ctx, &mut mem, c, &mut answer);
-                let mut plan = backoff::gate(&ctx, &mem, plan);
-                failsafe::write_key(&ctx, &mem, c, &mut plan);
-                let plan = failsafe::guard(&ctx, &mut mem, Some(c), plan);
-                super::pooler::follow(&ctx, &mut mem, c, plan)
-            }
-            _ => {
-                let plan = store_unavailable(&ctx, &mut mem);
-                failsafe::guard(&ctx, &mut mem, None, plan)
-            }
+        return shutdown(ctx, mem);
+    }
+    let fresh = obs.now.since(obs.store_read_at) <= ctx.cfg.timing.retry_timeout_ms;
+    match &obs.store {
+        StoreView::Available(c) if fresh => {
+            failsafe::remember(ctx, mem, c);
+            let plan = with_store(ctx, mem, c, answer);
+            let mut plan = backoff::gate(ctx, mem, plan);
+            failsafe::write_key(ctx, mem, c, &mut plan);
+            let plan = failsafe::guard(ctx, mem, Some(c), plan);
+            super::pooler::follow(ctx, mem, c, plan)
         }
-    };
+        _ => {
+            let plan = store_unavailable(ctx, mem);
+            failsafe::guard(ctx, mem, None, plan)
+        }
+    }
+}
+
+/// The operator request's answer: what the path answered, a cancelled schedule, or busy with what it did.
+fn answer_request(
+    ctx: &Ctx,
+    mem: &mut Memory,
+    answer: Option<RequestAnswer>,
+    reason: &Reason,
+) -> Option<RequestAnswer> {
+    let obs = ctx.obs;
+    let mut answer = answer;
     // Forgetting a scheduled restart needs no room in the cycle (no action, no store): answered whatever
     // the cycle did, as Patroni's DELETE /restart.
     if answer.is_none() && obs.request == Some(OperatorRequest::CancelRestart) {
-        answer = Some(operator::cancel_now(&mut mem));
+        answer = Some(operator::cancel_now(mem));
     }
     // A request the cycle had no room for (shutdown, no fresh store snapshot, a safety path first) is
     // refused with what the cycle did instead: the operator retries.
-    let answer = obs.request.as_ref().map(|_| {
+    obs.request.as_ref().map(|_| {
         answer.unwrap_or_else(|| {
             RequestAnswer::Refused(Refusal::Busy {
-                doing: plan.reason.to_string(),
+                doing: reason.to_string(),
             })
         })
-    });
-    let actions = fencing::fence(&ctx, &mem, plan.actions);
-    let actions = super::callbacks::annotate(&ctx, &mem, &plan.reason, actions);
+    })
+}
+
+/// The path's actions with the fence and callbacks around them; remembers the probes and rounds sent.
+fn complete_actions(
+    ctx: &Ctx,
+    mem: &mut Memory,
+    reason: &Reason,
+    actions: Vec<Action>,
+) -> Vec<Action> {
+    let actions = fencing::fence(ctx, mem, actions);
+    let actions = super::callbacks::annotate(ctx, mem, reason, actions);
     mem.probes_sent_at = actions.contains(&Action::ProbePeers).then_some(ctx.now);
     if actions
         .iter()
@@ -96,17 +138,26 @@ pub fn decide(cfg: &CoreConfig, mem: &Memory, obs: &Observation) -> Decision {
     {
         mem.failsafe_sent_at = Some(ctx.now);
     }
-    check_rules(&ctx, &mem, &actions);
-    super::callbacks::check(&ctx, &mem, &actions);
-    super::sync::check(&ctx, &mem, &actions);
-    failsafe::check(&ctx, &actions);
-    super::pooler::check(&ctx, &mem, &actions);
-    let wake_at = plan
-        .wake_at
-        .unwrap_or_else(|| ctx.now.plus_ms(cfg.timing.loop_wait_ms))
+    actions
+}
+
+/// Every rule's assertions on the final actions (TigerBeetle style: assertions are the specification).
+fn check_decision(ctx: &Ctx, mem: &Memory, actions: &[Action]) {
+    check_rules(ctx, mem, actions);
+    super::callbacks::check(ctx, mem, actions);
+    super::sync::check(ctx, mem, actions);
+    failsafe::check(ctx, actions);
+    super::pooler::check(ctx, mem, actions);
+}
+
+/// When to run again: the plan's time or a loop later, sooner for a scheduled restart or a renewal due.
+fn wake_time(ctx: &Ctx, mem: &Memory, planned: Option<Millis>, actions: &[Action]) -> Millis {
+    let obs = ctx.obs;
+    let wake_at = planned
+        .unwrap_or_else(|| ctx.now.plus_ms(ctx.cfg.timing.loop_wait_ms))
         .max(ctx.now);
     // A scheduled restart ahead wakes us at its time (a due one runs, or is dropped, on a fresh snapshot).
-    let wake_at = match operator::scheduled_wake(&ctx, &mem) {
+    let wake_at = match operator::scheduled_wake(ctx, mem) {
         Some(at) if !obs.shutting_down => wake_at.min(at),
         _ => wake_at,
     };
@@ -115,24 +166,35 @@ pub fn decide(cfg: &CoreConfig, mem: &Memory, obs: &Observation) -> Decision {
     // renewal in this decision is due again a loop_wait after it is sent, which is no earlier than the plan's
     // wake: the old lease's renewal time (now) would start another cycle at once, two cycles per loop_wait.
     let renews = actions.contains(&Action::RenewLeader);
-    let wake_at = match mem.lease {
+    match mem.lease {
         Some(l) if store_up && !renews => wake_at.min(l.renew_due.max(ctx.now)),
         _ => wake_at,
-    };
-    let store_deadline = ctx
-        .now
-        .plus_ms(call_budget_ms(&cfg.timing, mem.lease.as_ref(), ctx.now));
+    }
+}
+
+/// The decision: the plan's actions and reason, the wake time, what to publish, the store deadline, the request's answer.
+fn decision(
+    ctx: &Ctx,
+    mem: Memory,
+    plan: Plan,
+    wake_at: Millis,
+    answer: Option<RequestAnswer>,
+) -> Decision {
+    let store_deadline =
+        ctx.now
+            .plus_ms(call_budget_ms(&ctx.cfg.timing, mem.lease.as_ref(), ctx.now));
+    let actions = plan.actions;
     let consistent_read = mem.pooler.confirming
         || actions.contains(&Action::AcquireLeader)
         || (plan.reason == Reason::Renewing && actions.contains(&Action::RenewLeader));
-    let mut node_status = status::node(&ctx, &mem);
-    node_status.failsafe = failsafe::answer(&ctx, &mem, &actions);
+    let mut node_status = status::node(ctx, &mem);
+    node_status.failsafe = failsafe::answer(ctx, &mem, &actions);
     node_status.failsafe_active =
         ctx.local.is_primary() && mem.lease.is_none() && failsafe::until(&mem, ctx.now).is_some();
-    node_status.pooler = super::pooler::status(&ctx, &mem);
-    let mut member = status::member(&ctx);
+    node_status.pooler = super::pooler::status(ctx, &mem);
+    let mut member = status::member(ctx);
     member.scheduled_restart = mem.scheduled_restart;
-    member.pooler_routed_here = super::pooler::routed_here(&ctx, &mem);
+    member.pooler_routed_here = super::pooler::routed_here(ctx, &mem);
     Decision {
         member,
         status: node_status,

@@ -150,6 +150,7 @@ fn keep(ctx: &Ctx, reason: Reason, renew_due: bool) -> Plan {
     }
 }
 
+/// PostgreSQL runs as primary under our lease: the store's chores first, then a switchover, then lead.
 fn primary(
     ctx: &Ctx,
     mem: &mut Memory,
@@ -157,9 +158,19 @@ fn primary(
     r: &super::observation::RunningPg,
     renew_due: bool,
 ) -> Plan {
-    let lsn = r.lsn;
     mem.primary_down_since = None;
     mem.bootstrapping = false;
+    if let Some(plan) = store_chores(ctx, c) {
+        return plan;
+    }
+    if let Some(sw) = &c.switchover {
+        return switchover(ctx, mem, c, sw, r.lsn, renew_due);
+    }
+    lead(ctx, mem, c, r, renew_due)
+}
+
+/// What a leader writes before anything else: the `initialize` key with our system ID, the dynamic config.
+fn store_chores(ctx: &Ctx, c: &Cluster) -> Option<Plan> {
     if let Some(init) = &c.initialize {
         let sysid = ctx
             .local
@@ -167,53 +178,76 @@ fn primary(
             .map(|s| s.to_string())
             .unwrap_or_default();
         if *init != sysid && !sysid.is_empty() {
-            return Plan::act_now(
+            return Some(Plan::act_now(
                 Reason::Leading,
                 vec![Action::WriteInitialize(sysid)],
                 ctx.now,
-            );
+            ));
         }
     }
     if c.config.missing {
         // Patroni's leader uploads its dynamic settings when the store has none; tools such as
         // `patronictl pause --wait` read them.
-        return Plan::act_now(Reason::Leading, vec![Action::WriteConfig], ctx.now);
+        return Some(Plan::act_now(
+            Reason::Leading,
+            vec![Action::WriteConfig],
+            ctx.now,
+        ));
     }
-    if let Some(sw) = &c.switchover {
-        match election::check_switchover(ctx, c, sw, lsn, mem.paused) {
-            SwitchoverCheck::Refuse(why) => {
-                return Plan::act(
-                    Reason::SwitchoverRefused { why },
-                    vec![Action::ClearSwitchover],
-                );
-            }
-            SwitchoverCheck::Wait { at_ms, wake_in_ms } => {
-                let plan = keep(ctx, Reason::SwitchoverScheduled { at_ms }, renew_due);
-                return plan.wake(ctx.now.plus_ms(wake_in_ms));
-            }
-            SwitchoverCheck::Go { candidate } => {
-                mem.switchover_stopped_at = Some(ctx.now);
-                // The operator asked for this stop: even in pause, start again as a replica afterwards.
-                mem.operator_start = true;
-                return Plan::act_now(
-                    Reason::SwitchoverStopping { candidate },
-                    // The CHECKPOINT runs while writes still go on, so the shutdown checkpoint is short.
-                    // The pooler pauses after it, so running transactions finish and new ones queue.
-                    [Action::Checkpoint]
-                        .into_iter()
-                        .chain(super::pooler::pause_before_stop(ctx))
-                        .chain([
-                            Action::Stop {
-                                mode: StopMode::Fast,
-                            },
-                            Action::DisarmFence,
-                        ])
-                        .collect(),
-                    ctx.now,
-                );
-            }
+    None
+}
+
+/// A switchover in the store: refuse it, wait for its time, or stop PostgreSQL for the candidate.
+fn switchover(
+    ctx: &Ctx,
+    mem: &mut Memory,
+    c: &Cluster,
+    sw: &super::observation::Switchover,
+    lsn: super::types::Lsn,
+    renew_due: bool,
+) -> Plan {
+    match election::check_switchover(ctx, c, sw, lsn, mem.paused) {
+        SwitchoverCheck::Refuse(why) => Plan::act(
+            Reason::SwitchoverRefused { why },
+            vec![Action::ClearSwitchover],
+        ),
+        SwitchoverCheck::Wait { at_ms, wake_in_ms } => {
+            let plan = keep(ctx, Reason::SwitchoverScheduled { at_ms }, renew_due);
+            plan.wake(ctx.now.plus_ms(wake_in_ms))
+        }
+        SwitchoverCheck::Go { candidate } => {
+            mem.switchover_stopped_at = Some(ctx.now);
+            // The operator asked for this stop: even in pause, start again as a replica afterwards.
+            mem.operator_start = true;
+            Plan::act_now(
+                Reason::SwitchoverStopping { candidate },
+                // The CHECKPOINT runs while writes still go on, so the shutdown checkpoint is short.
+                // The pooler pauses after it, so running transactions finish and new ones queue.
+                [Action::Checkpoint]
+                    .into_iter()
+                    .chain(super::pooler::pause_before_stop(ctx))
+                    .chain([
+                        Action::Stop {
+                            mode: StopMode::Fast,
+                        },
+                        Action::DisarmFence,
+                    ])
+                    .collect(),
+                ctx.now,
+            )
         }
     }
+}
+
+/// Leading: renew when due (the optime with it), and synchronous mode's steps after the renewal.
+fn lead(
+    ctx: &Ctx,
+    mem: &mut Memory,
+    c: &Cluster,
+    r: &super::observation::RunningPg,
+    renew_due: bool,
+) -> Plan {
+    let lsn = r.lsn;
     let reason = if mem.paused {
         Reason::Paused {
             what: "I am the leader with the lock".into(),
