@@ -32,7 +32,7 @@ pub(crate) fn absorb(cfg: &CoreConfig, mem: &Memory, obs: &Observation) -> Memor
         }
     }
     if let Some(d) = &obs.divergence {
-        m.divergence = Some(d.clone());
+        m.rejoin.divergence = Some(d.clone());
     }
     if let JobStatus::Finished(job, result) = &obs.job {
         follower::absorb_job(&mut m, job, result, obs.now);
@@ -46,10 +46,10 @@ pub(crate) fn absorb(cfg: &CoreConfig, mem: &Memory, obs: &Observation) -> Memor
     }
     if m.lease.is_none() {
         // A veto holds for the term it was given in.
-        m.pre_promote_veto = false;
+        m.callbacks.pre_promote_veto = false;
     }
-    if m.failsafe_until.is_some_and(|u| obs.now >= u) {
-        m.failsafe_until = None;
+    if m.failsafe.until.is_some_and(|u| obs.now >= u) {
+        m.failsafe.until = None;
     }
     m
 }
@@ -65,7 +65,7 @@ fn absorb_one(
     match (action, result) {
         (Action::AcquireLeader, Outcome::Done) => {
             m.lease = Some(Lease::from_ack(t, sent_at));
-            m.failsafe_until = None;
+            m.failsafe.until = None;
         }
         (Action::RenewLeader, Outcome::Done) => {
             // A renew only extends a lease we still hold; it never resurrects one.
@@ -75,26 +75,26 @@ fn absorb_one(
                 m.lease.map(|l| l.extended(t, sent_at))
             };
             if m.lease.is_some() {
-                m.failsafe_until = None;
+                m.failsafe.until = None;
             }
         }
         (Action::AcquireLeader | Action::RenewLeader, Outcome::Rejected) => m.lease = None,
         (Action::ReleaseLeader, Outcome::Done | Outcome::Unknown) => {
-            m.released_index = m.leader_index;
+            m.leader.released_index = m.cluster.leader_index;
             m.lease = None;
-            m.switchover_stopped_at = None;
+            m.leader.switchover_stopped_at = None;
         }
-        (Action::RaceInitialize, Outcome::Done) => m.bootstrapping = true,
+        (Action::RaceInitialize, Outcome::Done) => m.no_leader.bootstrapping = true,
         (Action::Callback { event, role }, Outcome::Done) => {
-            m.callback_role = Some(super::callbacks::role_after(*event, *role));
+            m.callbacks.role = Some(super::callbacks::role_after(*event, *role));
         }
         (Action::PrePromote, Outcome::Failed(_) | Outcome::Rejected | Outcome::Unknown) => {
-            m.pre_promote_veto = true;
-            m.pre_promote_vetoed_at = Some(sent_at);
+            m.callbacks.pre_promote_veto = true;
+            m.callbacks.pre_promote_vetoed_at = Some(sent_at);
         }
-        (Action::ArmFence { deadline }, Outcome::Done) => m.fence_armed = Some(*deadline),
-        (Action::DisarmFence, Outcome::Done) => m.fence_armed = None,
-        (Action::ArmFence { .. }, Outcome::Failed(_)) => m.fence_failed_at = Some(sent_at),
+        (Action::ArmFence { deadline }, Outcome::Done) => m.fence.armed = Some(*deadline),
+        (Action::DisarmFence, Outcome::Done) => m.fence.armed = None,
+        (Action::ArmFence { .. }, Outcome::Failed(_)) => m.fence.failed_at = Some(sent_at),
         _ => {}
     }
 }

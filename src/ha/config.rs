@@ -33,7 +33,7 @@ pub struct CoreConfig {
     /// Checked against the timing by [`Timing::validate_failsafe`].
     pub failsafe_timeout_ms: u64,
     /// Which hook scripts are configured (callbacks, `pre_promote`, `before_stop`).
-    pub hooks: super::callbacks::Hooks,
+    pub hooks: super::hooks::Hooks,
     /// A PgBouncer runs beside this PostgreSQL and the agent drives it (`pooler.rs`).
     pub pooler: bool,
     /// The other members' PgBouncers route through the leader's (`pgbouncer.chain`): only to a leader whose
@@ -284,7 +284,7 @@ impl CoreConfig {
             remove_data_directory_on_diverged_timelines: false,
             watchdog: WatchdogMode::Off,
             failsafe_timeout_ms: DEFAULT_FAILSAFE_TIMEOUT_MS,
-            hooks: super::callbacks::Hooks::default(),
+            hooks: super::hooks::Hooks::default(),
             pooler: false,
             pooler_chain: false,
             #[cfg(feature = "mutants")]

@@ -40,14 +40,14 @@ fn absorb_last_cycle(cfg: &CoreConfig, mem: &Memory, obs: &Observation) -> Memor
     if matches!(obs.pg, PgState::Running(ref r) if r.role == PgRole::Primary) {
         // Whatever we knew about our history against the leader is void once we ran as a primary (even one
         // promoted behind our back): check again before following anyone.
-        mem.divergence = None;
+        mem.rejoin.divergence = None;
     } else {
         // A floor belongs to one primary term.
-        mem.sync_floor = None;
+        mem.sync.floor = None;
     }
     if matches!(obs.pg, PgState::Running(_)) && obs.job == JobStatus::Idle {
         // What an operator's restart or reinitialize stopped runs again.
-        mem.operator_start = false;
+        mem.operator.start = false;
     }
     mem
 }
@@ -76,7 +76,7 @@ fn choose_plan(ctx: &Ctx, mem: &mut Memory, answer: &mut Option<RequestAnswer>) 
     if obs.shutting_down {
         // The snapshot read for this very cycle decides whether we are paused (found by PauseHandsOff).
         if let StoreView::Available(c) = &obs.store {
-            mem.paused = c.config.pause;
+            mem.cluster.paused = c.config.pause;
         }
         return shutdown(ctx, mem);
     }
@@ -136,7 +136,7 @@ fn complete_actions(
         .iter()
         .any(|a| matches!(a, Action::PostFailsafe { .. }))
     {
-        mem.failsafe_sent_at = Some(ctx.now);
+        mem.failsafe.sent_at = Some(ctx.now);
     }
     actions
 }
@@ -172,7 +172,7 @@ fn wake_time(ctx: &Ctx, mem: &Memory, planned: Option<Millis>, actions: &[Action
     }
 }
 
-/// The decision: the plan's actions and reason, the wake time, what to publish, the store deadline, the request's answer.
+/// The decision: the plan's actions and reason, the wake time, what to publish, the store deadline, the answer.
 fn decision(
     ctx: &Ctx,
     mem: Memory,
@@ -193,7 +193,7 @@ fn decision(
         ctx.local.is_primary() && mem.lease.is_none() && failsafe::until(&mem, ctx.now).is_some();
     node_status.pooler = super::pooler::status(ctx, &mem);
     let mut member = status::member(ctx);
-    member.scheduled_restart = mem.scheduled_restart;
+    member.scheduled_restart = mem.operator.scheduled_restart;
     member.pooler_routed_here = super::pooler::routed_here(ctx, &mem);
     Decision {
         member,
@@ -216,24 +216,24 @@ fn with_store(
     c: &Cluster,
     answer: &mut Option<RequestAnswer>,
 ) -> Plan {
-    if mem.paused && !c.config.pause {
-        mem.resumed_at = Some(ctx.now);
+    if mem.cluster.paused && !c.config.pause {
+        mem.cluster.resumed_at = Some(ctx.now);
     }
-    mem.paused = c.config.pause;
+    mem.cluster.paused = c.config.pause;
     let listed = super::sync::listed(ctx, c);
-    mem.sync_listed = listed && !c.config.sync.quorum;
-    mem.quorum_listed = listed && c.config.sync.quorum;
+    mem.sync.listed = listed && !c.config.sync.quorum;
+    mem.sync.quorum_listed = listed && c.config.sync.quorum;
     if let Some(l) = c.leader_name() {
-        mem.last_leader = Some(l.clone());
+        mem.cluster.last_leader = Some(l.clone());
     }
     let index = c.leader.as_ref().map(|l| l.index);
-    if index.is_some() && index != mem.leader_index {
+    if index.is_some() && index != mem.cluster.leader_index {
         // A new leader term: what we learned about divergence and rewind failures was about the old one.
-        mem.leader_index = index;
+        mem.cluster.leader_index = index;
         if ctx.obs.divergence.is_none() {
-            mem.divergence = None;
+            mem.rejoin.divergence = None;
         }
-        mem.rewind_failed_from = None;
+        mem.rejoin.rewind_failed_from = None;
     }
     let mine = c.leader_name() == Some(&ctx.cfg.name);
     if !mine && mem.lease.is_some() {
@@ -244,7 +244,7 @@ fn with_store(
     }
     if !mine {
         mem.lease = None;
-        mem.switchover_stopped_at = None;
+        mem.leader.switchover_stopped_at = None;
     }
     if let Some(plan) = follower::system_id_mismatch(ctx, c) {
         return plan;
@@ -253,7 +253,7 @@ fn with_store(
         return plan;
     }
     if c.leader.is_some() && !mine {
-        mem.failsafe_until = None;
+        mem.failsafe.until = None;
     }
     if let Some(plan) = leader::stop_unleased_primary(ctx, mem, c) {
         return plan;
@@ -276,7 +276,7 @@ fn with_store(
         return leader::cycle(ctx, mem, c);
     }
     if c.leader.is_some() {
-        mem.catchup_since = None;
+        mem.no_leader.catchup_since = None;
     }
     match c.leader.as_ref() {
         Some(l) => follower::cycle(ctx, mem, c, &l.name),
@@ -333,7 +333,7 @@ fn store_unavailable(ctx: &Ctx, mem: &mut Memory) -> Plan {
     let t = &ctx.cfg.timing;
     let retry_at = ctx.now.plus_ms(t.loop_wait_ms.min(t.retry_timeout_ms));
     match ctx.local {
-        Local::Primary(_) if mem.paused => Plan::idle(Reason::Paused {
+        Local::Primary(_) if mem.cluster.paused => Plan::idle(Reason::Paused {
             what: "the store is unreachable; leaving the primary alone".into(),
         })
         .wake(retry_at),
@@ -370,7 +370,7 @@ fn fence_or_renew(ctx: &Ctx, mem: &Memory, retry_at: Millis) -> Plan {
 
 /// SIGTERM: stop PostgreSQL, then release the key so a replica wins at once. Paused: leave PostgreSQL running.
 fn shutdown(ctx: &Ctx, mem: &mut Memory) -> Plan {
-    if mem.paused {
+    if mem.cluster.paused {
         return Plan::act(
             Reason::ShutdownLeavingPostgres,
             vec![Action::DisarmFence, Action::Exit],

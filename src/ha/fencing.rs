@@ -51,10 +51,10 @@ pub(super) fn fence(ctx: &Ctx, mem: &Memory, mut actions: Vec<Action>) -> Vec<Ac
         .iter()
         .any(|a| matches!(a, Action::Exit | Action::DisarmFence));
     match (may_be_primary, deadline) {
-        (true, Some(d)) if mem.fence_armed != Some(d) && !exiting => {
+        (true, Some(d)) if mem.fence.armed != Some(d) && !exiting => {
             actions.insert(0, Action::ArmFence { deadline: d });
         }
-        (false, _) if mem.fence_armed.is_some() && !exiting => actions.push(Action::DisarmFence),
+        (false, _) if mem.fence.armed.is_some() && !exiting => actions.push(Action::DisarmFence),
         _ => {}
     }
     if may_be_primary && !exiting {
@@ -99,7 +99,7 @@ fn arm_after_renewal(ctx: &Ctx, mem: &Memory, actions: &mut Vec<Action>) {
             Action::ArmFence { deadline } => Some(*deadline),
             _ => None,
         })
-        .chain(mem.fence_armed)
+        .chain(mem.fence.armed)
         .max();
     match fence_deadline(ctx, &renewed) {
         Some(d) if armed.is_none_or(|a| d > a) => {
@@ -118,7 +118,7 @@ pub(crate) fn fence_deadline(ctx: &Ctx, mem: &Memory) -> Option<Millis> {
         .max(failsafe::until(mem, ctx.now));
     let store_down = matches!(ctx.obs.store, StoreView::Unavailable);
     let naive = store_down && ctx.cfg.mutant(MutantName::NoFenceWhenStoreDown);
-    if (mem.paused || naive) && !ctx.obs.shutting_down {
+    if (mem.cluster.paused || naive) && !ctx.obs.shutting_down {
         let t = &ctx.cfg.timing;
         let alive = ctx.now.plus_ms(t.pause_fence_ms());
         return Some(lease.map_or(alive, |d| d.max(alive)));

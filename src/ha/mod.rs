@@ -18,6 +18,7 @@ mod failsafe;
 mod fencing;
 mod follower;
 pub mod health;
+mod hooks;
 mod leader;
 pub mod lease;
 pub mod memory;
@@ -41,7 +42,10 @@ pub use config::{CoreConfig, SessionStore, Timing, TimingError, WatchdogMode};
 pub use decide::decide;
 pub use election::{switchover_request_problem, SwitchoverProblem};
 pub use lease::Lease;
-pub use memory::{Memory, ScheduledRestart, StartFailure};
+pub use memory::{
+    CallbackMemory, ClusterMemory, FailsafeMemory, FenceMemory, LeaderMemory, Memory,
+    NoLeaderMemory, OperatorMemory, RejoinMemory, ScheduledRestart, StartFailure, SyncMemory,
+};
 pub use observation::*;
 pub use sync::{quorum_standby_listed, sync_standby_listed};
 pub use types::*;

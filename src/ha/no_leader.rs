@@ -9,7 +9,7 @@
 //!
 //! A failed bootstrap leaves an empty data directory (`pg::ctl::bootstrap`); the core then releases the key, deletes
 //! the `initialize` its race wrote (`CancelInitialize`) and does not race again for a ttl
-//! (`Memory::bootstrap_failed_at`), so another member bootstraps (`tests/sim/bootstrap_failure.rs`, mutant
+//! (`NoLeaderMemory::bootstrap_failed_at`), so another member bootstraps (`tests/sim/bootstrap_failure.rs`, mutant
 //! `KeepInitializeAfterFailedBootstrap`; end to end, `e2e_etcd`/`e2e_consul` `k_`).
 use super::action::Action;
 use super::config::MutantName;
@@ -29,12 +29,13 @@ pub(crate) fn no_leader(ctx: &Ctx, mem: &mut Memory, c: &Cluster) -> Plan {
             return Plan::act(Reason::CancellingBootstrap, vec![Action::CancelInitialize]);
         }
         // Our create-only write landed, even if its reply was lost.
-        mem.bootstrapping = true;
+        mem.no_leader.bootstrapping = true;
     }
-    if c.initialize.is_none() || (mem.bootstrapping && matches!(ctx.local, Local::NoData)) {
+    if c.initialize.is_none() || (mem.no_leader.bootstrapping && matches!(ctx.local, Local::NoData))
+    {
         return bootstrap(ctx, mem, c);
     }
-    if mem.paused {
+    if mem.cluster.paused {
         return paused_no_leader(ctx, mem, c);
     }
     if matches!(ctx.local, Local::NoData) {
@@ -127,13 +128,15 @@ fn race(ctx: &Ctx, mem: &Memory, c: &Cluster) -> Plan {
         return Plan::idle(Reason::NoLeaderWaiting);
     }
     if let Some(at) = mem
-        .fence_failed_at
+        .fence
+        .failed_at
         .filter(|at| ctx.now.since(*at) < ctx.cfg.timing.ttl_ms)
     {
         let why = format!("it failed {} ms ago", ctx.now.since(at));
         return Plan::idle(Reason::FenceUnavailable { why });
     }
     if let Some(at) = mem
+        .callbacks
         .pre_promote_vetoed_at
         .filter(|at| ctx.now.since(*at) < ctx.cfg.timing.ttl_ms)
     {
@@ -145,7 +148,11 @@ fn race(ctx: &Ctx, mem: &Memory, c: &Cluster) -> Plan {
     // says; after a resume, wait that long so it has heard of the resume or stopped.
     let t = &ctx.cfg.timing;
     let grace_ms = t.pause_fence_ms();
-    if let Some(at) = mem.resumed_at.filter(|at| ctx.now.since(*at) < grace_ms) {
+    if let Some(at) = mem
+        .cluster
+        .resumed_at
+        .filter(|at| ctx.now.since(*at) < grace_ms)
+    {
         let remaining_ms = grace_ms - ctx.now.since(at);
         return Plan::idle(Reason::ResumeGrace { remaining_ms })
             .wake(ctx.now.plus_ms(remaining_ms));
@@ -268,7 +275,7 @@ fn paused_no_leader(ctx: &Ctx, mem: &mut Memory, c: &Cluster) -> Plan {
 
 /// No `initialize` key yet (or we are the one bootstrapping): race for it, take the key, run initdb.
 fn bootstrap(ctx: &Ctx, mem: &mut Memory, c: &Cluster) -> Plan {
-    if mem.bootstrapping {
+    if mem.no_leader.bootstrapping {
         // Won the race: take the leader key; `leader::cycle` starts the job once the lease is ours.
         return Plan::act_now(
             Reason::AcquiringAfterBootstrap,
@@ -335,7 +342,7 @@ fn catch_up(ctx: &Ctx, mem: &mut Memory, c: &Cluster) -> Option<Plan> {
         return None;
     }
     let t = &ctx.cfg.timing;
-    let since = *mem.catchup_since.get_or_insert(ctx.now);
+    let since = *mem.no_leader.catchup_since.get_or_insert(ctx.now);
     if ctx.now.since(since) >= 2 * t.loop_wait_ms {
         return None;
     }
@@ -358,6 +365,7 @@ pub(crate) fn failed_bootstrap_recently(ctx: &Ctx, mem: &Memory) -> bool {
     !ctx.cfg
         .mutant(MutantName::KeepInitializeAfterFailedBootstrap)
         && mem
+            .no_leader
             .bootstrap_failed_at
             .is_some_and(|t| ctx.now < t.plus_ms(ctx.cfg.timing.ttl_ms))
 }

@@ -39,33 +39,10 @@ use super::action::Action;
 use super::config::MutantName;
 use super::ctx::{Ctx, Local, Plan};
 use super::memory::Memory;
+pub use super::memory::PoolerMemory;
 use super::observation::{Cluster, MemberRole, MemberState, Outcome};
 use super::reason::Reason;
 use super::types::{Millis, NodeName};
-
-/// What the core knows of the local PgBouncer. A restarted agent knows nothing and routes it again.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct PoolerMemory {
-    /// Whom the pooler was last routed to (and resumed toward) with success; None: unknown, paused or failed.
-    pub routed_to: Option<NodeName>,
-    /// When the last route failed: the next try waits a `loop_wait`.
-    pub failed_at: Option<Millis>,
-    /// Since when a key holder that is not (yet) promoted keeps our pooler unrouted: we look again soon.
-    pub waiting_since: Option<Millis>,
-    /// The newest leader key index seen: a snapshot showing an older key is stale (Consul's default reads can
-    /// be), and its holder, a former primary, is not routed to again.
-    pub newest_index: Option<u64>,
-    /// Since when a start as a replica waits for our pooler's route (at most a `loop_wait`); None once
-    /// PostgreSQL runs.
-    pub start_held_since: Option<Millis>,
-    /// This decision asks for a quorum-confirmed read to route on next: a default read may be stale.
-    pub confirming: bool,
-    /// This decision's snapshot is such a read (the previous decision asked for it).
-    pub confirmed: bool,
-    /// Why the last pooler step failed, while it did; and how many failed since the agent started.
-    pub last_error: Option<String>,
-    pub failures: u64,
-}
 
 /// Fold the last cycle's pooler outcomes into memory.
 pub(crate) fn absorb(

@@ -12,7 +12,7 @@
 //! leader changes PostgreSQL's list only to one the key covers, strengthening the key first when needed, and
 //! weakens the key only to one that covers the list running and every earlier commit: either it demands as
 //! many of the old voters as the old key did, or enough of its voters flushed past the position at which the
-//! running list took effect (the floor, `Memory::sync_floor`).
+//! running list took effect (the floor, `SyncMemory::floor`).
 use std::collections::BTreeSet;
 
 use super::action::Action;
@@ -289,7 +289,8 @@ pub(crate) fn check(ctx: &Ctx, mem: &Memory, c: &Cluster, r: &RunningPg, actions
         .map(Promise::of);
     let mut names = r.sync_names.clone();
     let floor = mem
-        .sync_floor
+        .sync
+        .floor
         .as_ref()
         .filter(|(n, _)| *n == names)
         .map(|(_, l)| *l);

@@ -2,6 +2,7 @@
 use super::*;
 use crate::ha::config::{CoreConfig, Timing};
 use crate::ha::ctx::Local;
+use crate::ha::memory::SyncMemory;
 use crate::ha::observation::{
     DynamicConfig, JobStatus, Observation, PgState, ReplicationStat, StoreView, SyncSettings,
 };
@@ -104,7 +105,10 @@ fn run_check(voters: &[&str], quorum: u32, names: SyncNames, flushed: &[&str], a
         peers: None,
     };
     let mem = Memory {
-        sync_floor: Some((names, Lsn(850))),
+        sync: SyncMemory {
+            floor: Some((names, Lsn(850))),
+            ..Default::default()
+        },
         ..Memory::default()
     };
     check(&ctx, &mem, &c, &r, actions);

@@ -138,9 +138,9 @@ pub(crate) fn node(ctx: &Ctx, mem: &Memory) -> NodeStatus {
             super::fencing::fence_deadline(ctx, mem).filter(|_| role == NodeRole::Primary)
         },
         lag_bytes,
-        sync_standby: mem.sync_listed && role == NodeRole::Replica,
-        quorum_standby: mem.quorum_listed && role == NodeRole::Replica,
-        paused: mem.paused,
+        sync_standby: mem.sync.listed && role == NodeRole::Replica,
+        quorum_standby: mem.sync.quorum_listed && role == NodeRole::Replica,
+        paused: mem.cluster.paused,
         noloadbalance: ctx.cfg.noloadbalance,
         diverged: diverged(ctx, mem, cluster),
         timeline,
@@ -148,7 +148,7 @@ pub(crate) fn node(ctx: &Ctx, mem: &Memory) -> NodeStatus {
         cycle_at: ctx.now,
         leader: cluster
             .and_then(|c| c.leader_name().cloned())
-            .or_else(|| mem.last_leader.clone()),
+            .or_else(|| mem.cluster.last_leader.clone()),
         // Set by `decide` once the actions are known.
         failsafe: super::action::FailsafeAnswer::Off,
         failsafe_active: false,
@@ -187,8 +187,8 @@ fn diverged(ctx: &Ctx, mem: &Memory, cluster: Option<&super::observation::Cluste
     };
     let leader = cluster
         .and_then(|c| c.leader_name())
-        .or(mem.last_leader.as_ref());
-    let known_forked = matches!(&mem.divergence, Some(super::observation::Divergence::NeedRewind { leader: l }) if Some(l) == leader);
+        .or(mem.cluster.last_leader.as_ref());
+    let known_forked = matches!(&mem.rejoin.divergence, Some(super::observation::Divergence::NeedRewind { leader: l }) if Some(l) == leader);
     let leader_tl = cluster
         .and_then(|c| leader.and_then(|l| c.member(l)))
         .and_then(|m| m.timeline);

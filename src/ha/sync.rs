@@ -175,10 +175,10 @@ pub(crate) fn leader_actions(
 /// The position a standby must have flushed before it counts as synchronous: the leader's own position when
 /// it first saw the list now in effect (a commit acknowledged before that may not be on the standby).
 pub(super) fn floor(mem: &mut Memory, r: &RunningPg) -> super::types::Lsn {
-    match &mem.sync_floor {
+    match &mem.sync.floor {
         Some((names, lsn)) if *names == r.sync_names => *lsn,
         _ => {
-            mem.sync_floor = Some((r.sync_names.clone(), r.lsn));
+            mem.sync.floor = Some((r.sync_names.clone(), r.lsn));
             r.lsn
         }
     }
@@ -301,7 +301,8 @@ pub(crate) fn check(ctx: &Ctx, mem: &Memory, actions: &[Action]) {
     };
     let mut names = r.sync_names.clone();
     let floor = mem
-        .sync_floor
+        .sync
+        .floor
         .as_ref()
         .filter(|(n, _)| *n == names)
         .map(|(_, l)| *l);
