@@ -8,6 +8,8 @@ use super::memory::Memory;
 use super::observation::{ActionOutcome, JobStatus, Observation, Outcome};
 use super::types::Millis;
 
+super::mutants::seam!(LeaseFromReply, TermTakesNewTtl);
+
 /// Fold the previous decision's outcomes into memory. Only acknowledged acquires and renews extend the lease,
 /// and only from their send time (R3); a rejection drops it; an unknown outcome changes nothing.
 pub(crate) fn absorb(cfg: &CoreConfig, mem: &Memory, obs: &Observation) -> Memory {
@@ -19,7 +21,7 @@ pub(crate) fn absorb(cfg: &CoreConfig, mem: &Memory, obs: &Observation) -> Memor
             result,
         } = o;
         // Mutant LeaseFromReply counts from when we learned of the reply, not from when we asked.
-        let from = if cfg.mutant(MutantName::LeaseFromReply) {
+        let from = if mutated(cfg, MutantName::LeaseFromReply) {
             obs.now
         } else {
             *sent_at
@@ -69,7 +71,7 @@ fn absorb_one(
         }
         (Action::RenewLeader, Outcome::Done) => {
             // A renew only extends a lease we still hold; it never resurrects one.
-            m.lease = if cfg.mutant(MutantName::TermTakesNewTtl) {
+            m.lease = if mutated(cfg, MutantName::TermTakesNewTtl) {
                 m.lease.map(|_| Lease::from_ack(t, sent_at))
             } else {
                 m.lease.map(|l| l.extended(t, sent_at))

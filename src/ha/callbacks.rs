@@ -13,6 +13,8 @@ use super::memory::Memory;
 use super::observation::JobStatus;
 use super::Reason;
 
+super::mutants::seam!(IgnorePrePromoteVeto);
+
 /// The role Patroni's state handler would hold after a callback ran: a stopped primary is `demoted`.
 pub(crate) fn role_after(event: CallbackEvent, role: CallbackRole) -> CallbackRole {
     match (event, role) {
@@ -149,10 +151,7 @@ fn running_role(ctx: &Ctx) -> Option<CallbackRole> {
 /// The pre_promote rule, asserted on every decision: no promotion in a term whose `pre_promote` vetoed it,
 /// and with `pre_promote` configured none that it did not run first in the same decision.
 pub(crate) fn check(ctx: &Ctx, mem: &Memory, actions: &[Action]) {
-    if ctx
-        .cfg
-        .mutant(super::config::MutantName::IgnorePrePromoteVeto)
-    {
+    if mutated(ctx.cfg, super::config::MutantName::IgnorePrePromoteVeto) {
         return;
     }
     let Some(i) = actions.iter().position(|a| *a == Action::Promote) else {

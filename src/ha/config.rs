@@ -4,6 +4,8 @@ use super::types::NodeName;
 // The mutant names exist in every build (so call sites need no `cfg`); only a `mutants` build can select one.
 pub(crate) use super::mutants::Mutant as MutantName;
 
+super::mutants::seam!(FailsafeFixedTimeout);
+
 /// How the watchdog device is used.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum WatchdogMode {
@@ -299,7 +301,7 @@ impl CoreConfig {
         let t = &self.timing;
         let others = t.loop_wait_ms + t.retry_timeout_ms + t.fence_budget_ms;
         let room_ms = t.failsafe_usable_ms().saturating_sub(others) / 2;
-        let round_ms = if self.mutant(MutantName::FailsafeFixedTimeout) {
+        let round_ms = if mutated(self, MutantName::FailsafeFixedTimeout) {
             self.failsafe_timeout_ms
         } else {
             self.failsafe_timeout_ms.min(room_ms)

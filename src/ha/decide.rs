@@ -18,6 +18,12 @@ use super::status;
 use super::types::Millis;
 use super::Reason;
 
+super::mutants::seam!(
+    KeepInitializeAfterFailedBootstrap,
+    NoFenceWhenStoreDown,
+    PromoteBeforeAck
+);
+
 /// The decision core's entry point: total and pure. Named stages, in order.
 pub fn decide(cfg: &CoreConfig, mem: &Memory, obs: &Observation) -> Decision {
     let mut mem = absorb_last_cycle(cfg, mem, obs);
@@ -307,9 +313,7 @@ fn job_in_progress(ctx: &Ctx, mem: &Memory, c: &Cluster) -> Option<Plan> {
                 actions.push(Action::ReleaseLeader);
             }
             if no_leader::holds_initialize(ctx, c)
-                && !ctx
-                    .cfg
-                    .mutant(MutantName::KeepInitializeAfterFailedBootstrap)
+                && !mutated(ctx.cfg, MutantName::KeepInitializeAfterFailedBootstrap)
             {
                 actions.push(Action::CancelInitialize);
             }
@@ -337,7 +341,7 @@ fn store_unavailable(ctx: &Ctx, mem: &mut Memory) -> Plan {
             what: "the store is unreachable; leaving the primary alone".into(),
         })
         .wake(retry_at),
-        Local::Primary(_) if ctx.cfg.mutant(MutantName::NoFenceWhenStoreDown) => {
+        Local::Primary(_) if mutated(ctx.cfg, MutantName::NoFenceWhenStoreDown) => {
             Plan::idle(Reason::StoreUnavailableKeeping { remaining_ms: 0 }).wake(retry_at)
         }
         // Failsafe: every member confirms us (or is asked to); where it does not apply, as without it.
@@ -400,7 +404,7 @@ fn shutdown(ctx: &Ctx, mem: &mut Memory) -> Plan {
 
 /// The safety rules, asserted on every decision (TigerBeetle style: assertions are the specification).
 fn check_rules(ctx: &Ctx, mem: &Memory, actions: &[Action]) {
-    if ctx.cfg.mutant(MutantName::PromoteBeforeAck) {
+    if mutated(ctx.cfg, MutantName::PromoteBeforeAck) {
         return;
     }
     for (i, a) in actions.iter().enumerate() {

@@ -57,6 +57,8 @@ use super::observation::{Cluster, FailsafeReply};
 use super::types::{Millis, NodeName};
 use super::Reason;
 
+super::mutants::seam!(FailsafeFromReceive, FailsafeIgnoreGrant);
+
 /// Fold an answered round into memory: every member accepted → extend from the round's send time.
 pub(crate) fn absorb_round(
     cfg: &super::CoreConfig,
@@ -72,13 +74,13 @@ pub(crate) fn absorb_round(
         return;
     }
     // Mutant FailsafeFromReceive counts from when we learned of the answers, not from when we asked.
-    let from = if cfg.mutant(MutantName::FailsafeFromReceive) {
+    let from = if mutated(cfg, MutantName::FailsafeFromReceive) {
         now
     } else {
         sent_at
     };
     let until = from.plus_ms(cfg.timing.failsafe_extension_ms());
-    if !cfg.mutant(MutantName::FailsafeFromReceive) {
+    if !mutated(cfg, MutantName::FailsafeFromReceive) {
         // The causality rule: the extension ends before the earliest grant can (sent <= received).
         assert!(
             until <= sent_at.plus_ms(cfg.timing.failsafe_extension_ms()),
@@ -271,7 +273,7 @@ pub(crate) fn guard(ctx: &Ctx, mem: &mut Memory, c: Option<&Cluster>, plan: Plan
         Plan::act(reason, actions).wake(until.min(next_loop))
     };
     if let Some((leader, end)) = live_grant(ctx) {
-        if !ctx.cfg.mutant(MutantName::FailsafeIgnoreGrant) {
+        if !mutated(ctx.cfg, MutantName::FailsafeIgnoreGrant) {
             let remaining_ms = end.since(ctx.now);
             return refuse(
                 Reason::FailsafeGrantHeld {
@@ -282,7 +284,7 @@ pub(crate) fn guard(ctx: &Ctx, mem: &mut Memory, c: Option<&Cluster>, plan: Plan
             );
         }
     }
-    if !mem.failsafe.mode || ctx.cfg.mutant(MutantName::FailsafeIgnoreGrant) {
+    if !mem.failsafe.mode || mutated(ctx.cfg, MutantName::FailsafeIgnoreGrant) {
         return plan;
     }
     let warm_until = started.plus_ms(ctx.cfg.timing.ttl_ms);
@@ -337,7 +339,7 @@ pub(crate) fn check(ctx: &Ctx, actions: &[Action]) {
             }
         }
     }
-    if ctx.cfg.mutant(MutantName::FailsafeIgnoreGrant) || ctx.local.is_primary() {
+    if mutated(ctx.cfg, MutantName::FailsafeIgnoreGrant) || ctx.local.is_primary() {
         return;
     }
     if let Some((leader, _)) = live_grant(ctx) {

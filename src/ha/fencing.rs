@@ -15,6 +15,8 @@ use super::memory::Memory;
 use super::observation::{JobStatus, StoreView};
 use super::types::Millis;
 
+super::mutants::seam!(ArmRenewalFromBudgetEnd, NoFenceWhenStoreDown);
+
 /// Keep the fencing process's deadline in step with the lease: armed before anything makes PostgreSQL
 /// writable (R1), moved after every extension, stood down once PostgreSQL is no longer primary.
 pub(super) fn fence(ctx: &Ctx, mem: &Memory, mut actions: Vec<Action>) -> Vec<Action> {
@@ -82,7 +84,7 @@ fn arm_after_renewal(ctx: &Ctx, mem: &Memory, actions: &mut Vec<Action>) {
     {
         return;
     }
-    let sent_no_earlier_than = if ctx.cfg.mutant(MutantName::ArmRenewalFromBudgetEnd) {
+    let sent_no_earlier_than = if mutated(ctx.cfg, MutantName::ArmRenewalFromBudgetEnd) {
         ctx.now
             .plus_ms(call_budget_ms(&ctx.cfg.timing, Some(&lease), ctx.now))
     } else {
@@ -117,7 +119,7 @@ pub(crate) fn fence_deadline(ctx: &Ctx, mem: &Memory) -> Option<Millis> {
         .map(|l| l.deadline)
         .max(failsafe::until(mem, ctx.now));
     let store_down = matches!(ctx.obs.store, StoreView::Unavailable);
-    let naive = store_down && ctx.cfg.mutant(MutantName::NoFenceWhenStoreDown);
+    let naive = store_down && mutated(ctx.cfg, MutantName::NoFenceWhenStoreDown);
     if (mem.cluster.paused || naive) && !ctx.obs.shutting_down {
         let t = &ctx.cfg.timing;
         let alive = ctx.now.plus_ms(t.pause_fence_ms());

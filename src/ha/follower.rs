@@ -14,6 +14,8 @@ use super::observation::{Cluster, Divergence, JobResult, MemberState};
 use super::types::{Millis, NodeName};
 use super::Reason;
 
+super::mutants::seam!(CheckWithoutRecovery, SkipDivergenceCheck);
+
 /// Refuse to join a cluster whose system identifier differs from our data's.
 pub(crate) fn system_id_mismatch(ctx: &Ctx, c: &Cluster) -> Option<Plan> {
     // During bootstrap `initialize` holds the winner's name, not yet a system identifier.
@@ -112,7 +114,7 @@ fn rejoin(ctx: &Ctx, mem: &mut Memory, leader: &NodeName, running: bool) -> Plan
     let skip = Some(Divergence::NoNeed {
         leader: leader.clone(),
     });
-    let divergence = if ctx.cfg.mutant(MutantName::SkipDivergenceCheck) {
+    let divergence = if mutated(ctx.cfg, MutantName::SkipDivergenceCheck) {
         &skip
     } else {
         &mem.rejoin.divergence
@@ -161,7 +163,7 @@ fn rejoin(ctx: &Ctx, mem: &mut Memory, leader: &NodeName, running: bool) -> Plan
 /// Ask the shell for the check; its answer arrives in the next cycle, which runs at once. A crashed data
 /// directory says where its WAL ends only after crash recovery: that comes first, in a cycle of its own.
 fn check_divergence(ctx: &Ctx, mem: &mut Memory, leader: &NodeName) -> Plan {
-    let skip = ctx.cfg.mutant(MutantName::CheckWithoutRecovery);
+    let skip = mutated(ctx.cfg, MutantName::CheckWithoutRecovery);
     if matches!(ctx.local, Local::Stopped(cd) if cd.needs_crash_recovery) && !skip {
         return Plan::act_now(
             Reason::RecoveringCrashed {

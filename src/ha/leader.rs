@@ -43,6 +43,12 @@ use super::memory::Memory;
 use super::observation::Cluster;
 use super::Reason;
 
+super::mutants::seam!(
+    IgnorePrePromoteVeto,
+    PauseDemotesOnLapsedKey,
+    RaceIgnoresTimeline
+);
+
 /// R2: PostgreSQL running as primary without a valid lease is stopped first thing (pause excepted, and a
 /// key that still carries our name is re-adopted first: our older session still holds it).
 pub(crate) fn stop_unleased_primary(ctx: &Ctx, mem: &Memory, c: &Cluster) -> Option<Plan> {
@@ -51,7 +57,7 @@ pub(crate) fn stop_unleased_primary(ctx: &Ctx, mem: &Memory, c: &Cluster) -> Opt
     }
     // In pause a key that lapsed under us (the store was away longer than the ttl) is taken again, as
     // Patroni does: the acquire is the store's compare-and-set, so it fails if anyone else holds it.
-    let retake = mem.cluster.paused && !ctx.cfg.mutant(MutantName::PauseDemotesOnLapsedKey);
+    let retake = mem.cluster.paused && !mutated(ctx.cfg, MutantName::PauseDemotesOnLapsedKey);
     match c.leader_name() {
         // A restarted agent (it never armed a fence) re-adopts a key that carries its name; a lease that
         // lapsed under this agent is lost, whatever a possibly stale read says (unless paused).
@@ -123,7 +129,7 @@ pub(crate) fn cycle(ctx: &Ctx, mem: &mut Memory, c: &Cluster) -> Plan {
         ),
         Local::Replica(_)
             if mem.callbacks.pre_promote_veto
-                && !ctx.cfg.mutant(MutantName::IgnorePrePromoteVeto) =>
+                && !mutated(ctx.cfg, MutantName::IgnorePrePromoteVeto) =>
         {
             vetoed(ctx, c)
         }
@@ -395,10 +401,7 @@ fn behind_cluster_timeline(ctx: &Ctx, c: &Cluster) -> Option<Plan> {
         Local::Stopped(cd) => cd.timeline,
         _ => return None,
     };
-    if ctx
-        .cfg
-        .mutant(super::config::MutantName::RaceIgnoresTimeline)
-    {
+    if mutated(ctx.cfg, super::config::MutantName::RaceIgnoresTimeline) {
         return None;
     }
     let reason = election::timeline_ok(ctx.cfg, c, ours, ctx.peers.unwrap_or(&[])).err()?;

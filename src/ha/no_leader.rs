@@ -21,6 +21,13 @@ use super::observation::{Cluster, PgRole};
 use super::types::NodeName;
 use super::Reason;
 
+super::mutants::seam!(
+    KeepInitializeAfterFailedBootstrap,
+    NeverRace,
+    PromoteBeforeAck,
+    RaceIgnoresTimeline
+);
+
 /// The leader key is free.
 pub(crate) fn no_leader(ctx: &Ctx, mem: &mut Memory, c: &Cluster) -> Plan {
     if holds_initialize(ctx, c) {
@@ -124,7 +131,7 @@ fn race(ctx: &Ctx, mem: &Memory, c: &Cluster) -> Plan {
     if let Err(reason) = super::sync::may_race(ctx, c) {
         return Plan::idle(reason);
     }
-    if ctx.cfg.mutant(MutantName::NeverRace) {
+    if mutated(ctx.cfg, MutantName::NeverRace) {
         return Plan::idle(Reason::NoLeaderWaiting);
     }
     if let Some(at) = mem
@@ -180,7 +187,7 @@ fn race(ctx: &Ctx, mem: &Memory, c: &Cluster) -> Plan {
     let Some(peers) = ctx.peers else {
         return Plan::act_now(Reason::ProbingPeers, vec![Action::ProbePeers], ctx.now);
     };
-    if !ctx.cfg.mutant(MutantName::RaceIgnoresTimeline) {
+    if !mutated(ctx.cfg, MutantName::RaceIgnoresTimeline) {
         if let Err(reason) = election::timeline_ok(ctx.cfg, c, timeline, peers) {
             return Plan::idle(reason);
         }
@@ -188,7 +195,7 @@ fn race(ctx: &Ctx, mem: &Memory, c: &Cluster) -> Plan {
     // In synchronous mode only the members that may lead compete (Patroni's race among sync standbys).
     let competes = |n: &NodeName| super::sync::may_lead(ctx, c, n);
     match election::healthiest(ctx.cfg, (timeline, lsn), peers, competes) {
-        Ok(()) if ctx.cfg.mutant(MutantName::PromoteBeforeAck) => Plan::act_now(
+        Ok(()) if mutated(ctx.cfg, MutantName::PromoteBeforeAck) => Plan::act_now(
             Reason::Acquiring,
             vec![Action::Promote, Action::AcquireLeader],
             ctx.now,
@@ -362,8 +369,7 @@ pub(crate) fn holds_initialize(ctx: &Ctx, c: &Cluster) -> bool {
 /// Our bootstrap failed less than a ttl ago: cancel it, and leave the next race to another member. Mutant
 /// `KeepInitializeAfterFailedBootstrap` forgets the failure: the key stays ours and we bootstrap again.
 pub(crate) fn failed_bootstrap_recently(ctx: &Ctx, mem: &Memory) -> bool {
-    !ctx.cfg
-        .mutant(MutantName::KeepInitializeAfterFailedBootstrap)
+    !mutated(ctx.cfg, MutantName::KeepInitializeAfterFailedBootstrap)
         && mem
             .no_leader
             .bootstrap_failed_at

@@ -44,6 +44,8 @@ use super::observation::{Cluster, MemberRole, MemberState, Outcome};
 use super::reason::Reason;
 use super::types::{Millis, NodeName};
 
+super::mutants::seam!(ChainIgnoresRoutedHere, PoolerRouteAtAcquire);
+
 /// Fold the last cycle's pooler outcomes into memory.
 pub(crate) fn absorb(
     mem: &mut Memory,
@@ -115,8 +117,8 @@ pub(crate) fn target(ctx: &Ctx, mem: &Memory, c: &Cluster) -> Option<NodeName> {
     if index < mem.pooler.newest_index {
         return None;
     }
-    let at_acquire = ctx.cfg.mutant(MutantName::PoolerRouteAtAcquire);
-    let chain = ctx.cfg.pooler_chain && !ctx.cfg.mutant(MutantName::ChainIgnoresRoutedHere);
+    let at_acquire = mutated(ctx.cfg, MutantName::PoolerRouteAtAcquire);
+    let chain = ctx.cfg.pooler_chain && !mutated(ctx.cfg, MutantName::ChainIgnoresRoutedHere);
     let promoted = if *holder == ctx.cfg.name {
         let leased = mem.lease.is_some_and(|l| l.valid_at(ctx.now));
         leased && (ctx.local.is_primary() || at_acquire)
@@ -143,7 +145,7 @@ pub(crate) fn follow(ctx: &Ctx, mem: &mut Memory, c: &Cluster, mut plan: Plan) -
     if !ctx.cfg.pooler {
         return plan;
     }
-    let at_acquire = ctx.cfg.mutant(MutantName::PoolerRouteAtAcquire);
+    let at_acquire = mutated(ctx.cfg, MutantName::PoolerRouteAtAcquire);
     if at_acquire {
         // The mutant routes a new leader's pooler just before its promotion, to save a cycle.
         if let Some(i) = plan.actions.iter().position(|a| *a == Action::Promote) {
@@ -260,7 +262,7 @@ fn hold_start(ctx: &Ctx, mem: &mut Memory, c: &Cluster, plan: &Plan) -> Option<P
 /// The rule, asserted on every decision: a route only toward the promoted key holder, and never in a plan
 /// that stops PostgreSQL.
 pub(crate) fn check(ctx: &Ctx, mem: &Memory, actions: &[Action]) {
-    if ctx.cfg.mutant(MutantName::PoolerRouteAtAcquire) {
+    if mutated(ctx.cfg, MutantName::PoolerRouteAtAcquire) {
         return;
     }
     let stops = actions.iter().any(|a| matches!(a, Action::Stop { .. }));

@@ -23,6 +23,8 @@ use super::observation::{Cluster, PeerProbe, PgRole, RunningPg, SyncKey, SyncNam
 use super::types::{Lsn, NodeName, Timeline};
 use super::Reason;
 
+super::mutants::seam!(QuorumRaceWithoutVotes, QuorumShrinkUnconfirmed);
+
 /// The `sync` key's promise: any `quorum + 1` of `voters` (the leader aside) hold every acknowledged commit.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Promise {
@@ -109,7 +111,7 @@ pub(crate) fn votes(
         return Ok(());
     };
     let me = &ctx.cfg.name;
-    if key.leader.as_ref() == Some(me) || ctx.cfg.mutant(MutantName::QuorumRaceWithoutVotes) {
+    if key.leader.as_ref() == Some(me) || mutated(ctx.cfg, MutantName::QuorumRaceWithoutVotes) {
         return Ok(());
     }
     let voting = |n: &NodeName| key.standbys.contains(n) || key.leader.as_ref() == Some(n);
@@ -252,7 +254,7 @@ fn weaker(
     let (num, names) = acks(target)?;
     let steady = names.len().saturating_sub(num);
     let known = names.intersection(confirmed).count();
-    let quorum = if ctx.cfg.mutant(MutantName::QuorumShrinkUnconfirmed) {
+    let quorum = if mutated(ctx.cfg, MutantName::QuorumShrinkUnconfirmed) {
         steady
     } else {
         let by_old = current.quorum + names.difference(&current.voters).count();
@@ -278,7 +280,7 @@ fn confirmed(r: &RunningPg, floor: Lsn) -> BTreeSet<NodeName> {
 /// takes a list the key covers, a key only replaces ours if it covers the running list and follows ours, and
 /// a promotion happens with our key covering the list.
 pub(crate) fn check(ctx: &Ctx, mem: &Memory, c: &Cluster, r: &RunningPg, actions: &[Action]) {
-    if ctx.cfg.mutant(MutantName::QuorumShrinkUnconfirmed) {
+    if mutated(ctx.cfg, MutantName::QuorumShrinkUnconfirmed) {
         return;
     }
     let me = &ctx.cfg.name;

@@ -16,6 +16,8 @@ use super::ctx::{Ctx, Local};
 use super::memory::Memory;
 use super::observation::{JobStatus, MemberRole, MemberState, StoreView};
 
+super::mutants::seam!(HealthIgnoresLease, ReadLagFromReceived, SkipDivergenceCheck);
+
 /// What goes into `members/<name>`.
 pub(crate) fn member(ctx: &Ctx) -> MemberStatus {
     let (role, state, timeline, lsn) = match ctx.local {
@@ -127,10 +129,7 @@ pub(crate) fn node(ctx: &Ctx, mem: &Memory) -> NodeStatus {
         role,
         running,
         streaming,
-        lease_deadline: if ctx
-            .cfg
-            .mutant(super::config::MutantName::HealthIgnoresLease)
-        {
+        lease_deadline: if mutated(ctx.cfg, super::config::MutantName::HealthIgnoresLease) {
             Some(super::types::Millis(u64::MAX)).filter(|_| role == NodeRole::Primary)
         } else {
             // In pause the deadline is the fence's (extended while this agent cycles), so a frozen agent's
@@ -166,7 +165,7 @@ fn replay_lag_bytes(
     r: &super::observation::RunningPg,
 ) -> Option<u64> {
     let leader = optime.into_iter().chain(r.upstream_end_lsn).max()?;
-    let visible = if cfg.mutant(super::config::MutantName::ReadLagFromReceived) {
+    let visible = if mutated(cfg, super::config::MutantName::ReadLagFromReceived) {
         r.lsn
     } else {
         r.visible_lsn()
@@ -176,10 +175,7 @@ fn replay_lag_bytes(
 
 /// Whether a running replica may have forked from the leader's history.
 fn diverged(ctx: &Ctx, mem: &Memory, cluster: Option<&super::observation::Cluster>) -> bool {
-    if ctx
-        .cfg
-        .mutant(super::config::MutantName::SkipDivergenceCheck)
-    {
+    if mutated(ctx.cfg, super::config::MutantName::SkipDivergenceCheck) {
         return false;
     }
     let Local::Replica(r) = ctx.local else {

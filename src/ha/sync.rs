@@ -15,6 +15,8 @@ use super::observation::{Cluster, RunningPg, SyncKey, SyncNames};
 use super::types::NodeName;
 use super::Reason;
 
+super::mutants::seam!(SyncAsyncMayRace, SyncNamesBeforeKey, SyncPublishUnconfirmed);
+
 /// The `sync` key that restricts the race: synchronous mode is on and a leader wrote the key (Patroni's
 /// `sync_mode_is_active`). Before the first leader wrote it, anyone races, as in Patroni.
 pub(crate) fn active(c: &Cluster) -> Option<&SyncKey> {
@@ -38,7 +40,7 @@ pub fn quorum_standby_listed(c: &Cluster, name: &NodeName) -> bool {
 /// Whether `name` may take the leader key: always without an active key; otherwise only a listed standby or
 /// the key's own leader (whose data holds everything it acknowledged).
 pub(crate) fn may_lead(ctx: &Ctx, c: &Cluster, name: &NodeName) -> bool {
-    if ctx.cfg.mutant(MutantName::SyncAsyncMayRace) || c.config.sync.quorum {
+    if mutated(ctx.cfg, MutantName::SyncAsyncMayRace) || c.config.sync.quorum {
         // Quorum mode: anyone may race; the votes decide (`quorum::votes`).
         return true;
     }
@@ -146,15 +148,15 @@ pub(crate) fn leader_actions(
         .cloned()
         .collect();
     let mut target = keep;
-    if desired == r.sync_names || ctx.cfg.mutant(MutantName::SyncPublishUnconfirmed) {
-        let add = if ctx.cfg.mutant(MutantName::SyncPublishUnconfirmed) {
+    if desired == r.sync_names || mutated(ctx.cfg, MutantName::SyncPublishUnconfirmed) {
+        let add = if mutated(ctx.cfg, MutantName::SyncPublishUnconfirmed) {
             names_of(&desired)
         } else {
             confirmed
         };
         target.extend(add);
     }
-    if ctx.cfg.mutant(MutantName::SyncNamesBeforeKey) && desired != r.sync_names {
+    if mutated(ctx.cfg, MutantName::SyncNamesBeforeKey) && desired != r.sync_names {
         return vec![Action::SetSyncNames(desired)];
     }
     let mut actions = Vec::new();
@@ -282,8 +284,8 @@ fn names_of(n: &SyncNames) -> BTreeSet<NodeName> {
 /// list under us is guaranteed by PostgreSQL's list in effect at that point, and one added to the key was
 /// confirmed under the list that guarantees it; a promotion happens only with the key's standbys guaranteed.
 pub(crate) fn check(ctx: &Ctx, mem: &Memory, actions: &[Action]) {
-    if ctx.cfg.mutant(MutantName::SyncNamesBeforeKey)
-        || ctx.cfg.mutant(MutantName::SyncPublishUnconfirmed)
+    if mutated(ctx.cfg, MutantName::SyncNamesBeforeKey)
+        || mutated(ctx.cfg, MutantName::SyncPublishUnconfirmed)
     {
         return;
     }
