@@ -134,35 +134,8 @@ fn race(ctx: &Ctx, mem: &Memory, c: &Cluster) -> Plan {
     if mutated(ctx.cfg, MutantName::NeverRace) {
         return Plan::idle(Reason::NoLeaderWaiting);
     }
-    if let Some(at) = mem
-        .fence
-        .failed_at
-        .filter(|at| ctx.now.since(*at) < ctx.cfg.timing.ttl_ms)
-    {
-        let why = format!("it failed {} ms ago", ctx.now.since(at));
-        return Plan::idle(Reason::FenceUnavailable { why });
-    }
-    if let Some(at) = mem
-        .callbacks
-        .pre_promote_vetoed_at
-        .filter(|at| ctx.now.since(*at) < ctx.cfg.timing.ttl_ms)
-    {
-        let remaining_ms = ctx.cfg.timing.ttl_ms - ctx.now.since(at);
-        return Plan::idle(Reason::PrePromoteBackoff { remaining_ms })
-            .wake(ctx.now.plus_ms(remaining_ms));
-    }
-    // A paused primary extends its fence (and its health) by one usable TTL per cycle whatever the store
-    // says; after a resume, wait that long so it has heard of the resume or stopped.
-    let t = &ctx.cfg.timing;
-    let grace_ms = t.pause_fence_ms();
-    if let Some(at) = mem
-        .cluster
-        .resumed_at
-        .filter(|at| ctx.now.since(*at) < grace_ms)
-    {
-        let remaining_ms = grace_ms - ctx.now.since(at);
-        return Plan::idle(Reason::ResumeGrace { remaining_ms })
-            .wake(ctx.now.plus_ms(remaining_ms));
+    if let Some(plan) = backing_off(ctx, mem) {
+        return plan;
     }
     // A cleanly stopped former primary races with its own position: if it wins it restarts in place,
     // so a whole-cluster restart brings the same primary back on the same timeline.
@@ -206,6 +179,44 @@ fn race(ctx: &Ctx, mem: &Memory, c: &Cluster) -> Plan {
         },
         Err(reason) => Plan::idle(reason),
     }
+}
+
+/// A failed fence, a `pre_promote` veto or a resume less than their wait ago: stay out of the race.
+fn backing_off(ctx: &Ctx, mem: &Memory) -> Option<Plan> {
+    if let Some(at) = mem
+        .fence
+        .failed_at
+        .filter(|at| ctx.now.since(*at) < ctx.cfg.timing.ttl_ms)
+    {
+        let why = format!("it failed {} ms ago", ctx.now.since(at));
+        return Some(Plan::idle(Reason::FenceUnavailable { why }));
+    }
+    if let Some(at) = mem
+        .callbacks
+        .pre_promote_vetoed_at
+        .filter(|at| ctx.now.since(*at) < ctx.cfg.timing.ttl_ms)
+    {
+        let remaining_ms = ctx.cfg.timing.ttl_ms - ctx.now.since(at);
+        return Some(
+            Plan::idle(Reason::PrePromoteBackoff { remaining_ms })
+                .wake(ctx.now.plus_ms(remaining_ms)),
+        );
+    }
+    // A paused primary extends its fence (and its health) by one usable TTL per cycle whatever the store
+    // says; after a resume, wait that long so it has heard of the resume or stopped.
+    let t = &ctx.cfg.timing;
+    let grace_ms = t.pause_fence_ms();
+    if let Some(at) = mem
+        .cluster
+        .resumed_at
+        .filter(|at| ctx.now.since(*at) < grace_ms)
+    {
+        let remaining_ms = grace_ms - ctx.now.since(at);
+        return Some(
+            Plan::idle(Reason::ResumeGrace { remaining_ms }).wake(ctx.now.plus_ms(remaining_ms)),
+        );
+    }
+    None
 }
 
 /// Paused and no leader: the running primary takes its key back; a named failover candidate may take it if

@@ -28,19 +28,9 @@ fn key_write(voters: &[&str], quorum: u32) -> Action {
     }
 }
 
-/// Asserts the rule for pg1, primary at 900 under `names` (floor 850), whose key is `(quorum, voters)`;
-/// `flushed` standbys streamed up to 900, the others to 800.
-fn run_check(voters: &[&str], quorum: u32, names: SyncNames, flushed: &[&str], actions: &[Action]) {
-    let t = Timing {
-        ttl_ms: 10_000,
-        loop_wait_ms: 1_000,
-        retry_timeout_ms: 2_000,
-        session_ttl_ms: 5_000,
-        drift_max_ppm: 10_000,
-        fence_budget_ms: 500,
-    };
-    let cfg = CoreConfig::new(NodeName::new("pg1"), t).expect("valid timing");
-    let c = Cluster {
+/// A cluster in quorum mode whose `sync` key, written by pg1, is `(quorum, voters)`.
+fn quorum_cluster(voters: &[&str], quorum: u32) -> Cluster {
+    Cluster {
         sync: Some(SyncKey {
             leader: Some(NodeName::new("pg1")),
             standbys: set(voters),
@@ -56,7 +46,22 @@ fn run_check(voters: &[&str], quorum: u32, names: SyncNames, flushed: &[&str], a
             ..Default::default()
         },
         ..Cluster::default()
+    }
+}
+
+/// Asserts the rule for pg1, primary at 900 under `names` (floor 850), whose key is `(quorum, voters)`;
+/// `flushed` standbys streamed up to 900, the others to 800.
+fn run_check(voters: &[&str], quorum: u32, names: SyncNames, flushed: &[&str], actions: &[Action]) {
+    let t = Timing {
+        ttl_ms: 10_000,
+        loop_wait_ms: 1_000,
+        retry_timeout_ms: 2_000,
+        session_ttl_ms: 5_000,
+        drift_max_ppm: 10_000,
+        fence_budget_ms: 500,
     };
+    let cfg = CoreConfig::new(NodeName::new("pg1"), t).expect("valid timing");
+    let c = quorum_cluster(voters, quorum);
     let standbys = ["pg2", "pg3"]
         .iter()
         .map(|s| ReplicationStat {
