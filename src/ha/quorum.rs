@@ -95,7 +95,7 @@ fn write(me: &NodeName, p: Promise, expected: Option<u64>) -> Action {
 
 /// Quorum mode is on and a leader wrote the key: races are decided by votes.
 pub(crate) fn active(c: &Cluster) -> Option<&SyncKey> {
-    super::sync::active(c).filter(|_| c.config.sync.quorum)
+    super::standbys::active(c).filter(|_| c.config.sync.quorum)
 }
 
 /// A racer's votes: it holds every acknowledged commit when `quorum + 1` of the key's voters and leader
@@ -182,7 +182,7 @@ pub(crate) fn leader_actions(
             )]
         }
     };
-    let floor = super::sync::floor(mem, r);
+    let floor = super::standbys::floor(mem, r);
     let current = Promise::of(key);
     let target = target_list(ctx, c, r, &current);
     if target != r.sync_names {
@@ -206,7 +206,7 @@ pub(crate) fn leader_actions(
 /// strict keeps commits waiting for the voters (or the placeholder); otherwise asynchronous.
 fn target_list(ctx: &Ctx, c: &Cluster, r: &RunningPg, current: &Promise) -> SyncNames {
     let settings = c.config.sync;
-    let eligible = super::sync::eligible(ctx, c, r);
+    let eligible = super::standbys::eligible(ctx, c, r);
     if !eligible.is_empty() {
         let num = (settings.node_count.max(1) as usize).min(eligible.len());
         return SyncNames::Any {
