@@ -8,6 +8,8 @@ use super::memory::Memory;
 use super::observation::{ActionOutcome, JobStatus, Observation, Outcome};
 use super::types::Millis;
 
+super::mutants::seam!(LeaseFromReply, TermTakesNewTtl);
+
 /// Fold the previous decision's outcomes into memory. Only acknowledged acquires and renews extend the lease,
 /// and only from their send time (R3); a rejection drops it; an unknown outcome changes nothing.
 pub(crate) fn absorb(cfg: &CoreConfig, mem: &Memory, obs: &Observation) -> Memory {
@@ -19,7 +21,7 @@ pub(crate) fn absorb(cfg: &CoreConfig, mem: &Memory, obs: &Observation) -> Memor
             result,
         } = o;
         // Mutant LeaseFromReply counts from when we learned of the reply, not from when we asked.
-        let from = if cfg.mutant(MutantName::LeaseFromReply) {
+        let from = if mutated(cfg, MutantName::LeaseFromReply) {
             obs.now
         } else {
             *sent_at
@@ -32,7 +34,7 @@ pub(crate) fn absorb(cfg: &CoreConfig, mem: &Memory, obs: &Observation) -> Memor
         }
     }
     if let Some(d) = &obs.divergence {
-        m.divergence = Some(d.clone());
+        m.rejoin.divergence = Some(d.clone());
     }
     if let JobStatus::Finished(job, result) = &obs.job {
         follower::absorb_job(&mut m, job, result, obs.now);
@@ -46,10 +48,10 @@ pub(crate) fn absorb(cfg: &CoreConfig, mem: &Memory, obs: &Observation) -> Memor
     }
     if m.lease.is_none() {
         // A veto holds for the term it was given in.
-        m.pre_promote_veto = false;
+        m.callbacks.pre_promote_veto = false;
     }
-    if m.failsafe_until.is_some_and(|u| obs.now >= u) {
-        m.failsafe_until = None;
+    if m.failsafe.until.is_some_and(|u| obs.now >= u) {
+        m.failsafe.until = None;
     }
     m
 }
@@ -65,36 +67,36 @@ fn absorb_one(
     match (action, result) {
         (Action::AcquireLeader, Outcome::Done) => {
             m.lease = Some(Lease::from_ack(t, sent_at));
-            m.failsafe_until = None;
+            m.failsafe.until = None;
         }
         (Action::RenewLeader, Outcome::Done) => {
             // A renew only extends a lease we still hold; it never resurrects one.
-            m.lease = if cfg.mutant(MutantName::TermTakesNewTtl) {
+            m.lease = if mutated(cfg, MutantName::TermTakesNewTtl) {
                 m.lease.map(|_| Lease::from_ack(t, sent_at))
             } else {
                 m.lease.map(|l| l.extended(t, sent_at))
             };
             if m.lease.is_some() {
-                m.failsafe_until = None;
+                m.failsafe.until = None;
             }
         }
         (Action::AcquireLeader | Action::RenewLeader, Outcome::Rejected) => m.lease = None,
         (Action::ReleaseLeader, Outcome::Done | Outcome::Unknown) => {
-            m.released_index = m.leader_index;
+            m.leader.released_index = m.cluster.leader_index;
             m.lease = None;
-            m.switchover_stopped_at = None;
+            m.leader.switchover_stopped_at = None;
         }
-        (Action::RaceInitialize, Outcome::Done) => m.bootstrapping = true,
+        (Action::RaceInitialize, Outcome::Done) => m.no_leader.bootstrapping = true,
         (Action::Callback { event, role }, Outcome::Done) => {
-            m.callback_role = Some(super::callbacks::role_after(*event, *role));
+            m.callbacks.role = Some(super::callbacks::role_after(*event, *role));
         }
         (Action::PrePromote, Outcome::Failed(_) | Outcome::Rejected | Outcome::Unknown) => {
-            m.pre_promote_veto = true;
-            m.pre_promote_vetoed_at = Some(sent_at);
+            m.callbacks.pre_promote_veto = true;
+            m.callbacks.pre_promote_vetoed_at = Some(sent_at);
         }
-        (Action::ArmFence { deadline }, Outcome::Done) => m.fence_armed = Some(*deadline),
-        (Action::DisarmFence, Outcome::Done) => m.fence_armed = None,
-        (Action::ArmFence { .. }, Outcome::Failed(_)) => m.fence_failed_at = Some(sent_at),
+        (Action::ArmFence { deadline }, Outcome::Done) => m.fence.armed = Some(*deadline),
+        (Action::DisarmFence, Outcome::Done) => m.fence.armed = None,
+        (Action::ArmFence { .. }, Outcome::Failed(_)) => m.fence.failed_at = Some(sent_at),
         _ => {}
     }
 }

@@ -93,8 +93,8 @@ pub enum Action {
     /// Start `postgresql.callbacks.<event> <event> <role> <scope>` without waiting; a newer callback kills a
     /// still-running older one (its process group). Always `Done` (a failing script is only logged).
     Callback {
-        event: super::callbacks::CallbackEvent,
-        role: super::callbacks::CallbackRole,
+        event: super::hooks::CallbackEvent,
+        role: super::hooks::CallbackRole,
     },
     /// Run `postgresql.pre_promote` and wait for it, bounded by the decision's deadline: `Done` on exit 0;
     /// anything else (non-zero, killed at the deadline) vetoes the promotion.

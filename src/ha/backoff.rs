@@ -16,7 +16,7 @@
 //! A decision that expired before its start ran (a frozen agent) is reported as failed by the shell and counts too:
 //! that only makes the key holder give up a key whose lease was running out anyway.
 use super::action::Action;
-use super::decide::{Ctx, Plan};
+use super::ctx::{Ctx, Plan};
 use super::memory::{Memory, StartFailure};
 use super::observation::{ActionOutcome, Outcome};
 use super::types::Millis;

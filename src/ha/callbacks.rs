@@ -1,91 +1,19 @@
 //! Patroni's callbacks: which `on_*` script is due after which PostgreSQL action, with which role word.
 //!
 //! With `pre_promote` configured, `Promote` runs only after a `PrePromote` in the same decision (the shell stops at a
-//! failed one). A failed or killed `pre_promote` (`Memory::pre_promote_veto`) means no promotion in that lease term:
-//! the key is released (`PrePromoteVetoed`) and the race skipped for a ttl (`check` asserts it; simulator checker
-//! NoPromoteAfterVeto, mutant `IgnorePrePromoteVeto`). `Memory::callback_role` follows Patroni's state-handler role:
-//! a stopped primary is `demoted`, so its next start as a replica is `on_role_change`; `before_stop` runs before a
-//! fast stop.
-use std::fmt;
-
+//! failed one). A failed or killed `pre_promote` (`CallbackMemory::pre_promote_veto`) means no promotion in that
+//! lease term: the key is released (`PrePromoteVetoed`) and the race skipped for a ttl (`check` asserts it; simulator
+//! checker NoPromoteAfterVeto, mutant `IgnorePrePromoteVeto`). `CallbackMemory::role` follows Patroni's state-handler
+//! role: a stopped primary is `demoted`, so its next start as a replica is `on_role_change`; `before_stop` runs before
+//! a fast stop.
 use super::action::{Action, StopMode};
-use super::decide::{Ctx, Local};
+use super::ctx::{Ctx, Local};
+pub use super::hooks::{CallbackEvent, CallbackRole, Hooks};
 use super::memory::Memory;
 use super::observation::JobStatus;
 use super::Reason;
 
-/// Which callback (Patroni's `postgresql.callbacks` keys).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum CallbackEvent {
-    OnStart,
-    OnStop,
-    OnRestart,
-    OnReload,
-    OnRoleChange,
-}
-
-impl CallbackEvent {
-    pub const ALL: [CallbackEvent; 5] = [
-        CallbackEvent::OnStart,
-        CallbackEvent::OnStop,
-        CallbackEvent::OnRestart,
-        CallbackEvent::OnReload,
-        CallbackEvent::OnRoleChange,
-    ];
-    /// The config key, which is also the script's first argument.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            CallbackEvent::OnStart => "on_start",
-            CallbackEvent::OnStop => "on_stop",
-            CallbackEvent::OnRestart => "on_restart",
-            CallbackEvent::OnReload => "on_reload",
-            CallbackEvent::OnRoleChange => "on_role_change",
-        }
-    }
-}
-
-/// The role word passed to a callback (Patroni's; `standby_leader` needs a standby cluster, which tenure
-/// does not run).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum CallbackRole {
-    Primary,
-    Replica,
-    /// A former primary, stopped or about to follow (Patroni's `demoted`).
-    Demoted,
-}
-
-impl CallbackRole {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            CallbackRole::Primary => "primary",
-            CallbackRole::Replica => "replica",
-            CallbackRole::Demoted => "demoted",
-        }
-    }
-}
-
-impl fmt::Display for CallbackEvent {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl fmt::Display for CallbackRole {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// The hook scripts configured (the core only needs to know which exist).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Hooks {
-    /// Any of `postgresql.callbacks` is set.
-    pub callbacks: bool,
-    /// `postgresql.pre_promote` is set.
-    pub pre_promote: bool,
-    /// `postgresql.before_stop` is set.
-    pub before_stop: bool,
-}
+super::mutants::seam!(IgnorePrePromoteVeto);
 
 /// The role Patroni's state handler would hold after a callback ran: a stopped primary is `demoted`.
 pub(crate) fn role_after(event: CallbackEvent, role: CallbackRole) -> CallbackRole {
@@ -104,7 +32,7 @@ pub(crate) fn annotate(
     actions: Vec<Action>,
 ) -> Vec<Action> {
     let hooks = ctx.cfg.hooks;
-    let mut role = mem.callback_role;
+    let mut role = mem.callbacks.role;
     let mut out = Vec::with_capacity(actions.len() + 2);
     let gave_up = matches!(reason, Reason::StartFailedReleasing { .. });
     if hooks.callbacks && gave_up && role == Some(CallbackRole::Primary) {
@@ -163,7 +91,7 @@ pub(crate) fn annotate(
             role = Some(r);
         }
     }
-    if hooks.callbacks && mem.callback_role.is_none() && role.is_none() {
+    if hooks.callbacks && mem.callbacks.role.is_none() && role.is_none() {
         if let Some(r) = already_running(ctx) {
             // Patroni calls on_start once it finds PostgreSQL running without having called any callback
             // (an agent started beside a running server, a bootstrap that started it).
@@ -223,17 +151,14 @@ fn running_role(ctx: &Ctx) -> Option<CallbackRole> {
 /// The pre_promote rule, asserted on every decision: no promotion in a term whose `pre_promote` vetoed it,
 /// and with `pre_promote` configured none that it did not run first in the same decision.
 pub(crate) fn check(ctx: &Ctx, mem: &Memory, actions: &[Action]) {
-    if ctx
-        .cfg
-        .mutant(super::config::MutantName::IgnorePrePromoteVeto)
-    {
+    if mutated(ctx.cfg, super::config::MutantName::IgnorePrePromoteVeto) {
         return;
     }
     let Some(i) = actions.iter().position(|a| *a == Action::Promote) else {
         return;
     };
     assert!(
-        !mem.pre_promote_veto,
+        !mem.callbacks.pre_promote_veto,
         "promotion after a pre_promote veto in the same term"
     );
     assert!(

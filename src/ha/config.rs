@@ -4,6 +4,8 @@ use super::types::NodeName;
 // The mutant names exist in every build (so call sites need no `cfg`); only a `mutants` build can select one.
 pub(crate) use super::mutants::Mutant as MutantName;
 
+super::mutants::seam!(FailsafeFixedTimeout);
+
 /// How the watchdog device is used.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum WatchdogMode {
@@ -33,7 +35,7 @@ pub struct CoreConfig {
     /// Checked against the timing by [`Timing::validate_failsafe`].
     pub failsafe_timeout_ms: u64,
     /// Which hook scripts are configured (callbacks, `pre_promote`, `before_stop`).
-    pub hooks: super::callbacks::Hooks,
+    pub hooks: super::hooks::Hooks,
     /// A PgBouncer runs beside this PostgreSQL and the agent drives it (`pooler.rs`).
     pub pooler: bool,
     /// The other members' PgBouncers route through the leader's (`pgbouncer.chain`): only to a leader whose
@@ -284,7 +286,7 @@ impl CoreConfig {
             remove_data_directory_on_diverged_timelines: false,
             watchdog: WatchdogMode::Off,
             failsafe_timeout_ms: DEFAULT_FAILSAFE_TIMEOUT_MS,
-            hooks: super::callbacks::Hooks::default(),
+            hooks: super::hooks::Hooks::default(),
             pooler: false,
             pooler_chain: false,
             #[cfg(feature = "mutants")]
@@ -299,7 +301,7 @@ impl CoreConfig {
         let t = &self.timing;
         let others = t.loop_wait_ms + t.retry_timeout_ms + t.fence_budget_ms;
         let room_ms = t.failsafe_usable_ms().saturating_sub(others) / 2;
-        let round_ms = if self.mutant(MutantName::FailsafeFixedTimeout) {
+        let round_ms = if mutated(self, MutantName::FailsafeFixedTimeout) {
             self.failsafe_timeout_ms
         } else {
             self.failsafe_timeout_ms.min(room_ms)

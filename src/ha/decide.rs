@@ -2,6 +2,7 @@
 use super::action::{Action, Decision, Refusal, RequestAnswer, StopMode};
 use super::backoff;
 use super::config::{CoreConfig, MutantName};
+use super::ctx::{Ctx, Local, Plan};
 use super::failsafe;
 use super::fencing;
 use super::follower;
@@ -10,125 +11,55 @@ use super::lease::call_budget_ms;
 use super::memory::Memory;
 use super::no_leader;
 use super::observation::{
-    Cluster, Controldata, JobStatus, Observation, OperatorRequest, PgRole, PgState, RunningPg,
-    StoreView,
+    Cluster, JobStatus, Observation, OperatorRequest, PgRole, PgState, StoreView,
 };
 use super::operator;
 use super::status;
 use super::types::Millis;
 use super::Reason;
 
-/// Local PostgreSQL, flattened for matching.
-#[derive(Clone, Copy, Debug)]
-pub(crate) enum Local<'a> {
-    NoData,
-    Stopped(&'a Controldata),
-    Starting,
-    Primary(&'a RunningPg),
-    Replica(&'a RunningPg),
-}
+super::mutants::seam!(
+    KeepInitializeAfterFailedBootstrap,
+    NoFenceWhenStoreDown,
+    PromoteBeforeAck
+);
 
-impl<'a> Local<'a> {
-    pub(crate) fn of(pg: &'a PgState) -> Local<'a> {
-        match pg {
-            PgState::NoData => Local::NoData,
-            PgState::Stopped(cd) => Local::Stopped(cd),
-            PgState::Starting => Local::Starting,
-            PgState::Running(r) if r.role == PgRole::Primary => Local::Primary(r),
-            PgState::Running(r) => Local::Replica(r),
-        }
-    }
-    pub(crate) fn is_primary(&self) -> bool {
-        matches!(self, Local::Primary(_))
-    }
-    pub(crate) fn system_id(&self) -> Option<u64> {
-        match self {
-            Local::Stopped(cd) => Some(cd.system_id.0),
-            Local::Primary(r) | Local::Replica(r) => Some(r.system_id.0),
-            _ => None,
-        }
-    }
-}
-
-/// What one path of the decision wants done.
-#[derive(Debug)]
-pub(crate) struct Plan {
-    pub actions: Vec<Action>,
-    pub reason: Reason,
-    /// None: the regular `loop_wait`.
-    pub wake_at: Option<Millis>,
-    /// Come back at this time instead if an action fails (the core sees the failure at once).
-    pub wake_on_failure: Option<Millis>,
-}
-
-impl Plan {
-    pub(crate) fn idle(reason: Reason) -> Plan {
-        Plan {
-            actions: Vec::new(),
-            reason,
-            wake_at: None,
-            wake_on_failure: None,
-        }
-    }
-    pub(crate) fn act(reason: Reason, actions: Vec<Action>) -> Plan {
-        Plan {
-            actions,
-            reason,
-            wake_at: None,
-            wake_on_failure: None,
-        }
-    }
-    /// Act, then come back at once to absorb the outcome.
-    pub(crate) fn act_now(reason: Reason, actions: Vec<Action>, now: Millis) -> Plan {
-        Plan {
-            actions,
-            reason,
-            wake_at: Some(now),
-            wake_on_failure: None,
-        }
-    }
-    /// Act; come back at once only if an action fails (a success is absorbed at the next regular cycle).
-    pub(crate) fn act_retrying(reason: Reason, actions: Vec<Action>, now: Millis) -> Plan {
-        Plan {
-            actions,
-            reason,
-            wake_at: None,
-            wake_on_failure: Some(now),
-        }
-    }
-    pub(crate) fn wake(mut self, at: Millis) -> Plan {
-        self.wake_at = Some(self.wake_at.map_or(at, |w| w.min(at)));
-        self
-    }
-}
-
-/// Everything a path needs, read-only.
-pub(crate) struct Ctx<'a> {
-    pub cfg: &'a CoreConfig,
-    pub obs: &'a Observation,
-    pub now: Millis,
-    pub local: Local<'a>,
-    /// Peer probes, if fresh: answers to a request of the previous cycle, not of an agent frozen meanwhile.
-    pub peers: Option<&'a [super::observation::PeerProbe]>,
-}
-
-/// The decision core's entry point: total and pure.
+/// The decision core's entry point: total and pure. Named stages, in order.
 pub fn decide(cfg: &CoreConfig, mem: &Memory, obs: &Observation) -> Decision {
+    let mut mem = absorb_last_cycle(cfg, mem, obs);
+    let ctx = context(cfg, &mem, obs);
+    let mut answer = None;
+    let plan = choose_plan(&ctx, &mut mem, &mut answer);
+    let answer = answer_request(&ctx, &mut mem, answer, &plan.reason);
+    let actions = complete_actions(&ctx, &mut mem, &plan.reason, plan.actions);
+    check_decision(&ctx, &mem, &actions);
+    let wake_at = wake_time(&ctx, &mem, plan.wake_at, &actions);
+    let plan = Plan { actions, ..plan };
+    decision(&ctx, mem, plan, wake_at, answer)
+}
+
+/// Folds the last cycle's outcomes into memory, and forgets what this cycle's PostgreSQL makes void.
+fn absorb_last_cycle(cfg: &CoreConfig, mem: &Memory, obs: &Observation) -> Memory {
     let mut mem = super::absorb::absorb(cfg, mem, obs);
     super::pooler::absorb(&mut mem, &obs.outcomes, obs.now);
     mem.started_at.get_or_insert(obs.now);
     if matches!(obs.pg, PgState::Running(ref r) if r.role == PgRole::Primary) {
         // Whatever we knew about our history against the leader is void once we ran as a primary (even one
         // promoted behind our back): check again before following anyone.
-        mem.divergence = None;
+        mem.rejoin.divergence = None;
     } else {
         // A floor belongs to one primary term.
-        mem.sync_floor = None;
+        mem.sync.floor = None;
     }
     if matches!(obs.pg, PgState::Running(_)) && obs.job == JobStatus::Idle {
         // What an operator's restart or reinitialize stopped runs again.
-        mem.operator_start = false;
+        mem.operator.start = false;
     }
+    mem
+}
+
+/// What every path reads: the observation, local PostgreSQL flattened, and the peer probes if fresh.
+fn context<'a>(cfg: &'a CoreConfig, mem: &Memory, obs: &'a Observation) -> Ctx<'a> {
     // Probes take a few seconds when a peer does not answer: fresh means asked within two loops plus two
     // store-call budgets, which an agent frozen between asking and deciding exceeds.
     let probe_window_ms = 2 * (cfg.timing.loop_wait_ms + cfg.timing.retry_timeout_ms);
@@ -136,71 +67,103 @@ pub fn decide(cfg: &CoreConfig, mem: &Memory, obs: &Observation) -> Decision {
         .probes_sent_at
         .is_some_and(|at| obs.now.since(at) <= probe_window_ms);
     let peers = obs.peers.as_deref().filter(|_| fresh);
-    let ctx = Ctx {
+    Ctx {
         cfg,
         obs,
         now: obs.now,
         local: Local::of(&obs.pg),
         peers,
-    };
-    let mut answer = None;
-    let plan = if obs.shutting_down {
+    }
+}
+
+/// The top-level branch: shutting down, a fresh store snapshot, or none.
+fn choose_plan(ctx: &Ctx, mem: &mut Memory, answer: &mut Option<RequestAnswer>) -> Plan {
+    let obs = ctx.obs;
+    if obs.shutting_down {
         // The snapshot read for this very cycle decides whether we are paused (found by PauseHandsOff).
         if let StoreView::Available(c) = &obs.store {
-            mem.paused = c.config.pause;
+            mem.cluster.paused = c.config.pause;
         }
-        shutdown(&ctx, &mut mem)
-    } else {
-        let fresh = obs.now.since(obs.store_read_at) <= cfg.timing.retry_timeout_ms;
-        match &obs.store {
-            StoreView::Available(c) if fresh => {
-                failsafe::remember(&ctx, &mut mem, c);
-                let plan = with_store(&ctx, &mut mem, c, &mut answer);
-                let mut plan = backoff::gate(&ctx, &mem, plan);
-                failsafe::write_key(&ctx, &mem, c, &mut plan);
-                let plan = failsafe::guard(&ctx, &mut mem, Some(c), plan);
-                super::pooler::follow(&ctx, &mut mem, c, plan)
-            }
-            _ => {
-                let plan = store_unavailable(&ctx, &mut mem);
-                failsafe::guard(&ctx, &mut mem, None, plan)
-            }
+        return shutdown(ctx, mem);
+    }
+    let fresh = obs.now.since(obs.store_read_at) <= ctx.cfg.timing.retry_timeout_ms;
+    match &obs.store {
+        StoreView::Available(c) if fresh => {
+            failsafe::remember(ctx, mem, c);
+            let plan = with_store(ctx, mem, c, answer);
+            let mut plan = backoff::gate(ctx, mem, plan);
+            failsafe::write_key(ctx, mem, c, &mut plan);
+            let plan = failsafe::guard(ctx, mem, Some(c), plan);
+            super::pooler::follow(ctx, mem, c, plan)
         }
-    };
+        _ => {
+            let plan = store_unavailable(ctx, mem);
+            failsafe::guard(ctx, mem, None, plan)
+        }
+    }
+}
+
+/// The operator request's answer: what the path answered, a cancelled schedule, or busy with what it did.
+fn answer_request(
+    ctx: &Ctx,
+    mem: &mut Memory,
+    answer: Option<RequestAnswer>,
+    reason: &Reason,
+) -> Option<RequestAnswer> {
+    let obs = ctx.obs;
+    let mut answer = answer;
     // Forgetting a scheduled restart needs no room in the cycle (no action, no store): answered whatever
     // the cycle did, as Patroni's DELETE /restart.
     if answer.is_none() && obs.request == Some(OperatorRequest::CancelRestart) {
-        answer = Some(operator::cancel_now(&mut mem));
+        answer = Some(operator::cancel_now(mem));
     }
     // A request the cycle had no room for (shutdown, no fresh store snapshot, a safety path first) is
     // refused with what the cycle did instead: the operator retries.
-    let answer = obs.request.as_ref().map(|_| {
+    obs.request.as_ref().map(|_| {
         answer.unwrap_or_else(|| {
             RequestAnswer::Refused(Refusal::Busy {
-                doing: plan.reason.to_string(),
+                doing: reason.to_string(),
             })
         })
-    });
-    let actions = fencing::fence(&ctx, &mem, plan.actions);
-    let actions = super::callbacks::annotate(&ctx, &mem, &plan.reason, actions);
+    })
+}
+
+/// The path's actions with the fence and callbacks around them; remembers the probes and rounds sent.
+fn complete_actions(
+    ctx: &Ctx,
+    mem: &mut Memory,
+    reason: &Reason,
+    actions: Vec<Action>,
+) -> Vec<Action> {
+    let actions = fencing::fence(ctx, mem, actions);
+    let actions = super::callbacks::annotate(ctx, mem, reason, actions);
     mem.probes_sent_at = actions.contains(&Action::ProbePeers).then_some(ctx.now);
     if actions
         .iter()
         .any(|a| matches!(a, Action::PostFailsafe { .. }))
     {
-        mem.failsafe_sent_at = Some(ctx.now);
+        mem.failsafe.sent_at = Some(ctx.now);
     }
-    check_rules(&ctx, &mem, &actions);
-    super::callbacks::check(&ctx, &mem, &actions);
-    super::sync::check(&ctx, &mem, &actions);
-    failsafe::check(&ctx, &actions);
-    super::pooler::check(&ctx, &mem, &actions);
-    let wake_at = plan
-        .wake_at
-        .unwrap_or_else(|| ctx.now.plus_ms(cfg.timing.loop_wait_ms))
+    actions
+}
+
+/// Every rule's assertions on the final actions (TigerBeetle style: assertions are the specification).
+fn check_decision(ctx: &Ctx, mem: &Memory, actions: &[Action]) {
+    check_rules(ctx, mem, actions);
+    super::callbacks::check(ctx, mem, actions);
+    super::sync::check(ctx, mem, actions);
+    failsafe::check(ctx, actions);
+    super::pooler::check(ctx, mem, actions);
+}
+
+/// When to run again: the plan's time or a loop later, sooner for a scheduled restart or a renewal due.
+fn wake_time(ctx: &Ctx, mem: &Memory, planned: Option<Millis>, actions: &[Action]) -> Millis {
+    let obs = ctx.obs;
+    let wake_at = planned
+        .unwrap_or_else(|| ctx.now.plus_ms(ctx.cfg.timing.loop_wait_ms))
         .max(ctx.now);
     // A scheduled restart ahead wakes us at its time (a due one runs, or is dropped, on a fresh snapshot).
-    let wake_at = match operator::scheduled_wake(&ctx, &mem) {
+    let wake_at = match operator::scheduled_wake(ctx, mem) {
         Some(at) if !obs.shutting_down => wake_at.min(at),
         _ => wake_at,
     };
@@ -209,24 +172,35 @@ pub fn decide(cfg: &CoreConfig, mem: &Memory, obs: &Observation) -> Decision {
     // renewal in this decision is due again a loop_wait after it is sent, which is no earlier than the plan's
     // wake: the old lease's renewal time (now) would start another cycle at once, two cycles per loop_wait.
     let renews = actions.contains(&Action::RenewLeader);
-    let wake_at = match mem.lease {
+    match mem.lease {
         Some(l) if store_up && !renews => wake_at.min(l.renew_due.max(ctx.now)),
         _ => wake_at,
-    };
-    let store_deadline = ctx
-        .now
-        .plus_ms(call_budget_ms(&cfg.timing, mem.lease.as_ref(), ctx.now));
+    }
+}
+
+/// The decision: the plan's actions and reason, the wake time, what to publish, the store deadline, the answer.
+fn decision(
+    ctx: &Ctx,
+    mem: Memory,
+    plan: Plan,
+    wake_at: Millis,
+    answer: Option<RequestAnswer>,
+) -> Decision {
+    let store_deadline =
+        ctx.now
+            .plus_ms(call_budget_ms(&ctx.cfg.timing, mem.lease.as_ref(), ctx.now));
+    let actions = plan.actions;
     let consistent_read = mem.pooler.confirming
         || actions.contains(&Action::AcquireLeader)
         || (plan.reason == Reason::Renewing && actions.contains(&Action::RenewLeader));
-    let mut node_status = status::node(&ctx, &mem);
-    node_status.failsafe = failsafe::answer(&ctx, &mem, &actions);
+    let mut node_status = status::node(ctx, &mem);
+    node_status.failsafe = failsafe::answer(ctx, &mem, &actions);
     node_status.failsafe_active =
         ctx.local.is_primary() && mem.lease.is_none() && failsafe::until(&mem, ctx.now).is_some();
-    node_status.pooler = super::pooler::status(&ctx, &mem);
-    let mut member = status::member(&ctx);
-    member.scheduled_restart = mem.scheduled_restart;
-    member.pooler_routed_here = super::pooler::routed_here(&ctx, &mem);
+    node_status.pooler = super::pooler::status(ctx, &mem);
+    let mut member = status::member(ctx);
+    member.scheduled_restart = mem.operator.scheduled_restart;
+    member.pooler_routed_here = super::pooler::routed_here(ctx, &mem);
     Decision {
         member,
         status: node_status,
@@ -248,24 +222,24 @@ fn with_store(
     c: &Cluster,
     answer: &mut Option<RequestAnswer>,
 ) -> Plan {
-    if mem.paused && !c.config.pause {
-        mem.resumed_at = Some(ctx.now);
+    if mem.cluster.paused && !c.config.pause {
+        mem.cluster.resumed_at = Some(ctx.now);
     }
-    mem.paused = c.config.pause;
+    mem.cluster.paused = c.config.pause;
     let listed = super::sync::listed(ctx, c);
-    mem.sync_listed = listed && !c.config.sync.quorum;
-    mem.quorum_listed = listed && c.config.sync.quorum;
+    mem.sync.listed = listed && !c.config.sync.quorum;
+    mem.sync.quorum_listed = listed && c.config.sync.quorum;
     if let Some(l) = c.leader_name() {
-        mem.last_leader = Some(l.clone());
+        mem.cluster.last_leader = Some(l.clone());
     }
     let index = c.leader.as_ref().map(|l| l.index);
-    if index.is_some() && index != mem.leader_index {
+    if index.is_some() && index != mem.cluster.leader_index {
         // A new leader term: what we learned about divergence and rewind failures was about the old one.
-        mem.leader_index = index;
+        mem.cluster.leader_index = index;
         if ctx.obs.divergence.is_none() {
-            mem.divergence = None;
+            mem.rejoin.divergence = None;
         }
-        mem.rewind_failed_from = None;
+        mem.rejoin.rewind_failed_from = None;
     }
     let mine = c.leader_name() == Some(&ctx.cfg.name);
     if !mine && mem.lease.is_some() {
@@ -276,7 +250,7 @@ fn with_store(
     }
     if !mine {
         mem.lease = None;
-        mem.switchover_stopped_at = None;
+        mem.leader.switchover_stopped_at = None;
     }
     if let Some(plan) = follower::system_id_mismatch(ctx, c) {
         return plan;
@@ -285,7 +259,7 @@ fn with_store(
         return plan;
     }
     if c.leader.is_some() && !mine {
-        mem.failsafe_until = None;
+        mem.failsafe.until = None;
     }
     if let Some(plan) = leader::stop_unleased_primary(ctx, mem, c) {
         return plan;
@@ -308,7 +282,7 @@ fn with_store(
         return leader::cycle(ctx, mem, c);
     }
     if c.leader.is_some() {
-        mem.catchup_since = None;
+        mem.no_leader.catchup_since = None;
     }
     match c.leader.as_ref() {
         Some(l) => follower::cycle(ctx, mem, c, &l.name),
@@ -339,9 +313,7 @@ fn job_in_progress(ctx: &Ctx, mem: &Memory, c: &Cluster) -> Option<Plan> {
                 actions.push(Action::ReleaseLeader);
             }
             if no_leader::holds_initialize(ctx, c)
-                && !ctx
-                    .cfg
-                    .mutant(MutantName::KeepInitializeAfterFailedBootstrap)
+                && !mutated(ctx.cfg, MutantName::KeepInitializeAfterFailedBootstrap)
             {
                 actions.push(Action::CancelInitialize);
             }
@@ -365,11 +337,11 @@ fn store_unavailable(ctx: &Ctx, mem: &mut Memory) -> Plan {
     let t = &ctx.cfg.timing;
     let retry_at = ctx.now.plus_ms(t.loop_wait_ms.min(t.retry_timeout_ms));
     match ctx.local {
-        Local::Primary(_) if mem.paused => Plan::idle(Reason::Paused {
+        Local::Primary(_) if mem.cluster.paused => Plan::idle(Reason::Paused {
             what: "the store is unreachable; leaving the primary alone".into(),
         })
         .wake(retry_at),
-        Local::Primary(_) if ctx.cfg.mutant(MutantName::NoFenceWhenStoreDown) => {
+        Local::Primary(_) if mutated(ctx.cfg, MutantName::NoFenceWhenStoreDown) => {
             Plan::idle(Reason::StoreUnavailableKeeping { remaining_ms: 0 }).wake(retry_at)
         }
         // Failsafe: every member confirms us (or is asked to); where it does not apply, as without it.
@@ -402,7 +374,7 @@ fn fence_or_renew(ctx: &Ctx, mem: &Memory, retry_at: Millis) -> Plan {
 
 /// SIGTERM: stop PostgreSQL, then release the key so a replica wins at once. Paused: leave PostgreSQL running.
 fn shutdown(ctx: &Ctx, mem: &mut Memory) -> Plan {
-    if mem.paused {
+    if mem.cluster.paused {
         return Plan::act(
             Reason::ShutdownLeavingPostgres,
             vec![Action::DisarmFence, Action::Exit],
@@ -432,7 +404,7 @@ fn shutdown(ctx: &Ctx, mem: &mut Memory) -> Plan {
 
 /// The safety rules, asserted on every decision (TigerBeetle style: assertions are the specification).
 fn check_rules(ctx: &Ctx, mem: &Memory, actions: &[Action]) {
-    if ctx.cfg.mutant(MutantName::PromoteBeforeAck) {
+    if mutated(ctx.cfg, MutantName::PromoteBeforeAck) {
         return;
     }
     for (i, a) in actions.iter().enumerate() {

@@ -1,6 +1,6 @@
 //! Leaf rules of elections: am I the healthiest, may this switchover run. Pure functions, no branching on phase.
 use super::config::CoreConfig;
-use super::decide::Ctx;
+use super::ctx::Ctx;
 use super::observation::{Cluster, MemberRole, PeerProbe, PgRole, Switchover};
 use super::types::{Lsn, NodeName};
 use super::Reason;

@@ -51,11 +51,13 @@ use std::collections::BTreeMap;
 
 use super::action::{Action, FailsafeAnswer, Job};
 use super::config::MutantName;
-use super::decide::{Ctx, Plan};
+use super::ctx::{Ctx, Plan};
 use super::memory::Memory;
 use super::observation::{Cluster, FailsafeReply};
 use super::types::{Millis, NodeName};
 use super::Reason;
+
+super::mutants::seam!(FailsafeFromReceive, FailsafeIgnoreGrant);
 
 /// Fold an answered round into memory: every member accepted → extend from the round's send time.
 pub(crate) fn absorb_round(
@@ -72,26 +74,26 @@ pub(crate) fn absorb_round(
         return;
     }
     // Mutant FailsafeFromReceive counts from when we learned of the answers, not from when we asked.
-    let from = if cfg.mutant(MutantName::FailsafeFromReceive) {
+    let from = if mutated(cfg, MutantName::FailsafeFromReceive) {
         now
     } else {
         sent_at
     };
     let until = from.plus_ms(cfg.timing.failsafe_extension_ms());
-    if !cfg.mutant(MutantName::FailsafeFromReceive) {
+    if !mutated(cfg, MutantName::FailsafeFromReceive) {
         // The causality rule: the extension ends before the earliest grant can (sent <= received).
         assert!(
             until <= sent_at.plus_ms(cfg.timing.failsafe_extension_ms()),
             "failsafe extension {until:?} outlives the grants of a round sent at {sent_at:?}"
         );
     }
-    m.failsafe_until = Some(m.failsafe_until.map_or(until, |u| u.max(until)));
+    m.failsafe.until = Some(m.failsafe.until.map_or(until, |u| u.max(until)));
 }
 
 /// The store answered: remember the mode, the key, and whom a round must reach.
 pub(crate) fn remember(ctx: &Ctx, mem: &mut Memory, c: &Cluster) {
-    mem.failsafe_mode = c.config.failsafe_mode;
-    mem.failsafe_key_seen = c.failsafe.as_ref().is_some_and(|k| !k.is_empty());
+    mem.failsafe.mode = c.config.failsafe_mode;
+    mem.failsafe.key_seen = c.failsafe.as_ref().is_some_and(|k| !k.is_empty());
     let now = ctx.now;
     let seen = c
         .failsafe
@@ -99,10 +101,11 @@ pub(crate) fn remember(ctx: &Ctx, mem: &mut Memory, c: &Cluster) {
         .flatten()
         .map(|(n, u)| (n.clone(), u.clone()));
     for (name, url) in seen.chain(desired(c)) {
-        mem.failsafe_members.insert(name, (url, now));
+        mem.failsafe.members.insert(name, (url, now));
     }
     let ttl = ctx.cfg.timing.ttl_ms;
-    mem.failsafe_members
+    mem.failsafe
+        .members
         .retain(|_, (_, at)| now.since(*at) <= ttl);
 }
 
@@ -116,11 +119,12 @@ fn desired(c: &Cluster) -> BTreeMap<NodeName, String> {
 
 /// Whom a round must reach: `None` when no `failsafe` key was seen (nothing to extend on).
 fn targets(ctx: &Ctx, mem: &Memory) -> Option<Vec<(NodeName, String)>> {
-    if !mem.failsafe_key_seen {
+    if !mem.failsafe.key_seen {
         return None;
     }
     Some(
-        mem.failsafe_members
+        mem.failsafe
+            .members
             .iter()
             .filter(|(n, _)| **n != ctx.cfg.name)
             .map(|(n, (u, _))| (n.clone(), u.clone()))
@@ -130,13 +134,13 @@ fn targets(ctx: &Ctx, mem: &Memory) -> Option<Vec<(NodeName, String)>> {
 
 /// The live extension, if any.
 pub(crate) fn until(mem: &Memory, now: Millis) -> Option<Millis> {
-    mem.failsafe_until.filter(|u| now < *u)
+    mem.failsafe.until.filter(|u| now < *u)
 }
 
 /// The store is unreachable and PostgreSQL runs as primary: ask every member, keep the fence where the
 /// lease or the last confirmed round put it. `None`: failsafe does not apply (the caller fences as before).
 pub(crate) fn store_down_primary(ctx: &Ctx, mem: &Memory, retry_at: Millis) -> Option<Plan> {
-    if !mem.failsafe_mode {
+    if !mem.failsafe.mode {
         return None;
     }
     // Failsafe is on in the store (as last seen) and the timing leaves room for a round.
@@ -151,7 +155,8 @@ pub(crate) fn store_down_primary(ctx: &Ctx, mem: &Memory, retry_at: Millis) -> O
         .loop_wait_ms
         .min(ctx.cfg.timing.retry_timeout_ms);
     let due = mem
-        .failsafe_sent_at
+        .failsafe
+        .sent_at
         .is_none_or(|s| ctx.now.since(s) >= pace);
     let mut actions = Vec::new();
     if due {
@@ -213,7 +218,7 @@ pub(crate) fn reacquire(ctx: &Ctx, mem: &mut Memory, c: &Cluster) -> Option<Plan
             ctx.now,
         )),
         Some(_) => {
-            mem.failsafe_until = None;
+            mem.failsafe.until = None;
             None
         }
     }
@@ -224,7 +229,7 @@ pub(crate) fn reacquire(ctx: &Ctx, mem: &mut Memory, c: &Cluster) -> Option<Plan
 pub(crate) fn write_key(ctx: &Ctx, mem: &Memory, c: &Cluster, plan: &mut Plan) {
     let mine = c.leader_name() == Some(&ctx.cfg.name);
     let renewing = plan.actions.contains(&Action::RenewLeader);
-    if !mine || !mem.failsafe_mode || !renewing {
+    if !mine || !mem.failsafe.mode || !renewing {
         return;
     }
     let want = desired(c);
@@ -268,7 +273,7 @@ pub(crate) fn guard(ctx: &Ctx, mem: &mut Memory, c: Option<&Cluster>, plan: Plan
         Plan::act(reason, actions).wake(until.min(next_loop))
     };
     if let Some((leader, end)) = live_grant(ctx) {
-        if !ctx.cfg.mutant(MutantName::FailsafeIgnoreGrant) {
+        if !mutated(ctx.cfg, MutantName::FailsafeIgnoreGrant) {
             let remaining_ms = end.since(ctx.now);
             return refuse(
                 Reason::FailsafeGrantHeld {
@@ -279,13 +284,13 @@ pub(crate) fn guard(ctx: &Ctx, mem: &mut Memory, c: Option<&Cluster>, plan: Plan
             );
         }
     }
-    if !mem.failsafe_mode || ctx.cfg.mutant(MutantName::FailsafeIgnoreGrant) {
+    if !mem.failsafe.mode || mutated(ctx.cfg, MutantName::FailsafeIgnoreGrant) {
         return plan;
     }
     let warm_until = started.plus_ms(ctx.cfg.timing.ttl_ms);
     // Before the cluster exists nobody can have given a grant; a lease this agent holds was acquired
     // under this very rule (or for the primary it already runs).
-    let bootstrapping = mem.bootstrapping || c.is_some_and(|c| c.initialize.is_none());
+    let bootstrapping = mem.no_leader.bootstrapping || c.is_some_and(|c| c.initialize.is_none());
     if ctx.now < warm_until && !bootstrapping && mem.lease.is_none() {
         let remaining_ms = warm_until.since(ctx.now);
         return refuse(Reason::FailsafeStartupWait { remaining_ms }, warm_until);
@@ -302,12 +307,12 @@ pub(crate) fn guard(ctx: &Ctx, mem: &mut Memory, c: Option<&Cluster>, plan: Plan
 /// (the others were never asked to confirm a failsafe primary). Nobody waits for a candidate that may not.
 pub(crate) fn may_race(mem: &Memory, c: &Cluster, name: &NodeName) -> bool {
     let key = c.failsafe.as_ref().filter(|k| !k.is_empty());
-    !mem.failsafe_mode || key.is_none_or(|k| k.contains_key(name))
+    !mem.failsafe.mode || key.is_none_or(|k| k.contains_key(name))
 }
 
 /// How `POST /failsafe` is answered until the next decision.
 pub(crate) fn answer(ctx: &Ctx, mem: &Memory, actions: &[Action]) -> FailsafeAnswer {
-    if !mem.failsafe_mode {
+    if !mem.failsafe.mode {
         return FailsafeAnswer::Off;
     }
     if ctx.local.is_primary() || mem.lease.is_some() || actions.iter().any(takes_lead) {
@@ -334,7 +339,7 @@ pub(crate) fn check(ctx: &Ctx, actions: &[Action]) {
             }
         }
     }
-    if ctx.cfg.mutant(MutantName::FailsafeIgnoreGrant) || ctx.local.is_primary() {
+    if mutated(ctx.cfg, MutantName::FailsafeIgnoreGrant) || ctx.local.is_primary() {
         return;
     }
     if let Some((leader, _)) = live_grant(ctx) {

@@ -8,12 +8,14 @@
 //! (`/primary`, R4) is the fence's: the lease, or in pause and failsafe mode their extension.
 use super::action::Action;
 use super::config::MutantName;
-use super::decide::{Ctx, Local};
+use super::ctx::{Ctx, Local};
 use super::failsafe;
 use super::lease::call_budget_ms;
 use super::memory::Memory;
 use super::observation::{JobStatus, StoreView};
 use super::types::Millis;
+
+super::mutants::seam!(ArmRenewalFromBudgetEnd, NoFenceWhenStoreDown);
 
 /// Keep the fencing process's deadline in step with the lease: armed before anything makes PostgreSQL
 /// writable (R1), moved after every extension, stood down once PostgreSQL is no longer primary.
@@ -51,10 +53,10 @@ pub(super) fn fence(ctx: &Ctx, mem: &Memory, mut actions: Vec<Action>) -> Vec<Ac
         .iter()
         .any(|a| matches!(a, Action::Exit | Action::DisarmFence));
     match (may_be_primary, deadline) {
-        (true, Some(d)) if mem.fence_armed != Some(d) && !exiting => {
+        (true, Some(d)) if mem.fence.armed != Some(d) && !exiting => {
             actions.insert(0, Action::ArmFence { deadline: d });
         }
-        (false, _) if mem.fence_armed.is_some() && !exiting => actions.push(Action::DisarmFence),
+        (false, _) if mem.fence.armed.is_some() && !exiting => actions.push(Action::DisarmFence),
         _ => {}
     }
     if may_be_primary && !exiting {
@@ -82,7 +84,7 @@ fn arm_after_renewal(ctx: &Ctx, mem: &Memory, actions: &mut Vec<Action>) {
     {
         return;
     }
-    let sent_no_earlier_than = if ctx.cfg.mutant(MutantName::ArmRenewalFromBudgetEnd) {
+    let sent_no_earlier_than = if mutated(ctx.cfg, MutantName::ArmRenewalFromBudgetEnd) {
         ctx.now
             .plus_ms(call_budget_ms(&ctx.cfg.timing, Some(&lease), ctx.now))
     } else {
@@ -99,7 +101,7 @@ fn arm_after_renewal(ctx: &Ctx, mem: &Memory, actions: &mut Vec<Action>) {
             Action::ArmFence { deadline } => Some(*deadline),
             _ => None,
         })
-        .chain(mem.fence_armed)
+        .chain(mem.fence.armed)
         .max();
     match fence_deadline(ctx, &renewed) {
         Some(d) if armed.is_none_or(|a| d > a) => {
@@ -117,8 +119,8 @@ pub(crate) fn fence_deadline(ctx: &Ctx, mem: &Memory) -> Option<Millis> {
         .map(|l| l.deadline)
         .max(failsafe::until(mem, ctx.now));
     let store_down = matches!(ctx.obs.store, StoreView::Unavailable);
-    let naive = store_down && ctx.cfg.mutant(MutantName::NoFenceWhenStoreDown);
-    if (mem.paused || naive) && !ctx.obs.shutting_down {
+    let naive = store_down && mutated(ctx.cfg, MutantName::NoFenceWhenStoreDown);
+    if (mem.cluster.paused || naive) && !ctx.obs.shutting_down {
         let t = &ctx.cfg.timing;
         let alive = ctx.now.plus_ms(t.pause_fence_ms());
         return Some(lease.map_or(alive, |d| d.max(alive)));

@@ -8,11 +8,13 @@
 //! cycle.
 use super::action::{Action, Job};
 use super::config::MutantName;
-use super::decide::{Ctx, Local, Plan};
+use super::ctx::{Ctx, Local, Plan};
 use super::memory::Memory;
 use super::observation::{Cluster, Divergence, JobResult, MemberState};
 use super::types::{Millis, NodeName};
 use super::Reason;
+
+super::mutants::seam!(CheckWithoutRecovery, SkipDivergenceCheck);
 
 /// Refuse to join a cluster whose system identifier differs from our data's.
 pub(crate) fn system_id_mismatch(ctx: &Ctx, c: &Cluster) -> Option<Plan> {
@@ -34,20 +36,22 @@ pub(crate) fn system_id_mismatch(ctx: &Ctx, c: &Cluster) -> Option<Plan> {
 pub(crate) fn absorb_job(m: &mut Memory, job: &Job, result: &JobResult, now: Millis) {
     match (job, result) {
         (Job::Rewind { from }, JobResult::Ok) | (Job::Reinit { from }, JobResult::Ok) => {
-            m.divergence = Some(Divergence::NoNeed {
+            m.rejoin.divergence = Some(Divergence::NoNeed {
                 leader: from.clone(),
             });
-            m.rewind_failed_from = None;
+            m.rejoin.rewind_failed_from = None;
         }
-        (Job::Rewind { from }, JobResult::Failed(_)) => m.rewind_failed_from = Some(from.clone()),
+        (Job::Rewind { from }, JobResult::Failed(_)) => {
+            m.rejoin.rewind_failed_from = Some(from.clone())
+        }
         (Job::Clone { from }, JobResult::Ok) => {
-            m.divergence = Some(Divergence::NoNeed {
+            m.rejoin.divergence = Some(Divergence::NoNeed {
                 leader: from.clone(),
             })
         }
         (Job::Bootstrap, JobResult::Failed(_)) => {
-            m.bootstrapping = false;
-            m.bootstrap_failed_at = Some(now);
+            m.no_leader.bootstrapping = false;
+            m.no_leader.bootstrap_failed_at = Some(now);
         }
         _ => {}
     }
@@ -57,7 +61,7 @@ pub(crate) fn absorb_job(m: &mut Memory, job: &Job, result: &JobResult, now: Mil
 pub(crate) fn cycle(ctx: &Ctx, mem: &mut Memory, c: &Cluster, leader: &NodeName) -> Plan {
     match ctx.local {
         // The operator may be restoring a backup into the empty directory: hands off in pause.
-        Local::NoData if mem.paused => Plan::idle(Reason::Paused {
+        Local::NoData if mem.cluster.paused => Plan::idle(Reason::Paused {
             what: "empty data directory; not cloning".into(),
         }),
         Local::NoData => clone(ctx, c, Some(leader)),
@@ -77,11 +81,11 @@ pub(crate) fn cycle(ctx: &Ctx, mem: &mut Memory, c: &Cluster, leader: &NodeName)
             // synchronous standby that took over had).
             let moving = r.upstream.as_ref() != Some(leader) && !r.streaming;
             let unchecked = (r.upstream.is_none() || moving)
-                && !matches!(&mem.divergence, Some(Divergence::NoNeed { leader: l }) if l == leader);
-            if (suspicious || unchecked) && !mem.paused {
+                && !matches!(&mem.rejoin.divergence, Some(Divergence::NoNeed { leader: l }) if l == leader);
+            if (suspicious || unchecked) && !mem.cluster.paused {
                 return rejoin(ctx, mem, leader, true);
             }
-            if r.upstream.as_ref() != Some(leader) && !mem.paused {
+            if r.upstream.as_ref() != Some(leader) && !mem.cluster.paused {
                 return Plan::act(
                     Reason::Reconfiguring {
                         leader: leader.clone(),
@@ -95,9 +99,11 @@ pub(crate) fn cycle(ctx: &Ctx, mem: &mut Memory, c: &Cluster, leader: &NodeName)
                 leader: leader.clone(),
             })
         }
-        Local::Stopped(_) if mem.paused && !mem.operator_start => Plan::idle(Reason::Paused {
-            what: "PostgreSQL is not running; not starting it".into(),
-        }),
+        Local::Stopped(_) if mem.cluster.paused && !mem.operator.start => {
+            Plan::idle(Reason::Paused {
+                what: "PostgreSQL is not running; not starting it".into(),
+            })
+        }
         Local::Stopped(_) => rejoin(ctx, mem, leader, false),
     }
 }
@@ -108,10 +114,10 @@ fn rejoin(ctx: &Ctx, mem: &mut Memory, leader: &NodeName, running: bool) -> Plan
     let skip = Some(Divergence::NoNeed {
         leader: leader.clone(),
     });
-    let divergence = if ctx.cfg.mutant(MutantName::SkipDivergenceCheck) {
+    let divergence = if mutated(ctx.cfg, MutantName::SkipDivergenceCheck) {
         &skip
     } else {
-        &mem.divergence
+        &mem.rejoin.divergence
     };
     match divergence {
         Some(Divergence::NoNeed { leader: l }) if l == leader => {
@@ -141,7 +147,7 @@ fn rejoin(ctx: &Ctx, mem: &mut Memory, leader: &NodeName, running: bool) -> Plan
             // Inconclusive (the new leader still finishing its promotion, or unreachable): ask again soon,
             // but not in a tight loop.
             let retry_ms = (ctx.cfg.timing.loop_wait_ms / 5).clamp(50, 1000);
-            let asked = mem.divergence_asked_at.unwrap_or(Millis(0));
+            let asked = mem.rejoin.divergence_asked_at.unwrap_or(Millis(0));
             if ctx.now.since(asked) < retry_ms {
                 return Plan::idle(Reason::CheckingDivergence {
                     leader: leader.clone(),
@@ -157,7 +163,7 @@ fn rejoin(ctx: &Ctx, mem: &mut Memory, leader: &NodeName, running: bool) -> Plan
 /// Ask the shell for the check; its answer arrives in the next cycle, which runs at once. A crashed data
 /// directory says where its WAL ends only after crash recovery: that comes first, in a cycle of its own.
 fn check_divergence(ctx: &Ctx, mem: &mut Memory, leader: &NodeName) -> Plan {
-    let skip = ctx.cfg.mutant(MutantName::CheckWithoutRecovery);
+    let skip = mutated(ctx.cfg, MutantName::CheckWithoutRecovery);
     if matches!(ctx.local, Local::Stopped(cd) if cd.needs_crash_recovery) && !skip {
         return Plan::act_now(
             Reason::RecoveringCrashed {
@@ -167,7 +173,7 @@ fn check_divergence(ctx: &Ctx, mem: &mut Memory, leader: &NodeName) -> Plan {
             ctx.now,
         );
     }
-    mem.divergence_asked_at = Some(ctx.now);
+    mem.rejoin.divergence_asked_at = Some(ctx.now);
     Plan::act_now(
         Reason::CheckingDivergence {
             leader: leader.clone(),
@@ -182,7 +188,7 @@ fn check_divergence(ctx: &Ctx, mem: &mut Memory, leader: &NodeName) -> Plan {
 /// Our history diverged from `leader`'s: rewind if allowed and not already failed, else re-clone if allowed.
 fn repair(ctx: &Ctx, mem: &Memory, leader: &NodeName) -> Plan {
     let cfg = ctx.cfg;
-    let rewind_failed = mem.rewind_failed_from.as_ref() == Some(leader);
+    let rewind_failed = mem.rejoin.rewind_failed_from.as_ref() == Some(leader);
     let reinit = || {
         Plan::act(
             Reason::Reinitializing {

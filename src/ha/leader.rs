@@ -14,7 +14,7 @@
 //! Pause means hands off: no promote, demote, start or stop, except what an operator asks for by name, as in Patroni:
 //! `restart` (the leader restarts as primary under its lease, the fence armed before the start; a replica restarts
 //! following the leader), `reinit` (stop immediately, re-clone from the leader, start again once the clone is done:
-//! `Memory::operator_start`), and a switchover to a named candidate. The primary keeps renewing its key. While the
+//! `OperatorMemory::start`), and a switchover to a named candidate. The primary keeps renewing its key. While the
 //! agent runs, it extends the fence deadline per cycle whatever the store says, by one usable TTL and at least a
 //! whole cycle in which both store calls hang (`Timing::pause_fence_ms`: with Consul's ttl/2 sessions the usable TTL
 //! alone was shorter than such a cycle, and `e2e_outage` `e3_` saw the paused primary fenced during the outage), so a
@@ -37,11 +37,17 @@
 //! them); the simulator's random operator only resumes under that condition.
 use super::action::{Action, StopMode};
 use super::config::MutantName;
-use super::decide::{Ctx, Local, Plan};
+use super::ctx::{Ctx, Local, Plan};
 use super::election::{self, SwitchoverCheck};
 use super::memory::Memory;
 use super::observation::Cluster;
 use super::Reason;
+
+super::mutants::seam!(
+    IgnorePrePromoteVeto,
+    PauseDemotesOnLapsedKey,
+    RaceIgnoresTimeline
+);
 
 /// R2: PostgreSQL running as primary without a valid lease is stopped first thing (pause excepted, and a
 /// key that still carries our name is re-adopted first: our older session still holds it).
@@ -51,11 +57,11 @@ pub(crate) fn stop_unleased_primary(ctx: &Ctx, mem: &Memory, c: &Cluster) -> Opt
     }
     // In pause a key that lapsed under us (the store was away longer than the ttl) is taken again, as
     // Patroni does: the acquire is the store's compare-and-set, so it fails if anyone else holds it.
-    let retake = mem.paused && !ctx.cfg.mutant(MutantName::PauseDemotesOnLapsedKey);
+    let retake = mem.cluster.paused && !mutated(ctx.cfg, MutantName::PauseDemotesOnLapsedKey);
     match c.leader_name() {
         // A restarted agent (it never armed a fence) re-adopts a key that carries its name; a lease that
         // lapsed under this agent is lost, whatever a possibly stale read says (unless paused).
-        Some(l) if *l == ctx.cfg.name && (mem.fence_armed.is_none() || retake) => None,
+        Some(l) if *l == ctx.cfg.name && (mem.fence.armed.is_none() || retake) => None,
         Some(l) if *l == ctx.cfg.name => Some(Plan::act_now(
             Reason::DemotingLockLost,
             vec![Action::Stop {
@@ -70,7 +76,7 @@ pub(crate) fn stop_unleased_primary(ctx: &Ctx, mem: &Memory, c: &Cluster) -> Opt
             }],
             ctx.now,
         )),
-        None if mem.paused => None,
+        None if mem.cluster.paused => None,
         None => Some(Plan::act_now(
             Reason::DemotingNoLease,
             vec![Action::Stop {
@@ -85,12 +91,12 @@ pub(crate) fn stop_unleased_primary(ctx: &Ctx, mem: &Memory, c: &Cluster) -> Opt
 pub(crate) fn cycle(ctx: &Ctx, mem: &mut Memory, c: &Cluster) -> Plan {
     let Some(lease) = mem.lease else {
         let index = c.leader.as_ref().map(|l| l.index);
-        if index.is_some() && index == mem.released_index && !ctx.local.is_primary() {
+        if index.is_some() && index == mem.leader.released_index && !ctx.local.is_primary() {
             // We released this very key (a switchover, a failed start): a stale read still shows it.
             return Plan::idle(Reason::ReleasedKeyStillShown);
         }
         // Ours by name but not by an acknowledged request of this agent: take it (over) before anything else.
-        let reason = if ctx.local.is_primary() && mem.paused {
+        let reason = if ctx.local.is_primary() && mem.cluster.paused {
             Reason::Paused {
                 what: "retaking the leader key for the running primary".into(),
             }
@@ -114,7 +120,7 @@ pub(crate) fn cycle(ctx: &Ctx, mem: &mut Memory, c: &Cluster) -> Plan {
             )
         }
         Local::Primary(r) => primary(ctx, mem, c, r, renew_due),
-        Local::Replica(_) if mem.paused && !asked_to_take_over(ctx, c) => Plan::act_now(
+        Local::Replica(_) if mem.cluster.paused && !asked_to_take_over(ctx, c) => Plan::act_now(
             Reason::Paused {
                 what: "PostgreSQL is not running as primary: releasing the leader key".into(),
             },
@@ -122,14 +128,15 @@ pub(crate) fn cycle(ctx: &Ctx, mem: &mut Memory, c: &Cluster) -> Plan {
             ctx.now,
         ),
         Local::Replica(_)
-            if mem.pre_promote_veto && !ctx.cfg.mutant(MutantName::IgnorePrePromoteVeto) =>
+            if mem.callbacks.pre_promote_veto
+                && !mutated(ctx.cfg, MutantName::IgnorePrePromoteVeto) =>
         {
             vetoed(ctx, c)
         }
         Local::Replica(r) => promote(ctx, mem, c, r.timeline),
         Local::Stopped(cd) => stopped(ctx, mem, (cd.was_primary, cd.lsn), renew_due),
         Local::Starting => keep(ctx, Reason::WaitingForPostgres, renew_due),
-        Local::NoData if mem.bootstrapping => Plan::act(
+        Local::NoData if mem.no_leader.bootstrapping => Plan::act(
             Reason::Bootstrapping,
             vec![Action::StartJob(super::action::Job::Bootstrap)],
         ),
@@ -150,6 +157,7 @@ fn keep(ctx: &Ctx, reason: Reason, renew_due: bool) -> Plan {
     }
 }
 
+/// PostgreSQL runs as primary under our lease: the store's chores first, then a switchover, then lead.
 fn primary(
     ctx: &Ctx,
     mem: &mut Memory,
@@ -157,9 +165,19 @@ fn primary(
     r: &super::observation::RunningPg,
     renew_due: bool,
 ) -> Plan {
-    let lsn = r.lsn;
-    mem.primary_down_since = None;
-    mem.bootstrapping = false;
+    mem.leader.primary_down_since = None;
+    mem.no_leader.bootstrapping = false;
+    if let Some(plan) = store_chores(ctx, c) {
+        return plan;
+    }
+    if let Some(sw) = &c.switchover {
+        return switchover(ctx, mem, c, sw, r.lsn, renew_due);
+    }
+    lead(ctx, mem, c, r, renew_due)
+}
+
+/// What a leader writes before anything else: the `initialize` key with our system ID, the dynamic config.
+fn store_chores(ctx: &Ctx, c: &Cluster) -> Option<Plan> {
     if let Some(init) = &c.initialize {
         let sysid = ctx
             .local
@@ -167,54 +185,77 @@ fn primary(
             .map(|s| s.to_string())
             .unwrap_or_default();
         if *init != sysid && !sysid.is_empty() {
-            return Plan::act_now(
+            return Some(Plan::act_now(
                 Reason::Leading,
                 vec![Action::WriteInitialize(sysid)],
                 ctx.now,
-            );
+            ));
         }
     }
     if c.config.missing {
         // Patroni's leader uploads its dynamic settings when the store has none; tools such as
         // `patronictl pause --wait` read them.
-        return Plan::act_now(Reason::Leading, vec![Action::WriteConfig], ctx.now);
+        return Some(Plan::act_now(
+            Reason::Leading,
+            vec![Action::WriteConfig],
+            ctx.now,
+        ));
     }
-    if let Some(sw) = &c.switchover {
-        match election::check_switchover(ctx, c, sw, lsn, mem.paused) {
-            SwitchoverCheck::Refuse(why) => {
-                return Plan::act(
-                    Reason::SwitchoverRefused { why },
-                    vec![Action::ClearSwitchover],
-                );
-            }
-            SwitchoverCheck::Wait { at_ms, wake_in_ms } => {
-                let plan = keep(ctx, Reason::SwitchoverScheduled { at_ms }, renew_due);
-                return plan.wake(ctx.now.plus_ms(wake_in_ms));
-            }
-            SwitchoverCheck::Go { candidate } => {
-                mem.switchover_stopped_at = Some(ctx.now);
-                // The operator asked for this stop: even in pause, start again as a replica afterwards.
-                mem.operator_start = true;
-                return Plan::act_now(
-                    Reason::SwitchoverStopping { candidate },
-                    // The CHECKPOINT runs while writes still go on, so the shutdown checkpoint is short.
-                    // The pooler pauses after it, so running transactions finish and new ones queue.
-                    [Action::Checkpoint]
-                        .into_iter()
-                        .chain(super::pooler::pause_before_stop(ctx))
-                        .chain([
-                            Action::Stop {
-                                mode: StopMode::Fast,
-                            },
-                            Action::DisarmFence,
-                        ])
-                        .collect(),
-                    ctx.now,
-                );
-            }
+    None
+}
+
+/// A switchover in the store: refuse it, wait for its time, or stop PostgreSQL for the candidate.
+fn switchover(
+    ctx: &Ctx,
+    mem: &mut Memory,
+    c: &Cluster,
+    sw: &super::observation::Switchover,
+    lsn: super::types::Lsn,
+    renew_due: bool,
+) -> Plan {
+    match election::check_switchover(ctx, c, sw, lsn, mem.cluster.paused) {
+        SwitchoverCheck::Refuse(why) => Plan::act(
+            Reason::SwitchoverRefused { why },
+            vec![Action::ClearSwitchover],
+        ),
+        SwitchoverCheck::Wait { at_ms, wake_in_ms } => {
+            let plan = keep(ctx, Reason::SwitchoverScheduled { at_ms }, renew_due);
+            plan.wake(ctx.now.plus_ms(wake_in_ms))
+        }
+        SwitchoverCheck::Go { candidate } => {
+            mem.leader.switchover_stopped_at = Some(ctx.now);
+            // The operator asked for this stop: even in pause, start again as a replica afterwards.
+            mem.operator.start = true;
+            Plan::act_now(
+                Reason::SwitchoverStopping { candidate },
+                // The CHECKPOINT runs while writes still go on, so the shutdown checkpoint is short.
+                // The pooler pauses after it, so running transactions finish and new ones queue.
+                [Action::Checkpoint]
+                    .into_iter()
+                    .chain(super::pooler::pause_before_stop(ctx))
+                    .chain([
+                        Action::Stop {
+                            mode: StopMode::Fast,
+                        },
+                        Action::DisarmFence,
+                    ])
+                    .collect(),
+                ctx.now,
+            )
         }
     }
-    let reason = if mem.paused {
+}
+
+/// Leading: renew when due (the optime with it), and synchronous mode's steps after the renewal.
+fn lead(
+    ctx: &Ctx,
+    mem: &mut Memory,
+    c: &Cluster,
+    r: &super::observation::RunningPg,
+    renew_due: bool,
+) -> Plan {
+    let lsn = r.lsn;
+    let reason = if mem.cluster.paused {
         Reason::Paused {
             what: "I am the leader with the lock".into(),
         }
@@ -278,7 +319,7 @@ fn promote(ctx: &Ctx, mem: &Memory, c: &Cluster, timeline: super::types::Timelin
     let next = super::types::Timeline(timeline.0 + 1);
     let mut actions = Vec::new();
     // Mutant IgnorePrePromoteVeto: after a veto, promote without asking again.
-    if ctx.cfg.hooks.pre_promote && !mem.pre_promote_veto {
+    if ctx.cfg.hooks.pre_promote && !mem.callbacks.pre_promote_veto {
         actions.push(Action::PrePromote);
     }
     actions.extend(super::sync::before_promote(ctx, c));
@@ -296,10 +337,10 @@ fn stopped(
     (was_primary, lsn): (bool, super::types::Lsn),
     renew_due: bool,
 ) -> Plan {
-    if mem.switchover_stopped_at.is_some() {
+    if mem.leader.switchover_stopped_at.is_some() {
         return switchover_release(ctx, lsn);
     }
-    if mem.paused && !mem.operator_start {
+    if mem.cluster.paused && !mem.operator.start {
         return keep(
             ctx,
             Reason::Paused {
@@ -311,7 +352,7 @@ fn stopped(
     if let Some(f) = &mem.start_failure {
         // A start failed (not one still in progress): give the key up at once, so the healthiest replica
         // takes over instead of us retrying under the key; we race again only once PostgreSQL runs.
-        mem.primary_down_since = None;
+        mem.leader.primary_down_since = None;
         return Plan::act_now(
             Reason::StartFailedReleasing { why: f.why.clone() },
             vec![Action::ReleaseLeader],
@@ -325,7 +366,7 @@ fn stopped(
             ctx.now,
         );
     }
-    let since = *mem.primary_down_since.get_or_insert(ctx.now);
+    let since = *mem.leader.primary_down_since.get_or_insert(ctx.now);
     if ctx.now.since(since) < ctx.cfg.primary_start_timeout_ms {
         return Plan::act_now(
             Reason::RestartingCrashedPrimary,
@@ -333,7 +374,7 @@ fn stopped(
             ctx.now,
         );
     }
-    mem.primary_down_since = None;
+    mem.leader.primary_down_since = None;
     Plan::act_now(
         Reason::CrashedPrimaryGaveUp,
         vec![Action::ReleaseLeader],
@@ -360,10 +401,7 @@ fn behind_cluster_timeline(ctx: &Ctx, c: &Cluster) -> Option<Plan> {
         Local::Stopped(cd) => cd.timeline,
         _ => return None,
     };
-    if ctx
-        .cfg
-        .mutant(super::config::MutantName::RaceIgnoresTimeline)
-    {
+    if mutated(ctx.cfg, super::config::MutantName::RaceIgnoresTimeline) {
         return None;
     }
     let reason = election::timeline_ok(ctx.cfg, c, ours, ctx.peers.unwrap_or(&[])).err()?;

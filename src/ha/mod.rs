@@ -11,12 +11,14 @@ pub mod action;
 mod backoff;
 pub mod callbacks;
 pub mod config;
+mod ctx;
 mod decide;
 mod election;
 mod failsafe;
 mod fencing;
 mod follower;
 pub mod health;
+mod hooks;
 mod leader;
 pub mod lease;
 pub mod memory;
@@ -27,6 +29,7 @@ mod operator;
 pub mod pooler;
 mod quorum;
 mod reason;
+mod standbys;
 mod status;
 mod sync;
 pub mod types;
@@ -43,7 +46,10 @@ pub use election::{
     SwitchoverProblem,
 };
 pub use lease::Lease;
-pub use memory::{Memory, ScheduledRestart, StartFailure};
+pub use memory::{
+    CallbackMemory, ClusterMemory, FailsafeMemory, FenceMemory, LeaderMemory, Memory,
+    NoLeaderMemory, OperatorMemory, RejoinMemory, ScheduledRestart, StartFailure, SyncMemory,
+};
 pub use observation::*;
 pub use sync::{quorum_standby_listed, sync_standby_listed};
 pub use types::*;

@@ -65,3 +65,20 @@ pub enum Mutant {
     /// Simulator-only: the watchdog never fires.
     WatchdogNeverFires,
 }
+
+/// Declares a module's one seam for its broken rules: `fn mutated(cfg, which) -> bool`, the only place the module
+/// asks which mutant is selected (always false outside a `mutants` build). The list names the module's own mutants;
+/// asking for another is a bug, which debug builds assert.
+macro_rules! seam {
+    ($($which:ident),+ $(,)?) => {
+        /// This module's broken rules (feature `mutants`) enter through here and nowhere else.
+        fn mutated(cfg: &$crate::ha::config::CoreConfig, which: $crate::ha::mutants::Mutant) -> bool {
+            debug_assert!(
+                matches!(which, $($crate::ha::mutants::Mutant::$which)|+),
+                "{which:?} is not one of this module's mutants"
+            );
+            cfg.mutant(which)
+        }
+    };
+}
+pub(crate) use seam;

@@ -9,17 +9,24 @@
 //!
 //! A failed bootstrap leaves an empty data directory (`pg::ctl::bootstrap`); the core then releases the key, deletes
 //! the `initialize` its race wrote (`CancelInitialize`) and does not race again for a ttl
-//! (`Memory::bootstrap_failed_at`), so another member bootstraps (`tests/sim/bootstrap_failure.rs`, mutant
+//! (`NoLeaderMemory::bootstrap_failed_at`), so another member bootstraps (`tests/sim/bootstrap_failure.rs`, mutant
 //! `KeepInitializeAfterFailedBootstrap`; end to end, `e2e_etcd`/`e2e_consul` `k_`).
 use super::action::Action;
 use super::config::MutantName;
-use super::decide::{Ctx, Local, Plan};
+use super::ctx::{Ctx, Local, Plan};
 use super::election;
 use super::follower::clone;
 use super::memory::Memory;
 use super::observation::{Cluster, PgRole};
 use super::types::NodeName;
 use super::Reason;
+
+super::mutants::seam!(
+    KeepInitializeAfterFailedBootstrap,
+    NeverRace,
+    PromoteBeforeAck,
+    RaceIgnoresTimeline
+);
 
 /// The leader key is free.
 pub(crate) fn no_leader(ctx: &Ctx, mem: &mut Memory, c: &Cluster) -> Plan {
@@ -29,12 +36,13 @@ pub(crate) fn no_leader(ctx: &Ctx, mem: &mut Memory, c: &Cluster) -> Plan {
             return Plan::act(Reason::CancellingBootstrap, vec![Action::CancelInitialize]);
         }
         // Our create-only write landed, even if its reply was lost.
-        mem.bootstrapping = true;
+        mem.no_leader.bootstrapping = true;
     }
-    if c.initialize.is_none() || (mem.bootstrapping && matches!(ctx.local, Local::NoData)) {
+    if c.initialize.is_none() || (mem.no_leader.bootstrapping && matches!(ctx.local, Local::NoData))
+    {
         return bootstrap(ctx, mem, c);
     }
-    if mem.paused {
+    if mem.cluster.paused {
         return paused_no_leader(ctx, mem, c);
     }
     if matches!(ctx.local, Local::NoData) {
@@ -123,32 +131,11 @@ fn race(ctx: &Ctx, mem: &Memory, c: &Cluster) -> Plan {
     if let Err(reason) = super::sync::may_race(ctx, c) {
         return Plan::idle(reason);
     }
-    if ctx.cfg.mutant(MutantName::NeverRace) {
+    if mutated(ctx.cfg, MutantName::NeverRace) {
         return Plan::idle(Reason::NoLeaderWaiting);
     }
-    if let Some(at) = mem
-        .fence_failed_at
-        .filter(|at| ctx.now.since(*at) < ctx.cfg.timing.ttl_ms)
-    {
-        let why = format!("it failed {} ms ago", ctx.now.since(at));
-        return Plan::idle(Reason::FenceUnavailable { why });
-    }
-    if let Some(at) = mem
-        .pre_promote_vetoed_at
-        .filter(|at| ctx.now.since(*at) < ctx.cfg.timing.ttl_ms)
-    {
-        let remaining_ms = ctx.cfg.timing.ttl_ms - ctx.now.since(at);
-        return Plan::idle(Reason::PrePromoteBackoff { remaining_ms })
-            .wake(ctx.now.plus_ms(remaining_ms));
-    }
-    // A paused primary extends its fence (and its health) by one usable TTL per cycle whatever the store
-    // says; after a resume, wait that long so it has heard of the resume or stopped.
-    let t = &ctx.cfg.timing;
-    let grace_ms = t.pause_fence_ms();
-    if let Some(at) = mem.resumed_at.filter(|at| ctx.now.since(*at) < grace_ms) {
-        let remaining_ms = grace_ms - ctx.now.since(at);
-        return Plan::idle(Reason::ResumeGrace { remaining_ms })
-            .wake(ctx.now.plus_ms(remaining_ms));
+    if let Some(plan) = backing_off(ctx, mem) {
+        return plan;
     }
     // A cleanly stopped former primary races with its own position: if it wins it restarts in place,
     // so a whole-cluster restart brings the same primary back on the same timeline.
@@ -173,7 +160,7 @@ fn race(ctx: &Ctx, mem: &Memory, c: &Cluster) -> Plan {
     let Some(peers) = ctx.peers else {
         return Plan::act_now(Reason::ProbingPeers, vec![Action::ProbePeers], ctx.now);
     };
-    if !ctx.cfg.mutant(MutantName::RaceIgnoresTimeline) {
+    if !mutated(ctx.cfg, MutantName::RaceIgnoresTimeline) {
         if let Err(reason) = election::timeline_ok(ctx.cfg, c, timeline, peers) {
             return Plan::idle(reason);
         }
@@ -181,7 +168,7 @@ fn race(ctx: &Ctx, mem: &Memory, c: &Cluster) -> Plan {
     // In synchronous mode only the members that may lead compete (Patroni's race among sync standbys).
     let competes = |n: &NodeName| super::sync::may_lead(ctx, c, n);
     match election::healthiest(ctx.cfg, (timeline, lsn), peers, competes) {
-        Ok(()) if ctx.cfg.mutant(MutantName::PromoteBeforeAck) => Plan::act_now(
+        Ok(()) if mutated(ctx.cfg, MutantName::PromoteBeforeAck) => Plan::act_now(
             Reason::Acquiring,
             vec![Action::Promote, Action::AcquireLeader],
             ctx.now,
@@ -192,6 +179,44 @@ fn race(ctx: &Ctx, mem: &Memory, c: &Cluster) -> Plan {
         },
         Err(reason) => Plan::idle(reason),
     }
+}
+
+/// A failed fence, a `pre_promote` veto or a resume less than their wait ago: stay out of the race.
+fn backing_off(ctx: &Ctx, mem: &Memory) -> Option<Plan> {
+    if let Some(at) = mem
+        .fence
+        .failed_at
+        .filter(|at| ctx.now.since(*at) < ctx.cfg.timing.ttl_ms)
+    {
+        let why = format!("it failed {} ms ago", ctx.now.since(at));
+        return Some(Plan::idle(Reason::FenceUnavailable { why }));
+    }
+    if let Some(at) = mem
+        .callbacks
+        .pre_promote_vetoed_at
+        .filter(|at| ctx.now.since(*at) < ctx.cfg.timing.ttl_ms)
+    {
+        let remaining_ms = ctx.cfg.timing.ttl_ms - ctx.now.since(at);
+        return Some(
+            Plan::idle(Reason::PrePromoteBackoff { remaining_ms })
+                .wake(ctx.now.plus_ms(remaining_ms)),
+        );
+    }
+    // A paused primary extends its fence (and its health) by one usable TTL per cycle whatever the store
+    // says; after a resume, wait that long so it has heard of the resume or stopped.
+    let t = &ctx.cfg.timing;
+    let grace_ms = t.pause_fence_ms();
+    if let Some(at) = mem
+        .cluster
+        .resumed_at
+        .filter(|at| ctx.now.since(*at) < grace_ms)
+    {
+        let remaining_ms = grace_ms - ctx.now.since(at);
+        return Some(
+            Plan::idle(Reason::ResumeGrace { remaining_ms }).wake(ctx.now.plus_ms(remaining_ms)),
+        );
+    }
+    None
 }
 
 /// Paused and no leader: the running primary takes its key back; a named failover candidate may take it if
@@ -268,7 +293,7 @@ fn paused_no_leader(ctx: &Ctx, mem: &mut Memory, c: &Cluster) -> Plan {
 
 /// No `initialize` key yet (or we are the one bootstrapping): race for it, take the key, run initdb.
 fn bootstrap(ctx: &Ctx, mem: &mut Memory, c: &Cluster) -> Plan {
-    if mem.bootstrapping {
+    if mem.no_leader.bootstrapping {
         // Won the race: take the leader key; `leader::cycle` starts the job once the lease is ours.
         return Plan::act_now(
             Reason::AcquiringAfterBootstrap,
@@ -335,7 +360,7 @@ fn catch_up(ctx: &Ctx, mem: &mut Memory, c: &Cluster) -> Option<Plan> {
         return None;
     }
     let t = &ctx.cfg.timing;
-    let since = *mem.catchup_since.get_or_insert(ctx.now);
+    let since = *mem.no_leader.catchup_since.get_or_insert(ctx.now);
     if ctx.now.since(since) >= 2 * t.loop_wait_ms {
         return None;
     }
@@ -355,9 +380,9 @@ pub(crate) fn holds_initialize(ctx: &Ctx, c: &Cluster) -> bool {
 /// Our bootstrap failed less than a ttl ago: cancel it, and leave the next race to another member. Mutant
 /// `KeepInitializeAfterFailedBootstrap` forgets the failure: the key stays ours and we bootstrap again.
 pub(crate) fn failed_bootstrap_recently(ctx: &Ctx, mem: &Memory) -> bool {
-    !ctx.cfg
-        .mutant(MutantName::KeepInitializeAfterFailedBootstrap)
+    !mutated(ctx.cfg, MutantName::KeepInitializeAfterFailedBootstrap)
         && mem
+            .no_leader
             .bootstrap_failed_at
             .is_some_and(|t| ctx.now < t.plus_ms(ctx.cfg.timing.ttl_ms))
 }

@@ -14,7 +14,7 @@
 //! cancels a scheduled restart when the postmaster was restarted meanwhile, and keeps (not drops) one that falls due
 //! in pause.
 use super::action::{Action, Job, NodeRole, Refusal, RequestAnswer, StopMode};
-use super::decide::{Ctx, Local, Plan};
+use super::ctx::{Ctx, Local, Plan};
 use super::memory::{Memory, ScheduledRestart};
 use super::observation::{Cluster, JobStatus, OperatorRequest, PgRole, RestartFilter};
 use super::types::Millis;
@@ -47,7 +47,7 @@ pub(crate) fn answer(
         } | OperatorRequest::CancelRestart
     );
     if stops && result.is_ok() {
-        mem.operator_start = true;
+        mem.operator.start = true;
     }
     match result {
         Ok(plan) => (plan, RequestAnswer::Accepted),
@@ -71,16 +71,16 @@ fn schedule(
     at_wall_ms: u64,
     filter: RestartFilter,
 ) -> Result<Plan, Refusal> {
-    if mem.paused {
+    if mem.cluster.paused {
         return Err(Refusal::ScheduleInPause);
     }
     if at_wall_ms < ctx.obs.wall_ms {
         return Err(Refusal::ScheduleInPast);
     }
-    if mem.scheduled_restart.is_some() {
+    if mem.operator.scheduled_restart.is_some() {
         return Err(Refusal::RestartAlreadyScheduled);
     }
-    mem.scheduled_restart = Some(ScheduledRestart { at_wall_ms, filter });
+    mem.operator.scheduled_restart = Some(ScheduledRestart { at_wall_ms, filter });
     // `decide` wakes the loop at the scheduled time; the regular cycle follows at once.
     Ok(Plan::act_now(
         Reason::RestartScheduled { at_wall_ms },
@@ -90,7 +90,8 @@ fn schedule(
 }
 
 fn cancel(ctx: &Ctx, mem: &mut Memory) -> Result<Plan, Refusal> {
-    mem.scheduled_restart
+    mem.operator
+        .scheduled_restart
         .take()
         .ok_or(Refusal::NoRestartScheduled)?;
     Ok(Plan::act_now(
@@ -102,7 +103,7 @@ fn cancel(ctx: &Ctx, mem: &mut Memory) -> Result<Plan, Refusal> {
 
 /// `DELETE /restart` in a cycle that had no room for requests (no fresh store snapshot, a safety path).
 pub(crate) fn cancel_now(mem: &mut Memory) -> RequestAnswer {
-    match mem.scheduled_restart.take() {
+    match mem.operator.scheduled_restart.take() {
         Some(_) => RequestAnswer::Accepted,
         None => RequestAnswer::Refused(Refusal::NoRestartScheduled),
     }
@@ -112,11 +113,11 @@ pub(crate) fn cancel_now(mem: &mut Memory) -> RequestAnswer {
 /// same lease rule for a primary), once; dropped with the reason when it cannot run, or when the agent
 /// finds it more than 1.5 loops late (Patroni's staleness rule). `None` while it is not due.
 pub(crate) fn scheduled(ctx: &Ctx, mem: &mut Memory, c: &Cluster) -> Option<Plan> {
-    let s = mem.scheduled_restart?;
+    let s = mem.operator.scheduled_restart?;
     if ctx.obs.wall_ms < s.at_wall_ms {
         return None;
     }
-    mem.scheduled_restart = None;
+    mem.operator.scheduled_restart = None;
     let late_ms = ctx.obs.wall_ms - s.at_wall_ms;
     if late_ms > ctx.cfg.timing.loop_wait_ms * 3 / 2 {
         return Some(Plan::act_now(
@@ -125,14 +126,14 @@ pub(crate) fn scheduled(ctx: &Ctx, mem: &mut Memory, c: &Cluster) -> Option<Plan
             ctx.now,
         ));
     }
-    let result = if mem.paused {
+    let result = if mem.cluster.paused {
         Err(Refusal::ScheduleInPause)
     } else {
         restart(ctx, mem, c, s.filter)
     };
     Some(match result {
         Ok(mut plan) => {
-            mem.operator_start = true;
+            mem.operator.start = true;
             if let Reason::OperatorRestart { role } = plan.reason {
                 plan.reason = Reason::ScheduledRestartDue { role };
             }
@@ -144,7 +145,7 @@ pub(crate) fn scheduled(ctx: &Ctx, mem: &mut Memory, c: &Cluster) -> Option<Plan
 
 /// When the loop must wake for the scheduled restart (monotonic), while it lies ahead.
 pub(crate) fn scheduled_wake(ctx: &Ctx, mem: &Memory) -> Option<Millis> {
-    let s = mem.scheduled_restart?;
+    let s = mem.operator.scheduled_restart?;
     (s.at_wall_ms > ctx.obs.wall_ms).then(|| ctx.now.plus_ms(s.at_wall_ms - ctx.obs.wall_ms))
 }
 

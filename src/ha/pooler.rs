@@ -37,35 +37,14 @@
 //! and (chained) `ChainIgnoresRoutedHere`.
 use super::action::Action;
 use super::config::MutantName;
-use super::decide::{Ctx, Local, Plan};
+use super::ctx::{Ctx, Local, Plan};
 use super::memory::Memory;
+pub use super::memory::PoolerMemory;
 use super::observation::{Cluster, MemberRole, MemberState, Outcome};
 use super::reason::Reason;
 use super::types::{Millis, NodeName};
 
-/// What the core knows of the local PgBouncer. A restarted agent knows nothing and routes it again.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct PoolerMemory {
-    /// Whom the pooler was last routed to (and resumed toward) with success; None: unknown, paused or failed.
-    pub routed_to: Option<NodeName>,
-    /// When the last route failed: the next try waits a `loop_wait`.
-    pub failed_at: Option<Millis>,
-    /// Since when a key holder that is not (yet) promoted keeps our pooler unrouted: we look again soon.
-    pub waiting_since: Option<Millis>,
-    /// The newest leader key index seen: a snapshot showing an older key is stale (Consul's default reads can
-    /// be), and its holder, a former primary, is not routed to again.
-    pub newest_index: Option<u64>,
-    /// Since when a start as a replica waits for our pooler's route (at most a `loop_wait`); None once
-    /// PostgreSQL runs.
-    pub start_held_since: Option<Millis>,
-    /// This decision asks for a quorum-confirmed read to route on next: a default read may be stale.
-    pub confirming: bool,
-    /// This decision's snapshot is such a read (the previous decision asked for it).
-    pub confirmed: bool,
-    /// Why the last pooler step failed, while it did; and how many failed since the agent started.
-    pub last_error: Option<String>,
-    pub failures: u64,
-}
+super::mutants::seam!(ChainIgnoresRoutedHere, PoolerRouteAtAcquire);
 
 /// Fold the last cycle's pooler outcomes into memory.
 pub(crate) fn absorb(
@@ -138,8 +117,8 @@ pub(crate) fn target(ctx: &Ctx, mem: &Memory, c: &Cluster) -> Option<NodeName> {
     if index < mem.pooler.newest_index {
         return None;
     }
-    let at_acquire = ctx.cfg.mutant(MutantName::PoolerRouteAtAcquire);
-    let chain = ctx.cfg.pooler_chain && !ctx.cfg.mutant(MutantName::ChainIgnoresRoutedHere);
+    let at_acquire = mutated(ctx.cfg, MutantName::PoolerRouteAtAcquire);
+    let chain = ctx.cfg.pooler_chain && !mutated(ctx.cfg, MutantName::ChainIgnoresRoutedHere);
     let promoted = if *holder == ctx.cfg.name {
         let leased = mem.lease.is_some_and(|l| l.valid_at(ctx.now));
         leased && (ctx.local.is_primary() || at_acquire)
@@ -166,7 +145,7 @@ pub(crate) fn follow(ctx: &Ctx, mem: &mut Memory, c: &Cluster, mut plan: Plan) -
     if !ctx.cfg.pooler {
         return plan;
     }
-    let at_acquire = ctx.cfg.mutant(MutantName::PoolerRouteAtAcquire);
+    let at_acquire = mutated(ctx.cfg, MutantName::PoolerRouteAtAcquire);
     if at_acquire {
         // The mutant routes a new leader's pooler just before its promotion, to save a cycle.
         if let Some(i) = plan.actions.iter().position(|a| *a == Action::Promote) {
@@ -283,7 +262,7 @@ fn hold_start(ctx: &Ctx, mem: &mut Memory, c: &Cluster, plan: &Plan) -> Option<P
 /// The rule, asserted on every decision: a route only toward the promoted key holder, and never in a plan
 /// that stops PostgreSQL.
 pub(crate) fn check(ctx: &Ctx, mem: &Memory, actions: &[Action]) {
-    if ctx.cfg.mutant(MutantName::PoolerRouteAtAcquire) {
+    if mutated(ctx.cfg, MutantName::PoolerRouteAtAcquire) {
         return;
     }
     let stops = actions.iter().any(|a| matches!(a, Action::Stop { .. }));

@@ -12,16 +12,18 @@
 //! leader changes PostgreSQL's list only to one the key covers, strengthening the key first when needed, and
 //! weakens the key only to one that covers the list running and every earlier commit: either it demands as
 //! many of the old voters as the old key did, or enough of its voters flushed past the position at which the
-//! running list took effect (the floor, `Memory::sync_floor`).
+//! running list took effect (the floor, `SyncMemory::floor`).
 use std::collections::BTreeSet;
 
 use super::action::Action;
 use super::config::MutantName;
-use super::decide::Ctx;
+use super::ctx::Ctx;
 use super::memory::Memory;
 use super::observation::{Cluster, PeerProbe, PgRole, RunningPg, SyncKey, SyncNames};
 use super::types::{Lsn, NodeName, Timeline};
 use super::Reason;
+
+super::mutants::seam!(QuorumRaceWithoutVotes, QuorumShrinkUnconfirmed);
 
 /// The `sync` key's promise: any `quorum + 1` of `voters` (the leader aside) hold every acknowledged commit.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -93,7 +95,7 @@ fn write(me: &NodeName, p: Promise, expected: Option<u64>) -> Action {
 
 /// Quorum mode is on and a leader wrote the key: races are decided by votes.
 pub(crate) fn active(c: &Cluster) -> Option<&SyncKey> {
-    super::sync::active(c).filter(|_| c.config.sync.quorum)
+    super::standbys::active(c).filter(|_| c.config.sync.quorum)
 }
 
 /// A racer's votes: it holds every acknowledged commit when `quorum + 1` of the key's voters and leader
@@ -109,7 +111,7 @@ pub(crate) fn votes(
         return Ok(());
     };
     let me = &ctx.cfg.name;
-    if key.leader.as_ref() == Some(me) || ctx.cfg.mutant(MutantName::QuorumRaceWithoutVotes) {
+    if key.leader.as_ref() == Some(me) || mutated(ctx.cfg, MutantName::QuorumRaceWithoutVotes) {
         return Ok(());
     }
     let voting = |n: &NodeName| key.standbys.contains(n) || key.leader.as_ref() == Some(n);
@@ -180,7 +182,7 @@ pub(crate) fn leader_actions(
             )]
         }
     };
-    let floor = super::sync::floor(mem, r);
+    let floor = super::standbys::floor(mem, r);
     let current = Promise::of(key);
     let target = target_list(ctx, c, r, &current);
     if target != r.sync_names {
@@ -204,7 +206,7 @@ pub(crate) fn leader_actions(
 /// strict keeps commits waiting for the voters (or the placeholder); otherwise asynchronous.
 fn target_list(ctx: &Ctx, c: &Cluster, r: &RunningPg, current: &Promise) -> SyncNames {
     let settings = c.config.sync;
-    let eligible = super::sync::eligible(ctx, c, r);
+    let eligible = super::standbys::eligible(ctx, c, r);
     if !eligible.is_empty() {
         let num = (settings.node_count.max(1) as usize).min(eligible.len());
         return SyncNames::Any {
@@ -252,7 +254,7 @@ fn weaker(
     let (num, names) = acks(target)?;
     let steady = names.len().saturating_sub(num);
     let known = names.intersection(confirmed).count();
-    let quorum = if ctx.cfg.mutant(MutantName::QuorumShrinkUnconfirmed) {
+    let quorum = if mutated(ctx.cfg, MutantName::QuorumShrinkUnconfirmed) {
         steady
     } else {
         let by_old = current.quorum + names.difference(&current.voters).count();
@@ -278,7 +280,7 @@ fn confirmed(r: &RunningPg, floor: Lsn) -> BTreeSet<NodeName> {
 /// takes a list the key covers, a key only replaces ours if it covers the running list and follows ours, and
 /// a promotion happens with our key covering the list.
 pub(crate) fn check(ctx: &Ctx, mem: &Memory, c: &Cluster, r: &RunningPg, actions: &[Action]) {
-    if ctx.cfg.mutant(MutantName::QuorumShrinkUnconfirmed) {
+    if mutated(ctx.cfg, MutantName::QuorumShrinkUnconfirmed) {
         return;
     }
     let me = &ctx.cfg.name;
@@ -289,7 +291,8 @@ pub(crate) fn check(ctx: &Ctx, mem: &Memory, c: &Cluster, r: &RunningPg, actions
         .map(Promise::of);
     let mut names = r.sync_names.clone();
     let floor = mem
-        .sync_floor
+        .sync
+        .floor
         .as_ref()
         .filter(|(n, _)| *n == names)
         .map(|(_, l)| *l);

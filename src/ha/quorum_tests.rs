@@ -1,7 +1,8 @@
 //! Quorum mode's rules, case by case.
 use super::*;
 use crate::ha::config::{CoreConfig, Timing};
-use crate::ha::decide::Local;
+use crate::ha::ctx::Local;
+use crate::ha::memory::SyncMemory;
 use crate::ha::observation::{
     DynamicConfig, JobStatus, Observation, PgState, ReplicationStat, StoreView, SyncSettings,
 };
@@ -27,19 +28,9 @@ fn key_write(voters: &[&str], quorum: u32) -> Action {
     }
 }
 
-/// Asserts the rule for pg1, primary at 900 under `names` (floor 850), whose key is `(quorum, voters)`;
-/// `flushed` standbys streamed up to 900, the others to 800.
-fn run_check(voters: &[&str], quorum: u32, names: SyncNames, flushed: &[&str], actions: &[Action]) {
-    let t = Timing {
-        ttl_ms: 10_000,
-        loop_wait_ms: 1_000,
-        retry_timeout_ms: 2_000,
-        session_ttl_ms: 5_000,
-        drift_max_ppm: 10_000,
-        fence_budget_ms: 500,
-    };
-    let cfg = CoreConfig::new(NodeName::new("pg1"), t).expect("valid timing");
-    let c = Cluster {
+/// A cluster in quorum mode whose `sync` key, written by pg1, is `(quorum, voters)`.
+fn quorum_cluster(voters: &[&str], quorum: u32) -> Cluster {
+    Cluster {
         sync: Some(SyncKey {
             leader: Some(NodeName::new("pg1")),
             standbys: set(voters),
@@ -55,7 +46,22 @@ fn run_check(voters: &[&str], quorum: u32, names: SyncNames, flushed: &[&str], a
             ..Default::default()
         },
         ..Cluster::default()
+    }
+}
+
+/// Asserts the rule for pg1, primary at 900 under `names` (floor 850), whose key is `(quorum, voters)`;
+/// `flushed` standbys streamed up to 900, the others to 800.
+fn run_check(voters: &[&str], quorum: u32, names: SyncNames, flushed: &[&str], actions: &[Action]) {
+    let t = Timing {
+        ttl_ms: 10_000,
+        loop_wait_ms: 1_000,
+        retry_timeout_ms: 2_000,
+        session_ttl_ms: 5_000,
+        drift_max_ppm: 10_000,
+        fence_budget_ms: 500,
     };
+    let cfg = CoreConfig::new(NodeName::new("pg1"), t).expect("valid timing");
+    let c = quorum_cluster(voters, quorum);
     let standbys = ["pg2", "pg3"]
         .iter()
         .map(|s| ReplicationStat {
@@ -104,7 +110,10 @@ fn run_check(voters: &[&str], quorum: u32, names: SyncNames, flushed: &[&str], a
         peers: None,
     };
     let mem = Memory {
-        sync_floor: Some((names, Lsn(850))),
+        sync: SyncMemory {
+            floor: Some((names, Lsn(850))),
+            ..Default::default()
+        },
         ..Memory::default()
     };
     check(&ctx, &mem, &c, &r, actions);

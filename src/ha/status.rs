@@ -12,9 +12,11 @@
 //! tenure answers 503 where Patroni answers 200.
 use super::action::Job;
 use super::action::{MemberStatus, NodeRole, NodeStatus};
-use super::decide::{Ctx, Local};
+use super::ctx::{Ctx, Local};
 use super::memory::Memory;
 use super::observation::{JobStatus, MemberRole, MemberState, StoreView};
+
+super::mutants::seam!(HealthIgnoresLease, ReadLagFromReceived, SkipDivergenceCheck);
 
 /// What goes into `members/<name>`.
 pub(crate) fn member(ctx: &Ctx) -> MemberStatus {
@@ -127,10 +129,7 @@ pub(crate) fn node(ctx: &Ctx, mem: &Memory) -> NodeStatus {
         role,
         running,
         streaming,
-        lease_deadline: if ctx
-            .cfg
-            .mutant(super::config::MutantName::HealthIgnoresLease)
-        {
+        lease_deadline: if mutated(ctx.cfg, super::config::MutantName::HealthIgnoresLease) {
             Some(super::types::Millis(u64::MAX)).filter(|_| role == NodeRole::Primary)
         } else {
             // In pause the deadline is the fence's (extended while this agent cycles), so a frozen agent's
@@ -138,9 +137,9 @@ pub(crate) fn node(ctx: &Ctx, mem: &Memory) -> NodeStatus {
             super::fencing::fence_deadline(ctx, mem).filter(|_| role == NodeRole::Primary)
         },
         lag_bytes,
-        sync_standby: mem.sync_listed && role == NodeRole::Replica,
-        quorum_standby: mem.quorum_listed && role == NodeRole::Replica,
-        paused: mem.paused,
+        sync_standby: mem.sync.listed && role == NodeRole::Replica,
+        quorum_standby: mem.sync.quorum_listed && role == NodeRole::Replica,
+        paused: mem.cluster.paused,
         noloadbalance: ctx.cfg.noloadbalance,
         diverged: diverged(ctx, mem, cluster),
         timeline,
@@ -148,7 +147,7 @@ pub(crate) fn node(ctx: &Ctx, mem: &Memory) -> NodeStatus {
         cycle_at: ctx.now,
         leader: cluster
             .and_then(|c| c.leader_name().cloned())
-            .or_else(|| mem.last_leader.clone()),
+            .or_else(|| mem.cluster.last_leader.clone()),
         // Set by `decide` once the actions are known.
         failsafe: super::action::FailsafeAnswer::Off,
         failsafe_active: false,
@@ -166,7 +165,7 @@ fn replay_lag_bytes(
     r: &super::observation::RunningPg,
 ) -> Option<u64> {
     let leader = optime.into_iter().chain(r.upstream_end_lsn).max()?;
-    let visible = if cfg.mutant(super::config::MutantName::ReadLagFromReceived) {
+    let visible = if mutated(cfg, super::config::MutantName::ReadLagFromReceived) {
         r.lsn
     } else {
         r.visible_lsn()
@@ -176,10 +175,7 @@ fn replay_lag_bytes(
 
 /// Whether a running replica may have forked from the leader's history.
 fn diverged(ctx: &Ctx, mem: &Memory, cluster: Option<&super::observation::Cluster>) -> bool {
-    if ctx
-        .cfg
-        .mutant(super::config::MutantName::SkipDivergenceCheck)
-    {
+    if mutated(ctx.cfg, super::config::MutantName::SkipDivergenceCheck) {
         return false;
     }
     let Local::Replica(r) = ctx.local else {
@@ -187,8 +183,8 @@ fn diverged(ctx: &Ctx, mem: &Memory, cluster: Option<&super::observation::Cluste
     };
     let leader = cluster
         .and_then(|c| c.leader_name())
-        .or(mem.last_leader.as_ref());
-    let known_forked = matches!(&mem.divergence, Some(super::observation::Divergence::NeedRewind { leader: l }) if Some(l) == leader);
+        .or(mem.cluster.last_leader.as_ref());
+    let known_forked = matches!(&mem.rejoin.divergence, Some(super::observation::Divergence::NeedRewind { leader: l }) if Some(l) == leader);
     let leader_tl = cluster
         .and_then(|c| leader.and_then(|l| c.member(l)))
         .and_then(|m| m.timeline);

@@ -9,19 +9,14 @@ use std::collections::BTreeSet;
 
 use super::action::Action;
 use super::config::MutantName;
-use super::decide::{Ctx, Local};
+use super::ctx::{Ctx, Local};
 use super::memory::Memory;
-use super::observation::{Cluster, RunningPg, SyncKey, SyncNames};
+use super::observation::{Cluster, RunningPg, SyncNames};
+use super::standbys::{active, eligible, floor};
 use super::types::NodeName;
 use super::Reason;
 
-/// The `sync` key that restricts the race: synchronous mode is on and a leader wrote the key (Patroni's
-/// `sync_mode_is_active`). Before the first leader wrote it, anyone races, as in Patroni.
-pub(crate) fn active(c: &Cluster) -> Option<&SyncKey> {
-    c.sync
-        .as_ref()
-        .filter(|k| c.config.sync.enabled && k.leader.is_some())
-}
+super::mutants::seam!(SyncAsyncMayRace, SyncNamesBeforeKey, SyncPublishUnconfirmed);
 
 /// Whether `name` is a standby the active `sync` key lists (`/cluster`'s `sync_standby` role, as Patroni 4.x's
 /// `cluster_as_json`: synchronous mode on and the key's `matches`).
@@ -38,7 +33,7 @@ pub fn quorum_standby_listed(c: &Cluster, name: &NodeName) -> bool {
 /// Whether `name` may take the leader key: always without an active key; otherwise only a listed standby or
 /// the key's own leader (whose data holds everything it acknowledged).
 pub(crate) fn may_lead(ctx: &Ctx, c: &Cluster, name: &NodeName) -> bool {
-    if ctx.cfg.mutant(MutantName::SyncAsyncMayRace) || c.config.sync.quorum {
+    if mutated(ctx.cfg, MutantName::SyncAsyncMayRace) || c.config.sync.quorum {
         // Quorum mode: anyone may race; the votes decide (`quorum::votes`).
         return true;
     }
@@ -146,15 +141,15 @@ pub(crate) fn leader_actions(
         .cloned()
         .collect();
     let mut target = keep;
-    if desired == r.sync_names || ctx.cfg.mutant(MutantName::SyncPublishUnconfirmed) {
-        let add = if ctx.cfg.mutant(MutantName::SyncPublishUnconfirmed) {
+    if desired == r.sync_names || mutated(ctx.cfg, MutantName::SyncPublishUnconfirmed) {
+        let add = if mutated(ctx.cfg, MutantName::SyncPublishUnconfirmed) {
             names_of(&desired)
         } else {
             confirmed
         };
         target.extend(add);
     }
-    if ctx.cfg.mutant(MutantName::SyncNamesBeforeKey) && desired != r.sync_names {
+    if mutated(ctx.cfg, MutantName::SyncNamesBeforeKey) && desired != r.sync_names {
         return vec![Action::SetSyncNames(desired)];
     }
     let mut actions = Vec::new();
@@ -170,18 +165,6 @@ pub(crate) fn leader_actions(
         actions.push(Action::SetSyncNames(desired));
     }
     actions
-}
-
-/// The position a standby must have flushed before it counts as synchronous: the leader's own position when
-/// it first saw the list now in effect (a commit acknowledged before that may not be on the standby).
-pub(super) fn floor(mem: &mut Memory, r: &RunningPg) -> super::types::Lsn {
-    match &mem.sync_floor {
-        Some((names, lsn)) if *names == r.sync_names => *lsn,
-        _ => {
-            mem.sync_floor = Some((r.sync_names.clone(), r.lsn));
-            r.lsn
-        }
-    }
 }
 
 /// Standbys PostgreSQL treats as synchronous that flushed past the floor.
@@ -238,24 +221,6 @@ fn desired(
     }
 }
 
-/// Streaming members without `nosync`, within `maximum_lag_on_syncnode` of the most advanced standby
-/// (Patroni's measure: under a write burst every standby may trail the primary).
-pub(super) fn eligible(ctx: &Ctx, c: &Cluster, r: &RunningPg) -> BTreeSet<NodeName> {
-    let me = &ctx.cfg.name;
-    let streaming = || r.standbys.iter().filter(|s| s.streaming && &s.name != me);
-    let newest = streaming().map(|s| s.flush_lsn).max().unwrap_or(r.lsn);
-    streaming()
-        .filter(|s| c.member(&s.name).is_some_and(|m| !m.tags.nosync))
-        .filter(|s| {
-            c.config
-                .sync
-                .max_lag_bytes
-                .is_none_or(|max| newest.bytes_ahead_of(s.flush_lsn) <= max)
-        })
-        .map(|s| s.name.clone())
-        .collect()
-}
-
 /// Synchronous mode is off: the key goes first, then PostgreSQL's list (an operator's own value stays).
 fn disable(c: &Cluster, r: &RunningPg) -> Vec<Action> {
     let mut actions = Vec::new();
@@ -282,8 +247,8 @@ fn names_of(n: &SyncNames) -> BTreeSet<NodeName> {
 /// list under us is guaranteed by PostgreSQL's list in effect at that point, and one added to the key was
 /// confirmed under the list that guarantees it; a promotion happens only with the key's standbys guaranteed.
 pub(crate) fn check(ctx: &Ctx, mem: &Memory, actions: &[Action]) {
-    if ctx.cfg.mutant(MutantName::SyncNamesBeforeKey)
-        || ctx.cfg.mutant(MutantName::SyncPublishUnconfirmed)
+    if mutated(ctx.cfg, MutantName::SyncNamesBeforeKey)
+        || mutated(ctx.cfg, MutantName::SyncPublishUnconfirmed)
     {
         return;
     }
@@ -301,7 +266,8 @@ pub(crate) fn check(ctx: &Ctx, mem: &Memory, actions: &[Action]) {
     };
     let mut names = r.sync_names.clone();
     let floor = mem
-        .sync_floor
+        .sync
+        .floor
         .as_ref()
         .filter(|(n, _)| *n == names)
         .map(|(_, l)| *l);

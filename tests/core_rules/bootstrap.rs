@@ -22,7 +22,7 @@ fn reason_lost_initialize_race() {
             .outcome(Action::RaceInitialize, 1_000, Outcome::Rejected);
     let d = decide(&cfg("pg1"), &mem(), &o);
     expect(&d, Reason::LostInitializeRace, &[]);
-    assert!(!d.memory.bootstrapping);
+    assert!(!d.memory.no_leader.bootstrapping);
 }
 
 #[test]
@@ -39,7 +39,7 @@ fn an_unknown_initialize_write_that_landed_is_recognised_by_our_name() {
         Reason::AcquiringAfterBootstrap,
         &[Action::AcquireLeader],
     );
-    assert!(d.memory.bootstrapping);
+    assert!(d.memory.no_leader.bootstrapping);
 }
 
 #[test]
@@ -53,7 +53,7 @@ fn reason_acquiring_after_bootstrap() {
         Reason::AcquiringAfterBootstrap,
         &[Action::AcquireLeader],
     );
-    assert!(d.memory.bootstrapping);
+    assert!(d.memory.no_leader.bootstrapping);
     assert!(
         d.consistent_read,
         "the read after an acquire is quorum-confirmed"
@@ -275,8 +275,8 @@ fn a_failed_bootstrap_gives_the_key_and_initialize_up() {
             Action::DisarmFence,
         ],
     );
-    assert!(!d.memory.bootstrapping);
-    assert_eq!(d.memory.bootstrap_failed_at, Some(Millis(5_000)));
+    assert!(!d.memory.no_leader.bootstrapping);
+    assert_eq!(d.memory.no_leader.bootstrap_failed_at, Some(Millis(5_000)));
 }
 
 /// `initialize` already holds another member's name or a system identifier: not ours to delete.
@@ -296,13 +296,16 @@ fn a_failed_bootstrap_deletes_only_an_initialize_holding_our_name() {
 #[test]
 fn after_a_failed_bootstrap_we_cancel_and_stand_back_for_a_ttl() {
     let failed = Memory {
-        bootstrap_failed_at: Some(Millis(5_000)),
+        no_leader: NoLeaderMemory {
+            bootstrap_failed_at: Some(Millis(5_000)),
+            ..Default::default()
+        },
         ..mem()
     };
     let o = obs(6_000).store(empty_cluster().initialize("pg1"));
     let d = decide(&cfg("pg1"), &failed, &o);
     expect(&d, Reason::CancellingBootstrap, &[Action::CancelInitialize]);
-    assert!(!d.memory.bootstrapping);
+    assert!(!d.memory.no_leader.bootstrapping);
     let d = decide(&cfg("pg1"), &failed, &obs(14_999).store(empty_cluster()));
     expect(&d, Reason::BootstrapBackingOff, &[]);
     let d = decide(&cfg("pg1"), &failed, &obs(15_000).store(empty_cluster()));

@@ -440,7 +440,10 @@ impl MemExt for Memory {
         let m = self.leased_unarmed(sent_at);
         let deadline = m.lease.map(|l| l.deadline);
         Memory {
-            fence_armed: deadline,
+            fence: FenceMemory {
+                armed: deadline,
+                ..m.fence
+            },
             ..m
         }
     }
@@ -449,7 +452,7 @@ impl MemExt for Memory {
         self
     }
     fn paused(mut self) -> Self {
-        self.paused = true;
+        self.cluster.paused = true;
         self
     }
     fn probed_at(mut self, at: u64) -> Self {
@@ -457,31 +460,31 @@ impl MemExt for Memory {
         self
     }
     fn leader_index(mut self, index: u64) -> Self {
-        self.leader_index = Some(index);
+        self.cluster.leader_index = Some(index);
         self
     }
     fn remembers(mut self, d: Divergence) -> Self {
-        self.divergence = Some(d);
+        self.rejoin.divergence = Some(d);
         self
     }
     fn bootstrapping(mut self) -> Self {
-        self.bootstrapping = true;
+        self.no_leader.bootstrapping = true;
         self
     }
     fn switchover_stopped_at(mut self, at: u64) -> Self {
-        self.switchover_stopped_at = Some(Millis(at));
+        self.leader.switchover_stopped_at = Some(Millis(at));
         self
     }
     fn fence_armed(mut self, at: Option<u64>) -> Self {
-        self.fence_armed = at.map(Millis);
+        self.fence.armed = at.map(Millis);
         self
     }
     fn primary_down_since(mut self, at: u64) -> Self {
-        self.primary_down_since = Some(Millis(at));
+        self.leader.primary_down_since = Some(Millis(at));
         self
     }
     fn resumed_at(mut self, at: u64) -> Self {
-        self.resumed_at = Some(Millis(at));
+        self.cluster.resumed_at = Some(Millis(at));
         self
     }
 }

@@ -24,9 +24,12 @@ fn failsafe_mem(m: Memory, seen_at: u64) -> Memory {
         .map(|m| (n(m), (url(m), Millis(seen_at))))
         .collect();
     Memory {
-        failsafe_mode: true,
-        failsafe_key_seen: true,
-        failsafe_members: members,
+        failsafe: FailsafeMemory {
+            mode: true,
+            key_seen: true,
+            members,
+            ..m.failsafe
+        },
         started_at: Some(Millis(0)),
         ..m
     }
@@ -92,7 +95,7 @@ fn reason_failsafe_keeping() {
         ],
     );
     assert_eq!(d.wake_at, Millis(3_000), "absorb the round at once");
-    assert_eq!(d.memory.failsafe_sent_at, Some(Millis(3_000)));
+    assert_eq!(d.memory.failsafe.sent_at, Some(Millis(3_000)));
 }
 
 #[test]
@@ -103,7 +106,7 @@ fn a_round_every_member_accepted_extends_from_its_send_time_not_its_arrival() {
         .outcome(round(), 3_000, Outcome::Done);
     let o = with_replies(o, replies(&[("pg2", true), ("pg3", true)]));
     let d = decide(&cfg("pg1"), &m, &o);
-    assert_eq!(d.memory.failsafe_until, Some(Millis(3_000 + EXTENSION_MS)));
+    assert_eq!(d.memory.failsafe.until, Some(Millis(3_000 + EXTENSION_MS)));
     assert!(d.actions.contains(&Action::ArmFence {
         deadline: Millis(3_000 + EXTENSION_MS)
     }));
@@ -124,7 +127,7 @@ fn reason_failsafe_not_confirmed() {
     let o = with_replies(o, replies(&[("pg2", true), ("pg3", false)]));
     let d = decide(&cfg("pg1"), &m, &o);
     assert_eq!(
-        d.memory.failsafe_until, None,
+        d.memory.failsafe.until, None,
         "no extension without every member"
     );
     assert_eq!(
@@ -139,9 +142,9 @@ fn reason_failsafe_not_confirmed() {
 #[test]
 fn a_confirmed_primary_outlives_its_lease_and_fences_when_the_extension_ends() {
     let mut m = failsafe_mem(mem(), 1_000);
-    m.failsafe_until = Some(Millis(12_000));
-    m.failsafe_sent_at = Some(Millis(8_000));
-    m.fence_armed = Some(Millis(12_000));
+    m.failsafe.until = Some(Millis(12_000));
+    m.failsafe.sent_at = Some(Millis(8_000));
+    m.fence.armed = Some(Millis(12_000));
     let d = decide(&cfg("pg1"), &m, &obs(8_500).pg_primary(1, 500));
     assert!(
         matches!(d.reason, Reason::FailsafeKeeping { .. }),
@@ -160,7 +163,7 @@ fn a_confirmed_primary_outlives_its_lease_and_fences_when_the_extension_ends() {
 #[test]
 fn failsafe_off_fences_as_before() {
     let mut m = failsafe_mem(mem(), 1_000);
-    m.failsafe_mode = false;
+    m.failsafe.mode = false;
     let d = decide(&cfg("pg1"), &m, &obs(3_000).pg_primary(1, 500));
     expect(
         &d,
@@ -172,7 +175,7 @@ fn failsafe_off_fences_as_before() {
 #[test]
 fn no_failsafe_key_seen_means_no_round() {
     let mut m = failsafe_mem(mem().leased(1_000), 1_000);
-    m.failsafe_key_seen = false;
+    m.failsafe.key_seen = false;
     let d = decide(&cfg("pg1"), &m, &obs(3_000).pg_primary(1, 500));
     assert!(matches!(d.reason, Reason::StoreUnavailableKeeping { .. }));
     assert!(!d.actions.contains(&round()));
@@ -211,8 +214,8 @@ fn timeout_longer_than_the_room_is_shortened_not_inert() {
 #[test]
 fn reason_failsafe_reacquiring() {
     let mut m = failsafe_mem(mem(), 1_000);
-    m.failsafe_until = Some(Millis(12_000));
-    m.fence_armed = Some(Millis(12_000));
+    m.failsafe.until = Some(Millis(12_000));
+    m.fence.armed = Some(Millis(12_000));
     let o = obs(9_000).pg_primary(1, 500).store(failsafe_cluster());
     let d = decide(&cfg("pg1"), &m, &o);
     expect(&d, Reason::FailsafeReacquiring, &[Action::AcquireLeader]);
@@ -221,26 +224,26 @@ fn reason_failsafe_reacquiring() {
 #[test]
 fn the_extension_is_void_once_another_member_holds_the_key() {
     let mut m = failsafe_mem(mem(), 1_000);
-    m.failsafe_until = Some(Millis(12_000));
-    m.fence_armed = Some(Millis(12_000));
+    m.failsafe.until = Some(Millis(12_000));
+    m.fence.armed = Some(Millis(12_000));
     let o = obs(9_000)
         .pg_primary(1, 500)
         .store(failsafe_cluster().leader("pg2"));
     let d = decide(&cfg("pg1"), &m, &o);
     assert_eq!(d.reason, Reason::DemotingOtherLeader { leader: n("pg2") });
-    assert_eq!(d.memory.failsafe_until, None);
+    assert_eq!(d.memory.failsafe.until, None);
 }
 
 #[test]
 fn an_acknowledged_acquire_ends_the_extension() {
     let mut m = failsafe_mem(mem(), 1_000);
-    m.failsafe_until = Some(Millis(12_000));
+    m.failsafe.until = Some(Millis(12_000));
     let o = obs(9_100)
         .pg_primary(1, 500)
         .outcome(Action::AcquireLeader, 9_000, Outcome::Done)
         .store(failsafe_cluster().leader("pg1"));
     let d = decide(&cfg("pg1"), &m, &o);
-    assert_eq!(d.memory.failsafe_until, None);
+    assert_eq!(d.memory.failsafe.until, None);
     assert_eq!(d.memory.lease.map(|l| l.deadline), Some(deadline(9_000)));
 }
 

@@ -31,15 +31,21 @@ fn url(name: &str) -> String {
 fn primary_mem(timing: &Timing, acked_at: u64, seen_at: u64) -> Memory {
     let lease = Lease::from_ack(timing, Millis(acked_at));
     Memory {
-        failsafe_mode: true,
-        failsafe_key_seen: true,
-        failsafe_members: ["pg1", "pg2", "pg3"]
-            .iter()
-            .map(|m| (n(m), (url(m), Millis(seen_at))))
-            .collect(),
+        failsafe: FailsafeMemory {
+            mode: true,
+            key_seen: true,
+            members: ["pg1", "pg2", "pg3"]
+                .iter()
+                .map(|m| (n(m), (url(m), Millis(seen_at))))
+                .collect(),
+            ..Default::default()
+        },
         started_at: Some(Millis(0)),
         lease: Some(lease),
-        fence_armed: Some(lease.deadline),
+        fence: FenceMemory {
+            armed: Some(lease.deadline),
+            ..Default::default()
+        },
         ..mem()
     }
 }

@@ -43,7 +43,7 @@ fn reason_checking_divergence() {
         &[Action::CheckDivergence { leader: n("pg2") }],
     );
     assert_eq!(d.wake_at, Millis(1_000), "the answer is used at once");
-    assert_eq!(d.memory.divergence_asked_at, Some(Millis(1_000)));
+    assert_eq!(d.memory.rejoin.divergence_asked_at, Some(Millis(1_000)));
 }
 
 #[test]
@@ -52,9 +52,13 @@ fn an_inconclusive_divergence_check_is_retried_soon_but_not_in_a_loop() {
         leader: n("pg2"),
         why: "pg2 is in recovery".into(),
     };
+    let base = mem().leader_index(1).remembers(unknown);
     let m = Memory {
-        divergence_asked_at: Some(Millis(1_000)),
-        ..mem().leader_index(1).remembers(unknown)
+        rejoin: RejoinMemory {
+            divergence_asked_at: Some(Millis(1_000)),
+            ..base.rejoin
+        },
+        ..base
     };
     let early = decide(
         &cfg("pg1"),
@@ -203,7 +207,7 @@ fn reason_rewind_failed_staying() {
         );
     let d = decide(&cfg("pg1"), &m, &o);
     expect(&d, Reason::RewindFailedStaying { leader: n("pg2") }, &[]);
-    assert_eq!(d.memory.rewind_failed_from, Some(n("pg2")));
+    assert_eq!(d.memory.rejoin.rewind_failed_from, Some(n("pg2")));
 }
 
 #[test]
@@ -233,12 +237,15 @@ fn a_rewind_failure_is_forgotten_with_a_new_leader_term() {
     let d = decide(
         &cfg("pg1"),
         &Memory {
-            rewind_failed_from: Some(n("pg2")),
+            rejoin: RejoinMemory {
+                rewind_failed_from: Some(n("pg2")),
+                ..m.rejoin
+            },
             ..m
         },
         &o,
     );
-    assert_eq!(d.memory.rewind_failed_from, None);
+    assert_eq!(d.memory.rejoin.rewind_failed_from, None);
     expect(
         &d,
         Reason::CheckingDivergence { leader: n("pg2") },
@@ -286,7 +293,7 @@ fn running_as_primary_voids_an_earlier_divergence_verdict() {
         &obs(1_000).pg_primary(2, 900).store(led_by_pg2()),
     );
     assert_eq!(d.reason, Reason::DemotingOtherLeader { leader: n("pg2") });
-    assert_eq!(d.memory.divergence, None);
+    assert_eq!(d.memory.rejoin.divergence, None);
 }
 
 /// A replica started read-only without an upstream (no leader then, e.g. a fenced former primary) checks its
@@ -360,7 +367,10 @@ fn reason_recovering_crashed() {
         &[Action::RecoverCrashed],
     );
     assert_eq!(d.wake_at, Millis(1_000), "the check follows at once");
-    assert_eq!(d.memory.divergence_asked_at, None, "no check asked yet");
+    assert_eq!(
+        d.memory.rejoin.divergence_asked_at, None,
+        "no check asked yet"
+    );
     // Recovered: pg_control says `shut down` now, and the check (a pure read) follows.
     let o = obs(1_100)
         .pg_stopped_primary(1, 600, true)

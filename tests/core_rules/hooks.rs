@@ -36,7 +36,10 @@ fn won() -> Observation {
 
 fn with_role(r: CallbackRole) -> Memory {
     Memory {
-        callback_role: Some(r),
+        callbacks: CallbackMemory {
+            role: Some(r),
+            ..Default::default()
+        },
         ..mem()
     }
 }
@@ -101,8 +104,11 @@ fn reason_pre_promote_vetoed_releases_the_key_and_never_promotes() {
         Reason::PrePromoteVetoed,
         &[Action::ReleaseLeader, Action::DisarmFence],
     );
-    assert!(d.memory.pre_promote_veto);
-    assert_eq!(d.memory.pre_promote_vetoed_at, Some(Millis(1_200)));
+    assert!(d.memory.callbacks.pre_promote_veto);
+    assert_eq!(
+        d.memory.callbacks.pre_promote_vetoed_at,
+        Some(Millis(1_200))
+    );
     // A stale read still showing our key must not lead to a promotion in the vetoed term.
     let o2 = obs(1_400).pg_replica(1, 500).store(
         cluster()
@@ -138,7 +144,10 @@ fn a_pre_promote_killed_at_its_deadline_is_a_veto() {
 #[test]
 fn reason_pre_promote_backoff_after_a_veto() {
     let m = Memory {
-        pre_promote_vetoed_at: Some(Millis(1_000)),
+        callbacks: CallbackMemory {
+            pre_promote_vetoed_at: Some(Millis(1_000)),
+            ..Default::default()
+        },
         ..mem()
     };
     let o = obs(3_000)
@@ -201,7 +210,7 @@ fn on_stop_of_a_primary_leaves_the_role_demoted() {
         Outcome::Done,
     );
     let d = decide(&hooked("pg1", true, false, false), &mem(), &o);
-    assert_eq!(d.memory.callback_role, Some(CallbackRole::Demoted));
+    assert_eq!(d.memory.callbacks.role, Some(CallbackRole::Demoted));
 }
 
 #[test]

@@ -184,7 +184,7 @@ fn reason_restarting_crashed_primary() {
         Reason::RestartingCrashedPrimary,
         &[arm(1_000), Action::StartPrimary],
     );
-    assert_eq!(d.memory.primary_down_since, Some(Millis(1_500)));
+    assert_eq!(d.memory.leader.primary_down_since, Some(Millis(1_500)));
 }
 
 #[test]
@@ -311,13 +311,16 @@ fn reason_fence_unavailable() {
         },
         &[Action::ReleaseLeader],
     );
-    assert_eq!(d.memory.fence_failed_at, Some(Millis(1_050)));
+    assert_eq!(d.memory.fence.failed_at, Some(Millis(1_050)));
 }
 
 #[test]
 fn a_node_whose_fence_failed_does_not_race_for_a_ttl() {
     let m = Memory {
-        fence_failed_at: Some(Millis(1_000)),
+        fence: FenceMemory {
+            failed_at: Some(Millis(1_000)),
+            ..Default::default()
+        },
         ..mem()
     };
     let o = obs(2_000).pg_replica(1, 500).store(cluster()).peers(vec![]);

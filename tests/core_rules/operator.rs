@@ -228,7 +228,7 @@ fn a_primary_restart_whose_start_did_not_run_starts_next_cycle_in_pause() {
     // PostgreSQL down after an operator's restart.
     let c = cluster().leader("pg1").optime(500).paused();
     let mut m = mem().leased(1_000).paused();
-    m.operator_start = true;
+    m.operator.start = true;
     let o = obs(2_000).pg_stopped_primary(1, 500, true).store(c.clone());
     let d = decide(&cfg("pg1"), &m, &o);
     assert!(d.actions.contains(&Action::StartPrimary), "{:?}", d.actions);
@@ -252,14 +252,14 @@ fn reason_operator_reinitialize() {
         ],
     );
     assert_eq!(d.answer, Some(RequestAnswer::Accepted));
-    assert!(d.memory.operator_start);
+    assert!(d.memory.operator.start);
 }
 
 #[test]
 fn after_an_operator_reinitialize_the_replica_starts_even_in_pause() {
     let c = cluster().leader("pg1").paused();
     let mut m = mem().paused().leader_index(1);
-    m.operator_start = true;
+    m.operator.start = true;
     let o = obs(3_000)
         .pg_stopped(1, 900)
         .store(c.clone())
@@ -274,7 +274,7 @@ fn after_an_operator_reinitialize_the_replica_starts_even_in_pause() {
     );
     // Once it runs, pause is hands-off again.
     let o = obs(4_000).pg_replica_of(1, 900, "pg1").store(c);
-    assert!(!decide(&cfg("pg2"), &d.memory, &o).memory.operator_start);
+    assert!(!decide(&cfg("pg2"), &d.memory, &o).memory.operator.start);
 }
 
 #[test]

@@ -259,8 +259,8 @@ fn reason_resume_grace() {
         },
         &[],
     );
-    assert_eq!(d.memory.resumed_at, Some(Millis(10_000)));
-    assert!(!d.memory.paused);
+    assert_eq!(d.memory.cluster.resumed_at, Some(Millis(10_000)));
+    assert!(!d.memory.cluster.paused);
     assert_eq!(d.wake_at, Millis(10_000 + PAUSE_FENCE_MS));
 }
 
@@ -299,7 +299,7 @@ fn paused_a_switchover_stop_marks_the_old_primary_for_restart_as_a_replica() {
     let d = decide(&cfg("pg1"), &m, &obs(1_500).pg_primary(1, 500).store(c));
     assert!(matches!(d.reason, Reason::SwitchoverStopping { .. }));
     assert!(
-        d.memory.operator_start,
+        d.memory.operator.start,
         "the operator asked for this stop: the old primary rejoins even in pause"
     );
 }
@@ -308,7 +308,10 @@ fn paused_a_switchover_stop_marks_the_old_primary_for_restart_as_a_replica() {
 fn paused_the_old_primary_of_a_switchover_rejoins_as_a_replica() {
     let c = cluster().leader("pg2").paused();
     let m = Memory {
-        operator_start: true,
+        operator: OperatorMemory {
+            start: true,
+            ..Default::default()
+        },
         ..mem().paused()
     };
     let d = decide(&cfg("pg1"), &m, &obs(1_000).pg_stopped(1, 500).store(c));

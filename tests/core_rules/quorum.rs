@@ -76,7 +76,10 @@ fn leading(
         r.standbys = standbys;
     }
     let m = Memory {
-        sync_floor: Some((names, Lsn(floor))),
+        sync: SyncMemory {
+            floor: Some((names, Lsn(floor))),
+            ..Default::default()
+        },
         ..mem().leased(1_000)
     };
     decide(&cfg("pg1"), &m, &o)

@@ -19,7 +19,7 @@ fn schedule(role: Option<PgRole>, at_wall_ms: u64) -> Option<OperatorRequest> {
 }
 
 fn scheduled(mut m: Memory, role: Option<PgRole>) -> Memory {
-    m.scheduled_restart = Some(ScheduledRestart {
+    m.operator.scheduled_restart = Some(ScheduledRestart {
         at_wall_ms: AT,
         filter: RestartFilter {
             role,
@@ -47,7 +47,10 @@ fn start_replica() -> Action {
 
 fn dropped(d: &Decision, why: Refusal) {
     expect(d, Reason::ScheduledRestartDropped { why }, &[]);
-    assert_eq!(d.memory.scheduled_restart, None, "dropped, not retried");
+    assert_eq!(
+        d.memory.operator.scheduled_restart, None,
+        "dropped, not retried"
+    );
     assert_eq!(d.member.scheduled_restart, None);
 }
 
@@ -65,13 +68,13 @@ fn reason_restart_scheduled() {
             below_version: None,
         },
     };
-    assert_eq!(d.memory.scheduled_restart, Some(s));
+    assert_eq!(d.memory.operator.scheduled_restart, Some(s));
     assert_eq!(
         d.member.scheduled_restart,
         Some(s),
         "published while pending"
     );
-    assert!(!d.memory.operator_start, "nothing was stopped");
+    assert!(!d.memory.operator.start, "nothing was stopped");
 }
 
 #[test]
@@ -81,7 +84,7 @@ fn a_pending_restart_wakes_the_loop_at_its_time_and_does_nothing_before() {
     let d = decide(&cfg("pg2"), &scheduled(mem(), None), &o);
     assert!(!d.actions.iter().any(|a| matches!(a, Action::Stop { .. })));
     assert_eq!(d.wake_at, Millis(1_800));
-    assert!(d.memory.scheduled_restart.is_some());
+    assert!(d.memory.operator.scheduled_restart.is_some());
     assert!(d.member.scheduled_restart.is_some());
     // Far ahead: the regular pace.
     let o = replica_obs(1_500).wall(AT - 60_000);
@@ -101,10 +104,10 @@ fn reason_scheduled_restart_due() {
         },
         &[stop_fast(), start_replica(), Action::DisarmFence],
     );
-    assert_eq!(d.memory.scheduled_restart, None);
+    assert_eq!(d.memory.operator.scheduled_restart, None);
     assert_eq!(d.member.scheduled_restart, None);
     assert_eq!(d.answer, None, "nobody waits for an answer");
-    assert!(d.memory.operator_start);
+    assert!(d.memory.operator.start);
 }
 
 #[test]
@@ -155,7 +158,7 @@ fn a_scheduled_restart_found_with_postgres_down_is_dropped() {
             }
         }
     );
-    assert_eq!(d.memory.scheduled_restart, None);
+    assert_eq!(d.memory.operator.scheduled_restart, None);
     assert!(!d.actions.iter().any(|a| matches!(a, Action::Stop { .. })));
 }
 
@@ -173,7 +176,7 @@ fn reason_scheduled_restart_stale() {
     let o = replica_obs(1_500).wall(AT + 1_501);
     let d = decide(&cfg("pg2"), &scheduled(mem(), None), &o);
     expect(&d, Reason::ScheduledRestartStale { late_ms: 1_501 }, &[]);
-    assert_eq!(d.memory.scheduled_restart, None);
+    assert_eq!(d.memory.operator.scheduled_restart, None);
     // Just within the bound it still runs.
     let o = replica_obs(1_500).wall(AT + 1_500);
     let d = decide(&cfg("pg2"), &scheduled(mem(), None), &o);
@@ -191,7 +194,7 @@ fn a_second_schedule_a_paused_cluster_and_a_past_time_are_refused() {
     let o = with(replica_obs(1_500), schedule(None, AT + 10_000));
     let d = refused(scheduled(mem(), None), o, Refusal::RestartAlreadyScheduled);
     assert_eq!(
-        d.memory.scheduled_restart.map(|s| s.at_wall_ms),
+        d.memory.operator.scheduled_restart.map(|s| s.at_wall_ms),
         Some(AT),
         "the first one stays"
     );
@@ -203,11 +206,11 @@ fn a_second_schedule_a_paused_cluster_and_a_past_time_are_refused() {
         with(o, schedule(None, AT)),
         Refusal::ScheduleInPause,
     );
-    assert_eq!(d.memory.scheduled_restart, None);
+    assert_eq!(d.memory.operator.scheduled_restart, None);
 
     let o = with(replica_obs(1_500), schedule(None, WALL_MS - 1));
     let d = refused(mem(), o, Refusal::ScheduleInPast);
-    assert_eq!(d.memory.scheduled_restart, None);
+    assert_eq!(d.memory.operator.scheduled_restart, None);
 }
 
 #[test]
@@ -216,7 +219,7 @@ fn reason_scheduled_restart_cancelled() {
     let d = decide(&cfg("pg2"), &scheduled(mem(), None), &o);
     expect(&d, Reason::ScheduledRestartCancelled, &[]);
     assert_eq!(d.answer, Some(RequestAnswer::Accepted));
-    assert_eq!(d.memory.scheduled_restart, None);
+    assert_eq!(d.memory.operator.scheduled_restart, None);
     assert_eq!(d.member.scheduled_restart, None);
     // Nothing left to cancel: Patroni's 404.
     let d = decide(&cfg("pg2"), &d.memory, &o);
@@ -235,7 +238,7 @@ fn a_scheduled_restart_is_cancelled_even_with_the_store_unreachable() {
     let d = decide(&cfg("pg2"), &scheduled(mem(), None), &o);
     assert_eq!(d.reason, Reason::StoreUnavailableFollowing);
     assert_eq!(d.answer, Some(RequestAnswer::Accepted));
-    assert_eq!(d.memory.scheduled_restart, None);
+    assert_eq!(d.memory.operator.scheduled_restart, None);
     let d = decide(&cfg("pg2"), &d.memory, &o);
     assert_eq!(
         d.answer,

@@ -39,7 +39,7 @@ fn reason_switchover_stopping() {
         },
         &[Action::Checkpoint, stop_fast(), Action::DisarmFence],
     );
-    assert_eq!(d.memory.switchover_stopped_at, Some(Millis(1_500)));
+    assert_eq!(d.memory.leader.switchover_stopped_at, Some(Millis(1_500)));
     assert!(
         d.memory.lease.is_some(),
         "the key is kept until the candidate caught up"
@@ -205,7 +205,7 @@ fn reason_switchover_catching_up() {
         },
         &[],
     );
-    assert_eq!(d.memory.catchup_since, Some(Millis(5_000)));
+    assert_eq!(d.memory.no_leader.catchup_since, Some(Millis(5_000)));
     assert_eq!(
         d.wake_at,
         Millis(5_050),
@@ -216,7 +216,10 @@ fn reason_switchover_catching_up() {
 #[test]
 fn the_candidate_acquires_once_it_has_the_final_wal() {
     let m = Memory {
-        catchup_since: Some(Millis(4_900)),
+        no_leader: NoLeaderMemory {
+            catchup_since: Some(Millis(4_900)),
+            ..Default::default()
+        },
         ..mem()
     };
     let d = candidate_sees(5_000, LSN, m, Some("pg1"));
@@ -230,7 +233,10 @@ fn the_candidate_acquires_once_it_has_the_final_wal() {
 #[test]
 fn the_catch_up_wait_is_bounded_by_two_loops() {
     let m = Memory {
-        catchup_since: Some(Millis(5_000 - 2 * LOOP_MS)),
+        no_leader: NoLeaderMemory {
+            catchup_since: Some(Millis(5_000 - 2 * LOOP_MS)),
+            ..Default::default()
+        },
         ..mem()
     };
     let d = candidate_sees(5_000, LSN - 1, m, Some("pg1"));

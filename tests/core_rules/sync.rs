@@ -63,7 +63,10 @@ fn leading(c: Cluster, names: SyncNames, lsn: u64, standbys: Vec<ReplicationStat
 
 fn floor(names: SyncNames, lsn: u64) -> Memory {
     Memory {
-        sync_floor: Some((names, Lsn(lsn))),
+        sync: SyncMemory {
+            floor: Some((names, Lsn(lsn))),
+            ..Default::default()
+        },
         ..mem().leased(1_000)
     }
 }
@@ -139,7 +142,7 @@ fn the_floor_is_our_position_when_we_first_see_a_list() {
         vec![standby("pg2", true, 899)],
     );
     let d = decide(&cfg("pg1"), &mem().leased(1_000), &o);
-    assert_eq!(d.memory.sync_floor, Some((names, Lsn(900))));
+    assert_eq!(d.memory.sync.floor, Some((names, Lsn(900))));
     assert_eq!(d.actions, vec![], "pg2 flushed 899 < 900");
 }
 

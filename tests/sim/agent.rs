@@ -234,7 +234,7 @@ fn answer(w: &mut World, i: usize, call: Call) -> Option<Reply> {
 /// The loop returned (the core said `Exit`).
 fn exited(w: &mut World, i: usize) {
     let n = &mut w.nodes[i];
-    n.left_running_in_pause = n.agent.memory.paused && n.pg.is_primary();
+    n.left_running_in_pause = n.agent.memory.cluster.paused && n.pg.is_primary();
     n.agent.alive = false;
 }
 

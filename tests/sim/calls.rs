@@ -109,7 +109,8 @@ pub fn decided(w: &mut World, i: usize, obs: &Observation, d: &Decision) {
     }
     crate::checkers::read_lag_honest(w, i, obs, &d.status);
     let n = &mut w.nodes[i];
-    n.acting_on_resume = n.agent.memory.paused && !d.memory.paused && n.pg.is_primary();
+    n.acting_on_resume =
+        n.agent.memory.cluster.paused && !d.memory.cluster.paused && n.pg.is_primary();
     let a = &mut n.agent;
     a.status = Some(d.status.clone());
     a.member = Some(d.member.clone());

@@ -118,7 +118,7 @@ pub fn lease_covers(w: &mut World) {
     }
     for (i, n) in w.nodes.iter().enumerate() {
         if !n.pg.is_primary()
-            || n.agent.memory.paused
+            || n.agent.memory.cluster.paused
             || n.left_running_in_pause
             || n.acting_on_resume
         {
