@@ -1,21 +1,9 @@
 //! `postgresql.callbacks`, `pre_promote` and `before_stop`: each a command line split as Patroni splits it.
 use std::collections::BTreeMap;
 
-use serde::Deserialize;
-
-use super::build::Ctx;
+use super::ctx::Ctx;
+use super::raw::RawCallbacks;
 use crate::ha::{CallbackEvent, Hooks};
-
-/// `postgresql.callbacks` as written.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RawCallbacks {
-    pub on_start: Option<String>,
-    pub on_stop: Option<String>,
-    pub on_restart: Option<String>,
-    pub on_reload: Option<String>,
-    pub on_role_change: Option<String>,
-}
 
 /// The hook commands, each as an argv (program first).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

@@ -1,5 +1,5 @@
 //! The `log:` section with Patroni 4's names: `type` (`plain` or `json`) and `level`.
-use super::build::Ctx;
+use super::ctx::Ctx;
 use super::raw::RawLog;
 
 /// How log lines are written.

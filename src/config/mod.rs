@@ -20,6 +20,7 @@ use crate::pg::ctl::InitdbOptions;
 use crate::pg::PgSettings;
 
 mod build;
+mod ctx;
 pub mod dynamic;
 mod env;
 mod error;
@@ -264,7 +265,7 @@ pub fn parse(
         .collect();
     let mut errors = Vec::new();
     let env_keys = env::apply(&mut raw, env, &mut errors, &mut warnings);
-    let mut ctx = build::Ctx {
+    let mut ctx = ctx::Ctx {
         file,
         env_keys,
         errors,

@@ -7,7 +7,7 @@ use crate::pg::ctl::InitdbOptions;
 use crate::pg::tls::{SslMode, SslSettings};
 use crate::pg::{guc, Credentials, PgSettings};
 
-use super::build::Ctx;
+use super::ctx::Ctx;
 use super::defaults;
 use super::raw::{
     InitdbOption, RawAuthentication, RawConfig, RawDcsPostgresql, RawTenure, RawUser,

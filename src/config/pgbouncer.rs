@@ -1,35 +1,9 @@
 //! The `pgbouncer:` section (tenure's own, off by default): the local PgBouncer the agent pauses and repoints.
 use std::path::PathBuf;
 
-use serde::Deserialize;
-
-use super::build::Ctx;
-use super::raw::Seconds;
+use super::ctx::Ctx;
+use super::raw::RawPgbouncer;
 use crate::pgbouncer::{AdminAddress, PgBouncerSettings, Secret};
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RawPgbouncer {
-    /// Default true once the section is there; `false` keeps the section and drives nothing.
-    pub enabled: Option<bool>,
-    /// PgBouncer's `unix_socket_dir` (the admin console over the Unix socket); or `host`, a loopback address.
-    pub socket_dir: Option<PathBuf>,
-    pub host: Option<String>,
-    /// PgBouncer's `listen_port` (6432).
-    pub port: Option<u16>,
-    /// One of PgBouncer's `admin_users` (default `pgbouncer`).
-    pub user: Option<String>,
-    /// A file whose first line is that user's password (none: PgBouncer trusts the socket, e.g. `auth_type: peer`).
-    pub password_file: Option<PathBuf>,
-    /// The databases PgBouncer routes to the leader.
-    pub databases: Option<Vec<String>>,
-    /// The `[databases]` include file tenure writes; PgBouncer's config ends with `%include <it>`.
-    pub databases_file: Option<PathBuf>,
-    /// Seconds each step (connect, PAUSE, RELOAD, RECONNECT, RESUME) may take.
-    pub step_timeout: Option<Seconds>,
-    /// Route to the leader's PgBouncer (its port: the leader's `pgbouncer_port` tag, else ours), not its PostgreSQL.
-    pub chain: Option<bool>,
-}
 
 /// The checked section; `None` when absent or `enabled: false` (errors go to `ctx`).
 pub(super) fn build(

@@ -174,7 +174,7 @@ pub struct RawConfig {
     pub tags: Option<BTreeMap<String, yaml_serde::Value>>,
     pub watchdog: Option<RawWatchdog>,
     pub tenure: Option<RawTenure>,
-    pub pgbouncer: Option<super::pgbouncer::RawPgbouncer>,
+    pub pgbouncer: Option<RawPgbouncer>,
     pub log: Option<RawLog>,
     pub ctl: Option<Ignored>,
     pub citus: Option<Ignored>,
@@ -357,7 +357,7 @@ pub struct RawPostgresql {
     pub pg_hba: Option<Vec<String>>,
     pub pgpass: Option<PathBuf>,
     pub pg_ctl_timeout: Option<Seconds>,
-    pub callbacks: Option<super::hooks::RawCallbacks>,
+    pub callbacks: Option<RawCallbacks>,
     pub create_replica_methods: Option<Ignored>,
     pub basebackup: Option<Ignored>,
     pub pre_promote: Option<String>,
@@ -448,4 +448,40 @@ impl RawConfig {
     pub fn watchdog(&mut self) -> &mut RawWatchdog {
         self.watchdog.get_or_insert_with(Default::default)
     }
+}
+
+/// `postgresql.callbacks` as written.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawCallbacks {
+    pub on_start: Option<String>,
+    pub on_stop: Option<String>,
+    pub on_restart: Option<String>,
+    pub on_reload: Option<String>,
+    pub on_role_change: Option<String>,
+}
+
+/// The `pgbouncer` section as written.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawPgbouncer {
+    /// Default true once the section is there; `false` keeps the section and drives nothing.
+    pub enabled: Option<bool>,
+    /// PgBouncer's `unix_socket_dir` (the admin console over the Unix socket); or `host`, a loopback address.
+    pub socket_dir: Option<PathBuf>,
+    pub host: Option<String>,
+    /// PgBouncer's `listen_port` (6432).
+    pub port: Option<u16>,
+    /// One of PgBouncer's `admin_users` (default `pgbouncer`).
+    pub user: Option<String>,
+    /// A file whose first line is that user's password (none: PgBouncer trusts the socket, e.g. `auth_type: peer`).
+    pub password_file: Option<PathBuf>,
+    /// The databases PgBouncer routes to the leader.
+    pub databases: Option<Vec<String>>,
+    /// The `[databases]` include file tenure writes; PgBouncer's config ends with `%include <it>`.
+    pub databases_file: Option<PathBuf>,
+    /// Seconds each step (connect, PAUSE, RELOAD, RECONNECT, RESUME) may take.
+    pub step_timeout: Option<Seconds>,
+    /// Route to the leader's PgBouncer (its port: the leader's `pgbouncer_port` tag, else ours), not its PostgreSQL.
+    pub chain: Option<bool>,
 }

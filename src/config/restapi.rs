@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use crate::api::RestApiSettings;
 
-use super::build::Ctx;
+use super::ctx::Ctx;
 use super::raw::{RawBasicAuth, RawRestApi, RawVerifyClient};
 
 /// The `restapi:` section, typed. [`RestApiConfig::server_settings`] gives what `api::serve` takes.

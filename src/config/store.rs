@@ -3,7 +3,7 @@ use crate::dcs::consul::{Consistency, ConsulSettings};
 use crate::dcs::etcd::{EtcdSettings, EtcdTls};
 use crate::ha::Timing;
 
-use super::build::Ctx;
+use super::ctx::Ctx;
 use super::raw::{Hosts, RawConsistency, RawConsul, RawEtcd};
 
 /// `host:port` with a default port; URLs pass through.

@@ -2,7 +2,7 @@
 //! into the `config` key a new cluster's leader uploads.
 use serde_json::{json, Map, Value};
 
-use super::build::Ctx;
+use super::ctx::Ctx;
 use super::raw::{RawDcs, Scalar};
 
 /// `synchronous_mode` as the file sets it.

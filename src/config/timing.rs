@@ -1,7 +1,7 @@
 //! The timing check: `Timing::validate` per store, with an error that names the settings, the rule and a fix.
 use crate::ha::{SessionStore, Timing, TimingError};
 
-use super::build::Ctx;
+use super::ctx::Ctx;
 use super::defaults;
 use super::error::{ConfigError, Origin};
 
