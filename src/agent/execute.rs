@@ -194,7 +194,17 @@ impl Executor {
 
     /// Every action that finds nothing but its outcome.
     async fn act(&mut self, action: &Action, deadline: Instant) -> Outcome {
-        match action {
+        // The deadline holds even for a store call that overruns it: a hung renewal never delays the fence.
+        match tokio::time::timeout_at(deadline, self.store_act(action, deadline)).await {
+            Ok(Some(outcome)) => outcome,
+            Ok(None) => self.local_act(action, deadline).await,
+            Err(_) => Outcome::Unknown,
+        }
+    }
+
+    /// A store write; `None` when `action` is not one.
+    async fn store_act(&mut self, action: &Action, deadline: Instant) -> Option<Outcome> {
+        let outcome = match action {
             Action::RaceInitialize => store(
                 self.dcs
                     .race_initialize(self.pg.name.as_str(), deadline)
@@ -215,7 +225,6 @@ impl Executor {
             Action::DeleteSync { expected } => {
                 store(self.dcs.delete_sync(*expected, deadline).await)
             }
-            Action::SetSyncNames(names) => self.set_sync_names(names, deadline).await,
             Action::AcquireLeader => store(self.dcs.acquire_leader(deadline).await),
             Action::RenewLeader => store(self.dcs.renew_leader(deadline).await),
             Action::ReleaseLeader => store(self.dcs.release_leader(deadline).await),
@@ -230,6 +239,22 @@ impl Executor {
                 let history = self.history_with(*tl);
                 store(self.dcs.write_history(&history, deadline).await)
             }
+            Action::WriteFailsafe(members) => {
+                let members = members
+                    .iter()
+                    .map(|(n, u)| (n.to_string(), u.clone()))
+                    .collect();
+                store(self.dcs.write_failsafe(&members, deadline).await)
+            }
+            _ => return None,
+        };
+        Some(outcome)
+    }
+
+    /// PostgreSQL, jobs, hooks, the fence and the pooler: every action but reads and store writes.
+    async fn local_act(&mut self, action: &Action, deadline: Instant) -> Outcome {
+        match action {
+            Action::SetSyncNames(names) => self.set_sync_names(names, deadline).await,
             Action::StartReplica { upstream } => {
                 let cfg = self.standby_config(upstream.as_ref()).await;
                 local(async {
@@ -262,13 +287,6 @@ impl Executor {
                     Outcome::Failed(format!("crash recovery in single-user mode failed: {e}"))
                 }
             },
-            Action::WriteFailsafe(members) => {
-                let members = members
-                    .iter()
-                    .map(|(n, u)| (n.to_string(), u.clone()))
-                    .collect();
-                store(self.dcs.write_failsafe(&members, deadline).await)
-            }
             Action::StartJob(job) => self.start_job(job.clone()).await,
             Action::Callback { event, role } => {
                 self.hooks.callback(*event, *role);
@@ -307,6 +325,7 @@ impl Executor {
             Action::CheckDivergence { .. } | Action::ProbePeers | Action::PostFailsafe { .. } => {
                 unreachable!("a read is run by Executor::run")
             }
+            _ => unreachable!("a store write is run by Executor::store_act"),
         }
     }
 
