@@ -19,6 +19,8 @@ mod runtime;
 pub mod seen;
 mod settings;
 pub mod shell;
+#[cfg(test)]
+mod shell_tests;
 mod store_side;
 mod sync_names;
 pub mod unique;
