@@ -8,6 +8,7 @@ use crate::pg::probe::{KeptConnection, RunningStatus};
 use crate::pg::PgSettings;
 
 /// Where the cycle's view of PostgreSQL comes from: the probe, or a script (the shell's tests).
+#[allow(clippy::large_enum_variant)] // one per agent; the script exists only in tests
 pub(super) enum Probe {
     Real(KeptConnection),
     #[cfg(test)]
