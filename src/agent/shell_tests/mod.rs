@@ -283,3 +283,34 @@ async fn the_first_failed_action_stops_the_decision() {
         std::fs::read_to_string(&fence_file)
     );
 }
+
+/// A store write that never answers is cut at the decision's store deadline (here `retry_timeout`: no lease
+/// yet), its outcome unknown; the next cycle then does not read the store again at once.
+#[tokio::test(start_paused = true)]
+async fn a_hung_store_write_is_cut_at_the_decisions_deadline() {
+    let mut h = harness(replica(), false);
+    h.dcs.st().hang.insert("acquire_leader");
+    let retry_ms = h.world.settings.core.timing.retry_timeout_ms;
+    let dcs = h.dcs.clone();
+    with_loop(&mut h.world, async {
+        tokio::time::sleep(Duration::from_millis(retry_ms + 1)).await;
+    })
+    .await;
+    let cut: Vec<_> = dcs.st().cut.iter().map(|c| (c.name, c.at_ms)).collect();
+    assert_eq!(cut, [("acquire_leader", retry_ms)]);
+    let after: Vec<_> = calls(&dcs)
+        .into_iter()
+        .skip_while(|c| c.0 != "acquire_leader")
+        .collect();
+    assert!(
+        !after
+            .iter()
+            .any(|c| c.0 == "get_cluster" && c.1 == retry_ms),
+        "read again right after an unanswered call: {after:?}"
+    );
+    assert_eq!(
+        h.world.api.counters.store_errors.get("unavailable"),
+        Some(&1),
+        "the skipped read"
+    );
+}
