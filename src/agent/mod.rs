@@ -22,6 +22,7 @@ pub mod shell;
 #[cfg(test)]
 mod shell_tests;
 mod store_side;
+mod store_writes;
 mod sync_names;
 pub mod unique;
 pub mod watchdog;
