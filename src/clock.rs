@@ -9,6 +9,42 @@ pub fn now() -> tokio::time::Instant {
     tokio::time::Instant::now()
 }
 
+/// Where the agent's loop reads its cycle time (`Observation::now`): the host's monotonic clock in the agent,
+/// tokio's clock in shell tests on paused time (so every deadline the core computes is one the test controls).
+#[derive(Clone, Copy, Debug)]
+pub enum Source {
+    Monotonic,
+    /// Milliseconds on tokio's clock since `origin`, plus `TOKIO_BASE_MS` (no cycle starts at zero).
+    Tokio {
+        origin: tokio::time::Instant,
+    },
+}
+
+/// Where a `Source::Tokio` clock starts counting.
+pub const TOKIO_BASE_MS: u64 = 1_000_000;
+
+impl Source {
+    /// A clock on tokio's time from now on.
+    pub fn tokio() -> Source {
+        Source::Tokio { origin: now() }
+    }
+
+    /// Now, in the core's milliseconds.
+    pub fn now_ms(&self) -> Millis {
+        match self {
+            Source::Monotonic => monotonic(),
+            Source::Tokio { origin } => {
+                Millis(TOKIO_BASE_MS + now().saturating_duration_since(*origin).as_millis() as u64)
+            }
+        }
+    }
+
+    /// A core deadline (`Millis` on this clock) as a tokio instant.
+    pub fn instant_at(&self, at: Millis) -> tokio::time::Instant {
+        now() + std::time::Duration::from_millis(at.since(self.now_ms()))
+    }
+}
+
 /// Milliseconds on the host's monotonic clock. The same clock in every process of the host, so a deadline
 /// computed by the agent means the same instant to the fencing process.
 pub fn monotonic() -> Millis {

@@ -194,42 +194,18 @@ impl Executor {
 
     /// Every action that finds nothing but its outcome.
     async fn act(&mut self, action: &Action, deadline: Instant) -> Outcome {
+        // The deadline holds even for a store call that overruns it: a hung renewal never delays the fence.
+        match tokio::time::timeout_at(deadline, self.store_act(action, deadline)).await {
+            Ok(Some(outcome)) => outcome,
+            Ok(None) => self.local_act(action, deadline).await,
+            Err(_) => Outcome::Unknown,
+        }
+    }
+
+    /// PostgreSQL, jobs, hooks, the fence and the pooler: every action but reads and store writes.
+    async fn local_act(&mut self, action: &Action, deadline: Instant) -> Outcome {
         match action {
-            Action::RaceInitialize => store(
-                self.dcs
-                    .race_initialize(self.pg.name.as_str(), deadline)
-                    .await,
-            ),
-            Action::WriteInitialize(s) => store(self.dcs.write_initialize(s, deadline).await),
-            Action::CancelInitialize => store(self.dcs.cancel_initialize(deadline).await),
-            Action::WriteSync {
-                leader,
-                standbys,
-                quorum,
-                expected,
-            } => store(
-                self.dcs
-                    .write_sync(leader, standbys, *quorum, *expected, deadline)
-                    .await,
-            ),
-            Action::DeleteSync { expected } => {
-                store(self.dcs.delete_sync(*expected, deadline).await)
-            }
             Action::SetSyncNames(names) => self.set_sync_names(names, deadline).await,
-            Action::AcquireLeader => store(self.dcs.acquire_leader(deadline).await),
-            Action::RenewLeader => store(self.dcs.renew_leader(deadline).await),
-            Action::ReleaseLeader => store(self.dcs.release_leader(deadline).await),
-            Action::ClearSwitchover => store(self.dcs.clear_switchover(deadline).await),
-            Action::WriteOptime(lsn) => store(self.dcs.write_status(lsn.0, deadline).await),
-            Action::WriteConfig => store(
-                self.dcs
-                    .cas_config(&self.bootstrap_config, None, deadline)
-                    .await,
-            ),
-            Action::WriteHistory(tl) => {
-                let history = self.history_with(*tl);
-                store(self.dcs.write_history(&history, deadline).await)
-            }
             Action::StartReplica { upstream } => {
                 let cfg = self.standby_config(upstream.as_ref()).await;
                 local(async {
@@ -262,13 +238,6 @@ impl Executor {
                     Outcome::Failed(format!("crash recovery in single-user mode failed: {e}"))
                 }
             },
-            Action::WriteFailsafe(members) => {
-                let members = members
-                    .iter()
-                    .map(|(n, u)| (n.to_string(), u.clone()))
-                    .collect();
-                store(self.dcs.write_failsafe(&members, deadline).await)
-            }
             Action::StartJob(job) => self.start_job(job.clone()).await,
             Action::Callback { event, role } => {
                 self.hooks.callback(*event, *role);
@@ -307,6 +276,7 @@ impl Executor {
             Action::CheckDivergence { .. } | Action::ProbePeers | Action::PostFailsafe { .. } => {
                 unreachable!("a read is run by Executor::run")
             }
+            _ => unreachable!("a store write is run by Executor::store_act"),
         }
     }
 
@@ -388,7 +358,7 @@ impl Executor {
     }
 
     /// The `history` value with a line for the switch to `tl` (Patroni's `[tl-1, lsn, reason, time, leader]`).
-    fn history_with(&self, tl: Timeline) -> serde_json::Value {
+    pub(super) fn history_with(&self, tl: Timeline) -> serde_json::Value {
         let mut lines = self
             .snapshot
             .as_ref()
@@ -487,17 +457,6 @@ fn futures_now(handle: JoinHandle<Result<(), String>>) -> Option<Result<(), Stri
     match std::pin::Pin::new(&mut handle).poll(&mut cx) {
         Poll::Ready(Ok(r)) => Some(r),
         _ => None,
-    }
-}
-
-/// Store outcomes: a refusal is `Rejected`; a timeout or an unreachable store is `Unknown` (it may have
-/// been applied, and R3 never extends a lease on it); unreadable data is `Failed`.
-fn store(r: Result<(), DcsError>) -> Outcome {
-    match r {
-        Ok(()) => Outcome::Done,
-        Err(DcsError::Conflict(_) | DcsError::SessionInvalid(_)) => Outcome::Rejected,
-        Err(DcsError::Unavailable(_)) => Outcome::Unknown,
-        Err(e @ DcsError::BadData { .. }) => Outcome::Failed(e.to_string()),
     }
 }
 

@@ -2,6 +2,7 @@
 //!
 //! It never branches on domain state: every choice is the core's. It owns the tasks (the REST server,
 //! background jobs, peer probes) and the only clock reads (`crate::clock`).
+mod api_side;
 pub mod control;
 pub mod cycle;
 pub mod dynamic;
@@ -9,13 +10,19 @@ pub mod execute;
 pub mod fence;
 mod guard;
 pub mod hooks;
+mod local_pg;
 pub mod peers;
 pub mod publisher;
 pub mod reload;
 mod report;
 mod runtime;
 pub mod seen;
+mod settings;
 pub mod shell;
+#[cfg(test)]
+mod shell_tests;
+mod store_side;
+mod store_writes;
 mod sync_names;
 pub mod unique;
 pub mod watchdog;

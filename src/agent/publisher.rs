@@ -55,12 +55,6 @@ impl MemberPublisher {
     }
 }
 
-/// Write `record` now, waiting for it (only the `PublishBeforeActions` mutant's order asks for this).
-pub async fn write_now(dcs: &dyn Dcs, record: &MemberRecord, timeout_ms: u64) {
-    let now = crate::clock::now();
-    publish(dcs, record, now + Duration::from_millis(timeout_ms), now).await;
-}
-
 /// Our member key, bound to our session (renewed here for replicas, so the key lives while we do; not when
 /// the loop's own renewal was acknowledged since its cycle began at `cycle_at`: one keep-alive a cycle).
 async fn publish(dcs: &dyn Dcs, record: &MemberRecord, deadline: Instant, cycle_at: Instant) {

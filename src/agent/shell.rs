@@ -1,5 +1,5 @@
 //! The agent's loop as a function of its world (`World`): `tenure agent` runs it with the real store,
-//! PostgreSQL, peers and tokio (`runtime::RealWorld`); the simulator runs the same function with its
+//! PostgreSQL, peers and tokio (`world::RealWorld`); the simulator runs the same function with its
 //! models and its own clock and executor (`tests/sim/agent.rs`), as mini-redis's server takes its listener.
 //!
 //! Everything the loop reaches outside is a `World` call: `now`, `core`, `read_store`, `observe`, `decided`,
