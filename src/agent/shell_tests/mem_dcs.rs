@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use tokio::time::Instant;
 
-use crate::dcs::{ClusterSnapshot, Dcs, DcsError, MemberRecord, SwitchoverRecord};
+use crate::dcs::{CasKey, ClusterSnapshot, Dcs, DcsError, MemberRecord, SwitchoverRecord};
 use crate::ha::{LeaderKey, NodeName, SessionId};
 
 /// One store call: its name and when it began (ms since the store was made, on tokio's clock).
@@ -144,13 +144,18 @@ impl Dcs for MemDcs {
     async fn clear_switchover(&self, _: Instant) -> Result<(), DcsError> {
         self.call("clear_switchover").await
     }
-    async fn cas_config(
+    async fn compare_and_set(
         &self,
-        _: &serde_json::Value,
+        key: CasKey,
+        _: String,
         _: Option<u64>,
         _: Instant,
     ) -> Result<(), DcsError> {
-        self.call("cas_config").await
+        self.call(match key {
+            CasKey::Config => "cas_config",
+            CasKey::Sync => "write_sync",
+        })
+        .await
     }
     async fn write_status(&self, _: u64, _: Instant) -> Result<(), DcsError> {
         self.call("write_status").await
@@ -164,16 +169,6 @@ impl Dcs for MemDcs {
         _: Instant,
     ) -> Result<(), DcsError> {
         self.call("write_failsafe").await
-    }
-    async fn write_sync(
-        &self,
-        _: &NodeName,
-        _: &BTreeSet<NodeName>,
-        _: u32,
-        _: Option<u64>,
-        _: Instant,
-    ) -> Result<(), DcsError> {
-        self.call("write_sync").await
     }
     async fn delete_sync(&self, _: u64, _: Instant) -> Result<(), DcsError> {
         self.call("delete_sync").await
