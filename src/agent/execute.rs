@@ -33,7 +33,8 @@ use tokio::time::Instant;
 
 use crate::dcs::{ClusterSnapshot, Dcs, DcsError, MemberRecord, SwitchoverRecord};
 use crate::ha::{
-    Action, Divergence, Job, JobResult, JobStatus, NodeName, Outcome, PeerProbe, Timeline,
+    Action, Divergence, Job, JobResult, JobStatus, NodeName, Outcome, PeerProbe, PgState,
+    SyncNames, Timeline,
 };
 use crate::pg::recovery::StandbyConfig;
 use crate::pg::{self, Endpoint, PgSettings};
@@ -79,6 +80,28 @@ pub struct Executor {
 }
 
 impl Executor {
+    /// `Action::SetSyncNames`, tenure's value kept over the operator's (`sync_names.rs`).
+    pub(crate) async fn set_sync_names(&mut self, names: &SyncNames, deadline: Instant) -> Outcome {
+        let sync_mode = self
+            .snapshot
+            .as_ref()
+            .is_some_and(|s| s.cluster.config.sync.enabled);
+        let job_running = self.job_running();
+        self.sync_names
+            .apply(&mut self.pg, names, sync_mode, job_running, deadline)
+            .await
+    }
+
+    /// Run with new settings (the store's `config` key applied), tenure's value kept over them.
+    pub fn set_pg(&mut self, pg: PgSettings) {
+        self.pg = self.sync_names.over(pg);
+    }
+
+    /// Once after the agent starts: keep a value of tenure's form the running server has (`sync_names.rs`).
+    pub fn adopt_sync_names(&mut self, pg: &PgState) {
+        self.sync_names.adopt_running(pg, &mut self.pg);
+    }
+
     pub fn new(dcs: Arc<dyn Dcs>, pg: PgSettings, initdb: pg::ctl::InitdbOptions) -> Executor {
         let fence = Fence::new(&pg.data_dir);
         let mut sync_names = super::sync_names::OwnedSyncNames::default();

@@ -13,8 +13,6 @@ use crate::ha::{Outcome, PgState, SyncNames};
 use crate::pg::sync::{self, GUC};
 use crate::pg::PgSettings;
 
-use super::execute::Executor;
-
 /// The longest a reload is waited for (a reload usually takes a millisecond).
 const APPLY_TIMEOUT_S: u64 = 5;
 
@@ -54,43 +52,41 @@ impl OwnedSyncNames {
     }
 }
 
-impl Executor {
-    /// `Action::SetSyncNames`: written into `tenure.conf`; a running server (primary or replica) is reloaded
-    /// and `Done` only once it shows the value; a stopped one takes it when it starts.
-    pub(crate) async fn set_sync_names(&mut self, names: &SyncNames, deadline: Instant) -> Outcome {
-        let sync_mode = self
-            .snapshot
-            .as_ref()
-            .is_some_and(|s| s.cluster.config.sync.enabled);
-        self.sync_names.take(names, sync_mode);
-        self.sync_names.impose(&mut self.pg.parameters);
-        if self.job_running() {
+impl OwnedSyncNames {
+    /// `Action::SetSyncNames`: written into `pg` (so into `tenure.conf`); a running server (primary or
+    /// replica) is reloaded and `Done` only once it shows the value; a stopped one takes it when it starts.
+    pub async fn apply(
+        &mut self,
+        pg: &mut PgSettings,
+        names: &SyncNames,
+        sync_mode: bool,
+        job_running: bool,
+        deadline: Instant,
+    ) -> Outcome {
+        self.take(names, sync_mode);
+        self.impose(&mut pg.parameters);
+        if job_running {
             // Kept for the next start; the job may be replacing the data directory right now.
             return Outcome::Failed("a background job is running; not written yet".into());
         }
         let until = deadline.min(crate::clock::now() + Duration::from_secs(APPLY_TIMEOUT_S));
-        match sync::apply(&self.pg, until).await {
+        match sync::apply(pg, until).await {
             Ok(()) => Outcome::Done,
             Err(e) => Outcome::Failed(e.to_string()),
         }
     }
 
-    /// Run with new settings (the store's `config` key applied), tenure's value kept over them.
-    pub fn set_pg(&mut self, pg: PgSettings) {
-        self.pg = self.sync_names.over(pg);
-    }
-
     /// Once after the agent starts: a running server on a value of tenure's form other than the operator's
-    /// was set by an earlier run of the agent; keep it, so rewriting `tenure.conf` does not drop it before
-    /// the core decides otherwise.
-    pub fn adopt_sync_names(&mut self, pg: &PgState) {
-        let PgState::Running(r) = pg else { return };
-        if std::mem::replace(&mut self.sync_names.adopted, true) {
+    /// was set by an earlier run of the agent; keep it in `pg`, so rewriting `tenure.conf` does not drop it
+    /// before the core decides otherwise.
+    pub fn adopt_running(&mut self, state: &PgState, pg: &mut PgSettings) {
+        let PgState::Running(r) = state else { return };
+        if std::mem::replace(&mut self.adopted, true) {
             return;
         }
-        if let Some(running) = self.sync_names.adopt(&r.sync_names) {
+        if let Some(running) = self.adopt(&r.sync_names) {
             tracing::info!(value = %running, "keeping synchronous_standby_names as PostgreSQL runs it");
-            self.sync_names.impose(&mut self.pg.parameters);
+            self.impose(&mut pg.parameters);
         }
     }
 }
