@@ -71,8 +71,9 @@ impl MemDcs {
         let (hang, refuse) = {
             let mut st = self.st();
             st.calls.push(Call { name, at_ms });
-            // A loop that goes round at one instant of paused time (an action fails at once, the core retries
-            // at once) would never let the clock move: past `SPIN_CALLS` calls the store stops answering.
+            // The scripted PostgreSQL cannot promote (pg_ctl finds no data directory), and the core retries a
+            // failed promotion at once (`Plan::act_now`): the loop would go round at one instant of paused
+            // time and never let the clock move. Past `SPIN_CALLS` calls the store stops answering.
             let spun = st.calls.len() > SPIN_CALLS;
             (st.hang.contains(name) || spun, st.refuse.contains(name))
         };
