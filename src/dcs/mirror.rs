@@ -107,14 +107,20 @@ impl Mirror {
 
     /// The stream answered at store revision `revision`: its creation or an event, or (`progress`) a
     /// progress request.
+    /// An answer that brings nothing new (a blocking query that woke without a change) wakes no reader: a
+    /// reader woken by it would read the same mirror again.
     pub fn answered(&self, revision: u64, progress: bool) {
-        {
+        let moved = {
             let mut s = self.lock();
+            let moved = !s.live || progress || revision > s.seen;
             s.live = true;
             s.progress += u64::from(progress);
             s.seen = s.seen.max(revision);
+            moved
+        };
+        if moved {
+            self.changed();
         }
-        self.changed();
     }
 
     /// The stream broke or is being replaced: nothing is confirmed until a new one answers.
@@ -274,5 +280,22 @@ mod tests {
             m.snapshot().is_some(),
             "the REST API still has the last one"
         );
+    }
+
+    #[test]
+    fn an_answer_that_brings_nothing_new_wakes_no_reader() {
+        let m = Mirror::default();
+        let mut rx = m.subscribe();
+        m.answered(5, false);
+        assert!(rx.has_changed().expect("open"), "the stream opened");
+        rx.borrow_and_update();
+        m.answered(5, false);
+        m.answered(4, false);
+        assert!(!rx.has_changed().expect("open"), "nothing moved");
+        m.answered(5, true);
+        assert!(rx.has_changed().expect("open"), "a progress answer");
+        rx.borrow_and_update();
+        m.answered(6, false);
+        assert!(rx.has_changed().expect("open"), "a later revision");
     }
 }

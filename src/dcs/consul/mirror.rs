@@ -72,6 +72,9 @@ impl ConsulDcs {
         if new_index == 0 || new_index < index {
             return Ok(0); // Consul's rule: reset, and the next query answers at once with the current state
         }
+        // Answered before the snapshot is set, so a reader that sees the new snapshot is not woken again by
+        // the same answer (a second wake-up after it read as a change that never happened; seen in CI).
+        mirror.answered(new_index, false);
         if new_index != index || index == 0 {
             let entries = entries.unwrap_or_default();
             // The same translation as `get_cluster`'s, so a mirrored snapshot equals a read at its index.
@@ -88,7 +91,6 @@ impl ConsulDcs {
                 mirror.set(snap, own, keys, new_index);
             }
         }
-        mirror.answered(new_index, false);
         Ok(new_index)
     }
 }
