@@ -80,6 +80,25 @@ impl Reaper {
         }
     }
 
+    /// Wait up to `within` (in 1 ms rounds) until the SIGKILLed `pids` are gone, reaping those re-parented to us now rather
+    /// than at the next round: PostgreSQL refuses to start while its old postmaster's PID answers
+    /// `kill(pid, 0)`, and a zombie does ("Is another postmaster (PID ...) using socket file").
+    pub fn reap_killed(&self, pids: &[Pid], within: Duration) {
+        let mut rounds_left = within.as_millis();
+        for &pid in pids {
+            while rounds_left > 0 {
+                rounds_left -= 1;
+                if !self.held().contains(&pid.as_raw()) {
+                    let _ = waitpid(pid, Some(WaitPidFlag::WNOHANG));
+                }
+                if kill(pid, None).is_err() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+    }
+
     /// SIGKILL every process re-parented to us that nobody holds a `Child` for (postmasters, backends and
     /// fencing processes whose agent is gone): all of them descend from processes we started.
     pub fn kill_orphans(&self) {

@@ -425,26 +425,32 @@ impl Cluster {
     pub fn kill_postmaster(&mut self, i: usize, sig: Signal) -> Option<Pid> {
         let pid = self.postmaster_pid(i)?;
         let _ = kill(pid, sig);
+        if sig == Signal::SIGKILL {
+            local::reaper().reap_killed(&[pid], Duration::from_secs(5));
+        }
         Some(pid)
     }
 
     /// A host crash: SIGKILL to node `i`'s agent, its fencing process, the postmaster and every backend.
     pub fn crash_host(&mut self, i: usize) {
         let data = self.nodes[i].data_dir();
-        let mut pids = Vec::new();
+        let mut agent = Vec::new();
         if let Some(a) = &self.agents[i] {
-            pids.extend(local::process_tree(a.pid()));
+            agent.extend(local::process_tree(a.pid()));
         }
+        let mut orphans = Vec::new();
         for pid in local::postmaster_pid(&data)
             .into_iter()
             .chain(local::fencer_pid(&data))
             .filter(|p| local::alive(*p))
         {
-            pids.extend(local::process_tree(pid));
+            orphans.extend(local::process_tree(pid));
         }
-        for pid in pids {
+        for &pid in agent.iter().chain(&orphans) {
             let _ = kill(pid, Signal::SIGKILL);
         }
+        // The agent is our child and waited for below; the rest are orphans this process reaps.
+        local::reaper().reap_killed(&orphans, Duration::from_secs(5));
         if let Some(mut a) = self.agents[i].take() {
             let _ = a.wait(Duration::from_secs(5));
         }
