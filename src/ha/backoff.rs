@@ -86,11 +86,7 @@ fn absorb_promotion_step(m: &mut Memory, o: &ActionOutcome) {
 
 /// When the next start may be tried: loop_wait after the first failure, doubling up to a minute.
 pub(crate) fn retry_at(loop_wait_ms: u64, f: &StartFailure) -> Millis {
-    let doublings = f.count.saturating_sub(1).min(16);
-    let wait_ms = loop_wait_ms
-        .saturating_mul(1 << doublings)
-        .min(MAX_BACKOFF_MS.max(loop_wait_ms));
-    f.at.plus_ms(wait_ms)
+    doubling(f, loop_wait_ms, MAX_BACKOFF_MS)
 }
 
 /// The first wait after a failed promotion; it doubles with each failure, up to loop_wait.
@@ -98,10 +94,16 @@ pub const PROMOTE_RETRY_MS: u64 = 500;
 
 /// When the next promotion may be tried after `f`.
 pub(crate) fn promote_retry_at(loop_wait_ms: u64, f: &StartFailure) -> Millis {
+    doubling(f, PROMOTE_RETRY_MS, loop_wait_ms)
+}
+
+/// `first_ms` after the last of `f`'s failures, doubled for each failure before it, at most `cap_ms` (never
+/// below `first_ms`).
+fn doubling(f: &StartFailure, first_ms: u64, cap_ms: u64) -> Millis {
     let doublings = f.count.saturating_sub(1).min(16);
-    let wait_ms = PROMOTE_RETRY_MS
+    let wait_ms = first_ms
         .saturating_mul(1 << doublings)
-        .min(loop_wait_ms.max(PROMOTE_RETRY_MS));
+        .min(cap_ms.max(first_ms));
     f.at.plus_ms(wait_ms)
 }
 
