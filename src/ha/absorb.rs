@@ -47,8 +47,9 @@ pub(crate) fn absorb(cfg: &CoreConfig, mem: &Memory, obs: &Observation) -> Memor
         m.lease = None;
     }
     if m.lease.is_none() {
-        // A veto holds for the term it was given in.
+        // A veto holds for the term it was given in, and so do failed promotions.
         m.callbacks.pre_promote_veto = false;
+        m.leader.promote_failure = None;
     }
     if m.failsafe.until.is_some_and(|u| obs.now >= u) {
         m.failsafe.until = None;

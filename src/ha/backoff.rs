@@ -15,6 +15,10 @@
 //!
 //! A decision that expired before its start ran (a frozen agent) is reported as failed by the shell and counts too:
 //! that only makes the key holder give up a key whose lease was running out anyway.
+//!
+//! Failed promotions (`pg_ctl promote`) back off too, from 500 ms doubling up to loop_wait
+//! (`LeaderMemory::promote_failure`): the key holder keeps the key and retries, as Patroni does each loop, but a
+//! promotion that fails at once no longer goes round in a loop of store reads and history writes with no pause.
 use super::action::Action;
 use super::ctx::{Ctx, Plan};
 use super::memory::{Memory, StartFailure};
@@ -33,8 +37,10 @@ fn starts(a: &Action) -> bool {
     )
 }
 
-/// Fold a start's outcome into memory: a failure counts (from its send time), a success forgets them all.
+/// Fold a start's or a promotion step's outcome into memory: a failure counts (from its send time), a success
+/// forgets them all.
 pub(crate) fn absorb(m: &mut Memory, o: &ActionOutcome) {
+    absorb_promotion_step(m, o);
     if !starts(&o.action) {
         return;
     }
@@ -53,12 +59,51 @@ pub(crate) fn absorb(m: &mut Memory, o: &ActionOutcome) {
     }
 }
 
+/// The steps of a promotion (`leader::promote`): the history line, the fence, `pg_ctl promote`. A failed or
+/// refused one counts as a failed promotion; a promotion done forgets them.
+fn absorb_promotion_step(m: &mut Memory, o: &ActionOutcome) {
+    let step = matches!(
+        o.action,
+        Action::WriteHistory(_) | Action::ArmFence { .. } | Action::Promote
+    );
+    let why = match &o.result {
+        _ if !step => return,
+        Outcome::Failed(why) => why.clone(),
+        Outcome::Rejected => format!("{:?} refused by the store", o.action),
+        Outcome::Done if o.action == Action::Promote => {
+            m.leader.promote_failure = None;
+            return;
+        }
+        _ => return,
+    };
+    let count = m.leader.promote_failure.as_ref().map_or(0, |f| f.count) + 1;
+    m.leader.promote_failure = Some(StartFailure {
+        count,
+        at: o.sent_at,
+        why,
+    });
+}
+
 /// When the next start may be tried: loop_wait after the first failure, doubling up to a minute.
 pub(crate) fn retry_at(loop_wait_ms: u64, f: &StartFailure) -> Millis {
+    doubling(f, loop_wait_ms, MAX_BACKOFF_MS)
+}
+
+/// The first wait after a failed promotion; it doubles with each failure, up to loop_wait.
+pub const PROMOTE_RETRY_MS: u64 = 500;
+
+/// When the next promotion may be tried after `f`.
+pub(crate) fn promote_retry_at(loop_wait_ms: u64, f: &StartFailure) -> Millis {
+    doubling(f, PROMOTE_RETRY_MS, loop_wait_ms)
+}
+
+/// `first_ms` after the last of `f`'s failures, doubled for each failure before it, at most `cap_ms` (never
+/// below `first_ms`).
+fn doubling(f: &StartFailure, first_ms: u64, cap_ms: u64) -> Millis {
     let doublings = f.count.saturating_sub(1).min(16);
-    let wait_ms = loop_wait_ms
+    let wait_ms = first_ms
         .saturating_mul(1 << doublings)
-        .min(MAX_BACKOFF_MS.max(loop_wait_ms));
+        .min(cap_ms.max(first_ms));
     f.at.plus_ms(wait_ms)
 }
 

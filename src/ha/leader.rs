@@ -46,6 +46,7 @@ use super::Reason;
 super::mutants::seam!(
     IgnorePrePromoteVeto,
     PauseDemotesOnLapsedKey,
+    PromoteRetriesAtOnce,
     RaceIgnoresTimeline
 );
 
@@ -133,7 +134,10 @@ pub(crate) fn cycle(ctx: &Ctx, mem: &mut Memory, c: &Cluster) -> Plan {
         {
             vetoed(ctx, c)
         }
-        Local::Replica(r) => promote(ctx, mem, c, r.timeline),
+        Local::Replica(r) => match promote_backoff(ctx, mem, renew_due) {
+            Some(wait) => wait,
+            None => promote(ctx, mem, c, r.timeline),
+        },
         Local::Stopped(cd) => stopped(ctx, mem, (cd.was_primary, cd.lsn), renew_due),
         Local::Starting => keep(ctx, Reason::WaitingForPostgres, renew_due),
         Local::NoData if mem.no_leader.bootstrapping => Plan::act(
@@ -166,6 +170,7 @@ fn primary(
     renew_due: bool,
 ) -> Plan {
     mem.leader.primary_down_since = None;
+    mem.leader.promote_failure = None;
     mem.no_leader.bootstrapping = false;
     if let Some(plan) = store_chores(ctx, c) {
         return plan;
@@ -315,6 +320,20 @@ fn vetoed(ctx: &Ctx, c: &Cluster) -> Plan {
 }
 
 /// With `pre_promote` configured it runs first; its veto stops the shell before anything else.
+/// After a failed promotion the next waits out its back-off (`backoff.rs`), renewing the lease meanwhile.
+fn promote_backoff(ctx: &Ctx, mem: &Memory, renew_due: bool) -> Option<Plan> {
+    let f = mem.leader.promote_failure.as_ref()?;
+    let at = super::backoff::promote_retry_at(ctx.cfg.timing.loop_wait_ms, f);
+    if ctx.now >= at || mutated(ctx.cfg, MutantName::PromoteRetriesAtOnce) {
+        return None;
+    }
+    let reason = Reason::PromoteBackoff {
+        why: f.why.clone(),
+        retry_in_ms: at.since(ctx.now),
+    };
+    Some(keep(ctx, reason, renew_due).wake(at))
+}
+
 fn promote(ctx: &Ctx, mem: &Memory, c: &Cluster, timeline: super::types::Timeline) -> Plan {
     let next = super::types::Timeline(timeline.0 + 1);
     let mut actions = Vec::new();

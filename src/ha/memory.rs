@@ -62,6 +62,9 @@ pub struct LeaderMemory {
     /// The index of the leader key we last released ourselves: a (stale) read still showing it is not a key
     /// to re-adopt.
     pub released_index: Option<u64>,
+    /// Promotions that failed in a row (forgotten once one succeeds or PostgreSQL runs as primary): the next
+    /// waits (`backoff::promote_retry_at`).
+    pub promote_failure: Option<StartFailure>,
 }
 
 /// Bootstrap and the candidate's catch-up, while the key is free.
@@ -170,7 +173,7 @@ pub struct PoolerMemory {
     pub failures: u64,
 }
 
-/// Starts of PostgreSQL that failed in a row: the last one's send time and what it said.
+/// Starts (or promotions) of PostgreSQL that failed in a row: the last one's send time and what it said.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StartFailure {
     pub count: u32,

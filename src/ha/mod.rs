@@ -38,6 +38,7 @@ pub use action::{
     Action, Decision, FailsafeAnswer, Job, MemberStatus, NodeRole, NodeStatus, PoolerStatus,
     Reason, Refusal, RequestAnswer, StopMode,
 };
+pub use backoff::PROMOTE_RETRY_MS;
 pub use callbacks::{CallbackEvent, CallbackRole, Hooks};
 pub use config::{CoreConfig, SessionStore, Timing, TimingError, WatchdogMode};
 pub use decide::decide;

@@ -62,6 +62,9 @@ pub enum Mutant {
     /// Chained, route through the leader's PgBouncer as soon as the leader's record says primary, without
     /// waiting for it to say that its PgBouncer routes to it (`pooler_routed_here`).
     ChainIgnoresRoutedHere,
+    /// Retry a failed promotion at once instead of after its back-off (tenure before: a promotion failing at once
+    /// went round in a loop of store reads and history writes with no pause).
+    PromoteRetriesAtOnce,
     /// Simulator-only: the watchdog never fires.
     WatchdogNeverFires,
 }

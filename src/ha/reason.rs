@@ -45,6 +45,11 @@ pub enum Reason {
         why: String,
         retry_in_ms: u64,
     },
+    /// The last promotion failed: the next attempt waits (doubling from 500 ms up to loop_wait).
+    PromoteBackoff {
+        why: String,
+        retry_in_ms: u64,
+    },
     /// A read still shows the key we released ourselves (a stale read): not taken back.
     ReleasedKeyStillShown,
     Renewing,
@@ -252,6 +257,9 @@ impl fmt::Display for Reason {
                 f,
                 "PostgreSQL failed to start; retrying in {retry_in_ms} ms: {why}"
             ),
+            PromoteBackoff { why, retry_in_ms } => {
+                write!(f, "the promotion failed; retrying in {retry_in_ms} ms: {why}")
+            }
             ReleasedKeyStillShown => {
                 write!(f, "the read still shows the leader key we released; not taking it back")
             }

@@ -15,6 +15,7 @@ mod leading;
 mod operator;
 mod pause;
 mod pooler;
+mod promote_failure;
 mod quorum;
 mod race;
 mod scheduled;

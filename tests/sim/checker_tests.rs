@@ -177,3 +177,23 @@ fn recovery_before_check_fails_on_a_check_of_a_crashed_primary_and_not_after_rec
     checkers::recovery_before_check(&mut sim.w, p);
     assert!(sim.w.violations.is_empty(), "{:?}", sim.w.violations);
 }
+
+#[test]
+fn promotion_paced_fails_on_a_retry_within_the_back_off_and_not_after_it() {
+    let mut sim = settled();
+    let t = sim.w.t;
+    sim.w.nodes[1].pg.failed_promotes.push(t - 100);
+    checkers::promotion_paced(&mut sim.w, 1);
+    assert!(
+        sim.w
+            .violations
+            .iter()
+            .any(|v| v.starts_with("PromotionPaced")),
+        "{:?}",
+        sim.w.violations
+    );
+    sim.w.violations.clear();
+    sim.w.nodes[1].pg.failed_promotes = vec![t - 500];
+    checkers::promotion_paced(&mut sim.w, 1);
+    assert!(sim.w.violations.is_empty(), "{:?}", sim.w.violations);
+}

@@ -75,6 +75,24 @@ pub fn no_promote_after_veto(w: &mut World, i: usize, term: Option<u64>) {
     }
 }
 
+/// PromotionPaced: a promotion that failed is not tried again before its back-off (500 ms, on a clock up to 1 %
+/// slow): a promotion failing at once must not go round in a loop of store writes. Called before each attempt
+/// on a node whose promotion fails.
+pub fn promotion_paced(w: &mut World, i: usize) {
+    let Some(&last) = w.nodes[i].pg.failed_promotes.last() else {
+        return;
+    };
+    let gap = w.t - last;
+    let min_gap = tenure::ha::PROMOTE_RETRY_MS * 99 / 100;
+    if gap < min_gap {
+        w.violations.push(format!(
+            "PromotionPaced: {} tried a promotion again {gap} ms after one failed (back-off {} ms)",
+            w.nodes[i].name,
+            tenure::ha::PROMOTE_RETRY_MS
+        ));
+    }
+}
+
 /// RecoveryBeforeCheck: a divergence check is a read; it is never asked of a stopped PostgreSQL whose
 /// pg_control gives no position yet (the core asks for `RecoverCrashed` first). Called before each check.
 pub fn recovery_before_check(w: &mut World, i: usize) {

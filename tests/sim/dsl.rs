@@ -251,6 +251,14 @@ impl Sim {
             self.w.nodes[i].name
         ));
     }
+    /// Make `pg_ctl promote` fail on node `i` until every fault heals.
+    pub fn break_promotion(&mut self, i: usize) {
+        self.w.nodes[i].pg.cannot_promote = true;
+        self.w.note(format!(
+            "FAULT: PostgreSQL on {} cannot promote",
+            self.w.nodes[i].name
+        ));
+    }
     pub fn repair_pg(&mut self, i: usize) {
         self.w.nodes[i].pg.cannot_start = false;
         self.w
@@ -269,6 +277,7 @@ impl Sim {
         self.w.peer_cut.clear();
         self.w.knobs.slow_ms = 0;
         for i in 0..self.w.nodes.len() {
+            self.w.nodes[i].pg.cannot_promote = false;
             if self.w.nodes[i].agent.frozen || self.w.nodes[i].fencer_frozen {
                 self.thaw(i);
             }

@@ -57,6 +57,12 @@ fn act(w: &mut World, i: usize, action: &Action) -> (ActionOutcomeKind, u64) {
         .map(|h| h.index);
     if *action == Action::Promote {
         crate::checkers::no_promote_after_veto(w, i, term);
+        let pg = &w.nodes[i].pg;
+        if pg.cannot_promote && matches!(pg.run, Run::Replica { .. }) {
+            crate::checkers::promotion_paced(w, i);
+            w.nodes[i].pg.failed_promotes.push(t);
+            return (Failed, 5);
+        }
     }
     if let Some(done) = crate::pooler::execute(w, i, action) {
         return done;

@@ -36,7 +36,7 @@
 //! (at every promotion), NoSilentDivergence, NoAckedWriteLost (in synchronous mode, every primary's history holds the
 //! newest commit acknowledged under the `sync` key; one random seed in three runs synchronous mode); PauseHandsOff
 //! before every PostgreSQL action; RecoveryBeforeCheck before every divergence check; NoPromoteAfterVeto before
-//! every promotion; after every decision ReadLagHonest (a replica never publishes less lag than its replayed WAL is
+//! every promotion; PromotionPaced before every attempt of a node whose promotion fails (one random seed in seven); after every decision ReadLagHonest (a replica never publishes less lag than its replayed WAL is
 //! behind the snapshot's optime); FailsafeKeepsPrimary in the hung-store benchmark; PoolerRoutesToLeader after every event and
 //! before every route; Liveness after faults heal.
 //! `mutants.rs` (feature `mutants`) shows each broken rule tripping a checker; `checker_tests.rs` shows every

@@ -315,3 +315,14 @@ fn mutant_chain_ignores_routed_here_trips_pooler_routes_to_leader() {
     });
     assert_tripped(&msg, &["PoolerRoutesToLeader"]);
 }
+
+#[test]
+fn mutant_promote_retries_at_once_trips_promotion_paced() {
+    // The random seeds whose node 1 cannot promote (one in seven).
+    let msg = first_failure(1..400, |seed| {
+        if seed % 7 == 4 {
+            crate::random::run_seed(seed, |_, c| c.mutant = Some(Mutant::PromoteRetriesAtOnce));
+        }
+    });
+    assert_tripped(&msg, &["PromotionPaced"]);
+}

@@ -67,6 +67,10 @@ pub struct Pg {
     pub cannot_start: bool,
     /// True times of the starts that failed, for the back-off scenarios.
     pub failed_starts: Vec<u64>,
+    /// `pg_ctl promote` fails here (whatever the cause) until every fault heals.
+    pub cannot_promote: bool,
+    /// True times of the promotions that failed (PromotionPaced).
+    pub failed_promotes: Vec<u64>,
     /// `pre_promote` on this host exits non-zero (the hooks scenarios).
     pub pre_promote_vetoes: bool,
     /// The leader key index (the term) in which this host's `pre_promote` last vetoed, for NoPromoteAfterVeto.
@@ -89,6 +93,8 @@ impl Pg {
             replay_paused_at: None,
             cannot_start: false,
             failed_starts: Vec::new(),
+            cannot_promote: false,
+            failed_promotes: Vec::new(),
             pre_promote_vetoes: false,
             vetoed_term: None,
             sync_names: SyncNames::Off,

@@ -46,6 +46,10 @@ pub fn run_seed(seed: u64, adjust: impl Fn(usize, &mut tenure::ha::CoreConfig)) 
         sim.w.knobs.replication_lag_ms = crate::sync::REPLICATION_LAG_MS;
     }
     sim = sim.started();
+    // One seed in seven: node 1's promotions fail until the faults heal (without drawing).
+    if seed % 7 == 4 {
+        sim.break_promotion(1);
+    }
     let ttl = sim.ttl();
     let fault_phase_end = sim.w.t + 60_000;
     while sim.w.t < fault_phase_end {

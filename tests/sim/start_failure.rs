@@ -51,3 +51,28 @@ fn primary_that_cannot_start_gives_the_key_up_and_rejoins_once_repaired() {
         sim.assert_primary(new);
     }
 }
+
+/// A promotion that fails (on every replica, until the faults heal) is retried paced, 500 ms and doubling,
+/// by the node holding the key (checker PromotionPaced); once repaired, one primary again.
+#[test]
+fn a_promotion_that_fails_is_retried_paced_until_repaired() {
+    for seed in 1..4 {
+        let mut sim = Sim::with(seed, 3, |_, _| {}).started();
+        let old = sim.primary_now();
+        let ttl = sim.ttl();
+        for i in (0..3).filter(|&i| i != old) {
+            sim.break_promotion(i);
+        }
+        sim.crash_host(old);
+        sim.run_for(3 * ttl);
+        let tries: Vec<Vec<u64>> = (0..3)
+            .map(|i| sim.w.nodes[i].pg.failed_promotes.clone())
+            .collect();
+        assert!(
+            tries.iter().any(|t| t.len() >= 3),
+            "seed {seed}: the key holder kept trying: {tries:?}"
+        );
+        sim.heal_all();
+        sim.run_until_converged(6 * ttl);
+    }
+}

@@ -16,9 +16,6 @@ pub struct Call {
     pub at_ms: u64,
 }
 
-/// How many calls the store answers before it stops answering (see `MemDcs::call`).
-const SPIN_CALLS: usize = 200;
-
 #[derive(Default)]
 pub struct State {
     pub snap: ClusterSnapshot,
@@ -30,6 +27,8 @@ pub struct State {
     pub cut: Vec<Call>,
     pub session_ttl_ms: Option<u64>,
     pub members: BTreeMap<String, MemberRecord>,
+    /// Past this many calls every call hangs: a test freezes the loop where it wants to look at it.
+    pub hang_after_calls: Option<usize>,
 }
 
 pub struct MemDcs {
@@ -71,11 +70,8 @@ impl MemDcs {
         let (hang, refuse) = {
             let mut st = self.st();
             st.calls.push(Call { name, at_ms });
-            // The scripted PostgreSQL cannot promote (pg_ctl finds no data directory), and the core retries a
-            // failed promotion at once (`Plan::act_now`): the loop would go round at one instant of paused
-            // time and never let the clock move. Past `SPIN_CALLS` calls the store stops answering.
-            let spun = st.calls.len() > SPIN_CALLS;
-            (st.hang.contains(name) || spun, st.refuse.contains(name))
+            let frozen = st.hang_after_calls.is_some_and(|n| st.calls.len() > n);
+            (st.hang.contains(name) || frozen, st.refuse.contains(name))
         };
         if hang {
             let _cut = Cut(name, self.origin, self.state.clone());

@@ -236,6 +236,9 @@ async fn a_changed_config_key_reaches_the_next_cycle() {
 #[tokio::test(start_paused = true)]
 async fn actions_run_in_the_decisions_order() {
     let mut h = harness(replica(), false);
+    // The promotion fails (pg_ctl finds no data directory) and the next decision would stand the fence down:
+    // the store stops answering at the next decision's read, to look at the fence the promotion ran under.
+    h.dcs.st().hang_after_calls = Some(5);
     let dcs = h.dcs.clone();
     let fence_file = h.fence_file.clone();
     with_loop(&mut h.world, async {
@@ -313,4 +316,32 @@ async fn a_hung_store_write_is_cut_at_the_decisions_deadline() {
         Some(&1),
         "the skipped read"
     );
+}
+
+/// A promotion that fails at once (here pg_ctl finds no data directory) is retried after a back-off, not at
+/// once: before, the loop went round at one instant, a store read and a history write each time (seen: 100
+/// history writes at 0 ms, until the test store stopped answering).
+#[tokio::test(start_paused = true)]
+async fn a_failing_promotion_is_retried_after_a_back_off() {
+    let mut h = harness(replica(), false);
+    let dcs = h.dcs.clone();
+    with_loop(&mut h.world, async {
+        tokio::time::sleep(Duration::from_millis(2_000)).await;
+    })
+    .await;
+    let writes: Vec<u64> = calls(&dcs)
+        .iter()
+        .filter(|c| c.0 == "write_history")
+        .map(|c| c.1)
+        .collect();
+    assert!(
+        (2..=4).contains(&writes.len()),
+        "history writes (one per attempt) in 2 s: {writes:?}"
+    );
+    for pair in writes.windows(2) {
+        assert!(
+            pair[1] - pair[0] >= 500,
+            "attempts closer than the back-off: {writes:?}"
+        );
+    }
 }
