@@ -100,12 +100,15 @@ pub fn patroni_json(p: &Published) -> Value {
 }
 
 /// `GET /patroni` with its store fields (`pause`, `cluster_unlocked`) from `fresh`, a snapshot newer than the
-/// loop's last read when there is one: a pause shows at once, not a loop later.
+/// loop's last read when there is one: a change shows at once, not a loop later. Except a pause: it shows once
+/// this agent's loop acts paused too (it wakes on the change), since `pause --wait` (patronictl's, tenure's)
+/// returns when every member shows it and the operator then starts the maintenance: a loop that had not read
+/// it yet fenced a primary whose store was then stopped (e2e_outage e3 in CI). A resume shows at once.
 pub fn patroni_json_fresh(p: &Published, fresh: Option<&ClusterSnapshot>) -> Value {
     let mut out = patroni_json(p);
     if let (Some(c), Value::Object(o)) = (fresh, &mut out) {
         for (key, on) in [
-            ("pause", c.cluster.config.pause),
+            ("pause", c.cluster.config.pause && p.status.paused),
             ("cluster_unlocked", unlocked(c)),
         ] {
             if on {
@@ -231,8 +234,30 @@ fn position_json(pos: Option<u64>, optime: Option<u64>) -> (Value, Value) {
 
 #[cfg(test)]
 mod tests {
-    use super::position_json;
+    use super::{patroni_json_fresh, position_json};
+    use crate::api::state::Published;
+    use crate::dcs::ClusterSnapshot;
     use serde_json::json;
+
+    /// `pause --wait` must mean that every agent acts paused: a pause shows only once the loop read it.
+    #[test]
+    fn a_pause_shows_once_the_loop_acts_on_it_and_a_resume_at_once() {
+        let mut p = Published::starting("main", "pg1", crate::ha::Millis(0), 30_000);
+        let mut paused = ClusterSnapshot::default();
+        paused.cluster.config.pause = true;
+        let shown =
+            |p: &Published, s: &ClusterSnapshot| patroni_json_fresh(p, Some(s))["pause"] == true;
+        assert!(
+            !shown(&p, &paused),
+            "the store says paused, the loop has not read it yet"
+        );
+        p.status.paused = true;
+        assert!(shown(&p, &paused));
+        assert!(
+            !shown(&p, &ClusterSnapshot::default()),
+            "a resume shows at once"
+        );
+    }
 
     /// Patroni 4.1's `cluster_as_json` cases: unknown (absent or 0), behind, past the optime, no optime.
     #[test]

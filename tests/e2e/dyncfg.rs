@@ -199,6 +199,9 @@ fn b2_consul_a_new_ttl_reaches_liveness_the_session_and_the_fence() {
             })
             .then_some(())
     });
+    // `/config` answers from the store's mirror at once; each agent's loop applies the key at its next cycle
+    // (loop_wait 1 s). Stopping a replica's agent before that cycle tested the old ttl (seen in CI).
+    std::thread::sleep(Duration::from_secs(2));
 
     // The replica's loop stands still longer than the old ttl, shorter than the new one. The request is
     // queued while the agent is stopped, so it is answered as the agent resumes, before its next cycle.
