@@ -34,7 +34,7 @@ use tokio::time::Instant;
 use crate::dcs::{ClusterSnapshot, Dcs, DcsError, MemberRecord, SwitchoverRecord};
 use crate::ha::{
     Action, Divergence, Job, JobResult, JobStatus, NodeName, Outcome, PeerProbe, PgState,
-    SyncNames, Timeline,
+    StandbySource, SyncNames, Timeline,
 };
 use crate::pg::recovery::StandbyConfig;
 use crate::pg::{self, Endpoint, PgSettings};
@@ -75,6 +75,9 @@ pub struct Executor {
     /// How long a job (bootstrap, clone, rewind, re-clone) may run: past it, its processes are killed and
     /// the core sees it `Failed` with the bound in its message (`JOB_TIMEOUT_MS` unless a test sets it).
     pub job_timeout_ms: u64,
+    /// `postgresql.parameters_from_store_allowed`: a standby cluster's `restore_command` and
+    /// `archive_cleanup_command` are taken from the store only when named here (or equal to the file's own).
+    pub commands_from_store: std::collections::BTreeSet<String>,
     job: Option<(Job, JoinHandle<Result<(), String>>)>,
     finished: Option<(Job, JobResult)>,
 }
@@ -116,6 +119,7 @@ impl Executor {
                 safety_margin_ms: None,
             }),
             initdb,
+            commands_from_store: Default::default(),
             bootstrap_config: serde_json::json!({}),
             snapshot: None,
             seen: Default::default(),
@@ -237,6 +241,18 @@ impl Executor {
                 })
                 .await
             }
+            Action::StartStandbyLeader(source) => {
+                let cfg = self.remote_config(source);
+                local(async {
+                    pg::recovery::configure_standby(&self.pg, &cfg)?;
+                    pg::ctl::start(&self.pg).await
+                })
+                .await
+            }
+            Action::FollowRemote(source) => {
+                let cfg = self.remote_config(source);
+                local(pg::recovery::reconfigure_upstream(&self.pg, &cfg)).await
+            }
             Action::StartPrimary => {
                 local(async {
                     pg::recovery::configure_primary(&self.pg)?;
@@ -303,6 +319,45 @@ impl Executor {
         }
     }
 
+    /// A standby cluster's leader's recovery settings for `source`. Its commands run as the PostgreSQL user
+    /// on this host: one from the store is taken only where this member's file allows it (named in
+    /// `parameters_from_store_allowed`, or the file's own `bootstrap.dcs.standby_cluster` value), as for
+    /// parameters that run code (docs/security.md); otherwise it is left out, with a warning.
+    pub(crate) fn remote_config(&self, source: &StandbySource) -> StandbyConfig {
+        let own = &self.bootstrap_config["standby_cluster"];
+        let allowed = |name: &str, value: &Option<String>| -> Option<String> {
+            let v = value.as_ref()?;
+            if self.commands_from_store.contains(name) || own[name].as_str() == Some(v) {
+                return Some(v.clone());
+            }
+            tracing::warn!(
+                parameter = name,
+                "standby_cluster.{name} from the store is not applied: name it in \
+                 postgresql.parameters_from_store_allowed, or set it in this member's bootstrap.dcs"
+            );
+            None
+        };
+        let upstream = source.can_clone().then(|| Endpoint {
+            name: NodeName::new("standby_cluster"),
+            host: source.host.clone().unwrap_or_else(|| "localhost".into()),
+            port: source.port.unwrap_or(5432),
+        });
+        StandbyConfig {
+            upstream,
+            slot: source.primary_slot_name.clone(),
+            remote: Some(pg::recovery::RemoteRecovery {
+                fingerprint: source.fingerprint(),
+                config_index: source.config_index,
+                restore_command: allowed("restore_command", &source.restore_command),
+                archive_cleanup_command: allowed(
+                    "archive_cleanup_command",
+                    &source.archive_cleanup_command,
+                ),
+                recovery_min_apply_delay: source.recovery_min_apply_delay.clone(),
+            }),
+        }
+    }
+
     /// Stream from `upstream` through our own slot there (created if absent). If the slot cannot be made
     /// right now (the upstream is busy or just promoted), stream without it rather than not at all.
     async fn standby_config(&self, upstream: Option<&NodeName>) -> StandbyConfig {
@@ -310,6 +365,7 @@ impl Executor {
             return StandbyConfig {
                 upstream: None,
                 slot: None,
+                remote: None,
             };
         };
         let slot = self.pg.slot_name();
@@ -324,6 +380,7 @@ impl Executor {
         StandbyConfig {
             upstream: Some(ep),
             slot: made.then_some(slot),
+            remote: None,
         }
     }
 
@@ -411,6 +468,7 @@ impl Executor {
         let initdb = self.initdb.clone();
         let source = match &job {
             Job::Bootstrap => None,
+            Job::CloneRemote(source) => Some(self.remote_config(source)),
             Job::Clone { from } | Job::Rewind { from } | Job::Reinit { from } => {
                 if self.endpoint(from).is_none() {
                     return Outcome::Failed(format!("no conn_url known for {from}"));
@@ -427,7 +485,7 @@ impl Executor {
                     source.and_then(|cfg| cfg.upstream.clone().map(|ep| (ep, cfg))),
                 ) {
                     (Job::Bootstrap, _) => pg::ctl::bootstrap(&pg, &initdb).await,
-                    (Job::Clone { .. }, Some((ep, cfg))) => {
+                    (Job::Clone { .. } | Job::CloneRemote(_), Some((ep, cfg))) => {
                         pg::ctl::basebackup(&pg, &ep, &cfg).await
                     }
                     (Job::Rewind { .. }, Some((ep, cfg))) => {
@@ -441,7 +499,10 @@ impl Executor {
             match tokio::time::timeout(bound, work).await {
                 Ok(result) => result.map_err(|e| e.to_string()),
                 Err(_) => {
-                    if matches!(kind, Job::Clone { .. } | Job::Reinit { .. }) {
+                    if matches!(
+                        kind,
+                        Job::Clone { .. } | Job::CloneRemote(_) | Job::Reinit { .. }
+                    ) {
                         // As after a failed pg_basebackup: the partial copy goes, so a retry starts empty.
                         if let Err(e) = pg::ctl::remove_data_dir_contents(&pg) {
                             tracing::warn!(error = %e, "could not remove a timed-out clone's partial copy");
