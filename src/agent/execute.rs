@@ -34,7 +34,7 @@ use tokio::time::Instant;
 use crate::dcs::{ClusterSnapshot, Dcs, DcsError, MemberRecord, SwitchoverRecord};
 use crate::ha::{
     Action, Divergence, Job, JobResult, JobStatus, NodeName, Outcome, PeerProbe, PgState,
-    StandbySource, SyncNames, Timeline,
+    SyncNames, Timeline,
 };
 use crate::pg::recovery::StandbyConfig;
 use crate::pg::{self, Endpoint, PgSettings};
@@ -316,45 +316,6 @@ impl Executor {
                 unreachable!("a read is run by Executor::run")
             }
             _ => unreachable!("a store write is run by Executor::store_act"),
-        }
-    }
-
-    /// A standby cluster's leader's recovery settings for `source`. Its commands run as the PostgreSQL user
-    /// on this host: one from the store is taken only where this member's file allows it (named in
-    /// `parameters_from_store_allowed`, or the file's own `bootstrap.dcs.standby_cluster` value), as for
-    /// parameters that run code (docs/security.md); otherwise it is left out, with a warning.
-    pub(crate) fn remote_config(&self, source: &StandbySource) -> StandbyConfig {
-        let own = &self.bootstrap_config["standby_cluster"];
-        let allowed = |name: &str, value: &Option<String>| -> Option<String> {
-            let v = value.as_ref()?;
-            if self.commands_from_store.contains(name) || own[name].as_str() == Some(v) {
-                return Some(v.clone());
-            }
-            tracing::warn!(
-                parameter = name,
-                "standby_cluster.{name} from the store is not applied: name it in \
-                 postgresql.parameters_from_store_allowed, or set it in this member's bootstrap.dcs"
-            );
-            None
-        };
-        let upstream = source.can_clone().then(|| Endpoint {
-            name: NodeName::new("standby_cluster"),
-            host: source.host.clone().unwrap_or_else(|| "localhost".into()),
-            port: source.port.unwrap_or(5432),
-        });
-        StandbyConfig {
-            upstream,
-            slot: source.primary_slot_name.clone(),
-            remote: Some(pg::recovery::RemoteRecovery {
-                fingerprint: source.fingerprint(),
-                config_index: source.config_index,
-                restore_command: allowed("restore_command", &source.restore_command),
-                archive_cleanup_command: allowed(
-                    "archive_cleanup_command",
-                    &source.archive_cleanup_command,
-                ),
-                recovery_min_apply_delay: source.recovery_min_apply_delay.clone(),
-            }),
         }
     }
 

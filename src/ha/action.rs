@@ -58,9 +58,9 @@ pub enum Action {
     /// Start in place as primary (crash restart of the leader).
     StartPrimary,
     /// Start as the standby leader of a standby cluster, replicating from the remote `source`.
-    StartStandbyLeader(super::observation::StandbySource),
+    StartStandbyLeader(Box<super::observation::StandbySource>),
     /// Point the running standby leader at the remote `source` (rewrite the recovery file, reload).
-    FollowRemote(super::observation::StandbySource),
+    FollowRemote(Box<super::observation::StandbySource>),
     /// Point a running replica at another upstream.
     Follow { upstream: Option<NodeName> },
     /// Set `synchronous_standby_names` (PostgreSQL's configuration, then a reload when it runs); `Done` once
@@ -167,7 +167,7 @@ pub enum Job {
     /// pg_basebackup from `from` into an empty data directory.
     Clone { from: NodeName },
     /// A new standby cluster's first member: pg_basebackup from the remote source.
-    CloneRemote(super::observation::StandbySource),
+    CloneRemote(Box<super::observation::StandbySource>),
     /// pg_rewind against `from`.
     Rewind { from: NodeName },
     /// Remove the data directory and clone again from `from`.

@@ -120,7 +120,7 @@ pub(crate) fn lead(
             } else {
                 Plan::act_now(
                     Reason::StandbyLeaderFollowingRemote,
-                    vec![Action::FollowRemote(source.clone())],
+                    vec![Action::FollowRemote(Box::new(source.clone()))],
                     ctx.now,
                 )
             }
@@ -137,14 +137,14 @@ pub(crate) fn lead(
             ),
             None => Plan::act_now(
                 Reason::StartingStandbyLeader,
-                vec![Action::StartStandbyLeader(source.clone())],
+                vec![Action::StartStandbyLeader(Box::new(source.clone()))],
                 ctx.now,
             ),
         },
         Local::Starting => keep(Reason::WaitingForPostgres),
         Local::NoData if mem.no_leader.bootstrapping && source.can_clone() => Plan::act(
             Reason::CloningFromRemote,
-            vec![Action::StartJob(Job::CloneRemote(source.clone()))],
+            vec![Action::StartJob(Job::CloneRemote(Box::new(source.clone())))],
         ),
         Local::NoData => Plan::act_now(
             Reason::CrashedPrimaryGaveUp,

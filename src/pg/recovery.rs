@@ -166,6 +166,11 @@ pub fn configured_upstream(settings: &PgSettings) -> Option<NodeName> {
 /// The standby-cluster source the recovery file was written for (its fingerprint), if any.
 pub fn configured_remote(settings: &PgSettings) -> Option<crate::ha::RemoteFollow> {
     let text = std::fs::read_to_string(settings.data_path(RECOVERY_CONF)).ok()?;
+    remote_of(&text)
+}
+
+/// The remote line of a recovery file's text.
+fn remote_of(text: &str) -> Option<crate::ha::RemoteFollow> {
     let line = text.lines().find_map(|l| l.strip_prefix(REMOTE_MARK))?;
     let (fingerprint, index) = line.trim().rsplit_once(&format!(" {CONFIG_INDEX}"))?;
     Some(crate::ha::RemoteFollow {
@@ -234,6 +239,53 @@ mod tests {
         )
         .unwrap();
         assert!(none.contains("primary_conninfo = ''\n") && !none.contains(UPSTREAM_MARK));
+    }
+
+    #[test]
+    fn a_standby_leader_file_follows_the_remote_source_and_says_so() {
+        let s = settings();
+        let remote = RemoteRecovery {
+            fingerprint: "host=10.1.0.5 port=5433 slot=site_b".into(),
+            config_index: 42,
+            restore_command: Some("cp /archive/%f '%p'".into()),
+            archive_cleanup_command: None,
+            recovery_min_apply_delay: Some("5min".into()),
+        };
+        let cfg = StandbyConfig {
+            upstream: Some(Endpoint {
+                name: "standby_cluster".into(),
+                host: "10.1.0.5".into(),
+                port: 5433,
+            }),
+            slot: Some("site_b".into()),
+            remote: Some(remote.clone()),
+        };
+        let text = render(&s, &cfg).unwrap();
+        assert!(
+            !text.contains(UPSTREAM_MARK),
+            "no member is followed: {text}"
+        );
+        assert!(text.contains("host=''10.1.0.5'' port=5433"), "{text}");
+        assert!(text.contains("primary_slot_name = 'site_b'\n"));
+        assert!(
+            text.contains("restore_command = 'cp /archive/%f ''%p'''\n"),
+            "{text}"
+        );
+        assert!(text.contains("recovery_min_apply_delay = '5min'\n"));
+        assert_eq!(
+            remote_of(&text),
+            Some(crate::ha::RemoteFollow {
+                fingerprint: remote.fingerprint.clone(),
+                config_index: 42,
+            })
+        );
+        // A command from the store that would add a line to the file is refused, not written.
+        let mut hostile = cfg.clone();
+        hostile.remote = Some(RemoteRecovery {
+            restore_command: Some("true'\narchive_command = 'curl evil".into()),
+            ..remote
+        });
+        assert!(render(&s, &hostile).is_err());
     }
 
     #[test]

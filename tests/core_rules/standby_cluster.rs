@@ -65,7 +65,7 @@ fn reason_standby_leader_following_remote() {
     expect(
         &d,
         Reason::StandbyLeaderFollowingRemote,
-        &[Action::FollowRemote(source())],
+        &[Action::FollowRemote(Box::new(source()))],
     );
     // The same key holder without a standby_cluster promotes: the rule is the standby cluster's.
     let o = obs(1_100)
@@ -92,7 +92,7 @@ fn a_changed_source_is_followed() {
     expect(
         &d,
         Reason::StandbyLeaderFollowingRemote,
-        &[Action::FollowRemote(source())],
+        &[Action::FollowRemote(Box::new(source()))],
     );
 }
 
@@ -103,7 +103,7 @@ fn reason_starting_standby_leader() {
     expect(
         &d,
         Reason::StartingStandbyLeader,
-        &[Action::StartStandbyLeader(source())],
+        &[Action::StartStandbyLeader(Box::new(source()))],
     );
 }
 
@@ -131,7 +131,7 @@ fn reason_cloning_from_remote() {
     expect(
         &d,
         Reason::CloningFromRemote,
-        &[Action::StartJob(Job::CloneRemote(source()))],
+        &[Action::StartJob(Job::CloneRemote(Box::new(source())))],
     );
 }
 
@@ -143,7 +143,7 @@ fn a_failed_remote_clone_gives_the_key_and_initialize_up() {
     missing.members.clear();
     missing.config.missing = true;
     let o = obs(1_100).store(missing).job_finished(
-        Job::CloneRemote(source()),
+        Job::CloneRemote(Box::new(source())),
         JobResult::Failed("pg_basebackup: could not connect".into()),
     );
     let d = decide(&c, &mem().leased_unarmed(1_000).bootstrapping(), &o);
