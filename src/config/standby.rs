@@ -107,3 +107,41 @@ fn json(s: &StandbySource) -> serde_json::Value {
     }
     serde_json::Value::Object(m)
 }
+
+/// A `standby_cluster` in the store's `config` key that the agents could not follow (what `PATCH /config`
+/// refuses with 422): `Err((key, why))`. Absent or null is no standby cluster.
+pub(crate) fn check_store_value(v: Option<&serde_json::Value>) -> Result<(), (String, String)> {
+    use serde_json::Value;
+    let sc = match v {
+        None | Some(Value::Null) => return Ok(()),
+        Some(Value::Object(sc)) => sc,
+        Some(_) => return Err(("standby_cluster".into(), "must be a mapping".into())),
+    };
+    let key = |k: &str| format!("standby_cluster.{k}");
+    for (k, v) in sc {
+        let text = match v {
+            Value::String(s) => Some(s.as_str()),
+            Value::Null => None,
+            Value::Number(_) if k == "port" || k == "recovery_min_apply_delay" => None,
+            Value::Array(a) if k == "create_replica_methods" => {
+                if a.iter().all(Value::is_string) {
+                    continue;
+                }
+                return Err((key(k), "must be a list of method names".into()));
+            }
+            _ => return Err((key(k), "must be text".into())),
+        };
+        if let Some(t) = text {
+            crate::pg::guc::check_value(t).map_err(|why| (key(k), why))?;
+        }
+    }
+    let port = sc.get("port").map(|p| match p {
+        Value::Number(n) => n.as_u64().and_then(|n| u16::try_from(n).ok()),
+        Value::String(s) => s.trim().parse::<u16>().ok(),
+        _ => None,
+    });
+    if matches!(port, Some(None) | Some(Some(0))) {
+        return Err((key("port"), "must be a TCP port".into()));
+    }
+    Ok(())
+}
