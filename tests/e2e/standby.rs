@@ -375,12 +375,11 @@ fn losing_the_primary_site_then_removing_standby_cluster_promotes_the_standby_si
             promoted.elapsed().as_secs_f64()
         ),
     );
-    let n: i64 = s
-        .b
-        .sql_one(sl, "SELECT count(*) FROM e2e_writes")
-        .expect("count")
-        .parse()
-        .expect("a number");
+    let n: i64 =
+        s.b.sql_one(sl, "SELECT count(*) FROM e2e_writes")
+            .expect("count")
+            .parse()
+            .expect("a number");
     assert_eq!(n, 50, "every row site A had sent");
     s.b.sql(sl, "INSERT INTO e2e_writes VALUES (51)")
         .expect("site B takes writes");

@@ -203,15 +203,13 @@ fn standby_site_read_only_fails_on_a_promotion_in_a_standby_cluster_only() {
     let mut sim = settled();
     checkers::standby_site_read_only(&mut sim.w, 1, &tenure::ha::Action::Promote);
     assert!(sim.w.violations.is_empty(), "{:?}", sim.w.violations);
-    sim.w
-        .store
-        .set_standby_cluster(
-            Some(tenure::ha::StandbySource {
-                host: Some("site-a".into()),
-                ..Default::default()
-            }),
-            0,
-        );
+    sim.w.store.set_standby_cluster(
+        Some(tenure::ha::StandbySource {
+            host: Some("site-a".into()),
+            ..Default::default()
+        }),
+        0,
+    );
     checkers::standby_site_read_only(&mut sim.w, 1, &tenure::ha::Action::StartPrimary);
     assert!(
         sim.w
