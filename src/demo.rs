@@ -148,6 +148,7 @@ impl Demo {
                 timings: Timings::FAST,
                 postgresql_extra: String::new(),
                 initdb_extra: String::new(),
+                dcs_extra: String::new(),
                 extra: String::new(),
             };
             spec.prepare(run_as.owner()).map_err(failed)?;

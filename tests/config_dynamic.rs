@@ -516,3 +516,36 @@ fn the_files_parameters_allow_list_and_name_pass_the_grammar() {
         loaded.warnings
     );
 }
+
+/// `standby_cluster` in the key: what the agents can follow is taken, the rest refused naming the key (422
+/// through `PATCH /config`); null or absent is no standby cluster.
+#[test]
+fn standby_cluster_values_are_checked() {
+    for ok in [
+        json!({"standby_cluster": {"host": "10.1.0.5", "port": 5433, "create_replica_methods": ["basebackup"]}}),
+        json!({"standby_cluster": {"host": "10.1.0.5", "port": "5433", "primary_slot_name": "dr"}}),
+        json!({"standby_cluster": null}),
+    ] {
+        assert!(DynamicSettings::parse(&ok).is_ok(), "{ok}");
+    }
+    for (bad, key) in [
+        (json!({"standby_cluster": "10.1.0.5"}), "standby_cluster"),
+        (
+            json!({"standby_cluster": {"host": "h", "port": 70000}}),
+            "standby_cluster.port",
+        ),
+        (
+            json!({"standby_cluster": {"host": ["h"]}}),
+            "standby_cluster.host",
+        ),
+        (
+            json!({"standby_cluster": {"restore_command": "true\narchive_command = 'x'"}}),
+            "standby_cluster.restore_command",
+        ),
+    ] {
+        let e = DynamicSettings::parse(&bad)
+            .expect_err("refused")
+            .to_string();
+        assert!(e.starts_with(key), "{bad}: {e}");
+    }
+}

@@ -98,6 +98,7 @@ async fn clone_promote_diverge_and_rewind() {
     let nobody = StandbyConfig {
         upstream: None,
         slot: None,
+        remote: None,
     };
     ctl::basebackup(sb, &a.endpoint(), &nobody)
         .await

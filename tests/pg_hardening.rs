@@ -320,6 +320,7 @@ async fn a_real_standby_under_an_expired_fence_is_left_alone() {
     let nobody = StandbyConfig {
         upstream: None,
         slot: None,
+        remote: None,
     };
     ctl::basebackup(sb, &a.endpoint(), &nobody)
         .await

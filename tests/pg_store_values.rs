@@ -85,6 +85,7 @@ async fn hostile_names_and_values_from_the_store_add_no_line_and_postgresql_read
         &StandbyConfig {
             upstream: Some(leader),
             slot: None,
+            remote: None,
         },
     );
     // The standby signal must not make the reload below a standby's: only the files are under test.

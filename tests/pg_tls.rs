@@ -355,6 +355,7 @@ async fn an_encrypted_replication_key_reaches_pg_basebackup_through_a_service_fi
     let nobody = StandbyConfig {
         upstream: None,
         slot: None,
+        remote: None,
     };
     ctl::basebackup(&replica.settings, &primary.endpoint(), &nobody)
         .await

@@ -75,6 +75,9 @@ pub struct Executor {
     /// How long a job (bootstrap, clone, rewind, re-clone) may run: past it, its processes are killed and
     /// the core sees it `Failed` with the bound in its message (`JOB_TIMEOUT_MS` unless a test sets it).
     pub job_timeout_ms: u64,
+    /// `postgresql.parameters_from_store_allowed`: a standby cluster's `restore_command` and
+    /// `archive_cleanup_command` are taken from the store only when named here (or equal to the file's own).
+    pub commands_from_store: std::collections::BTreeSet<String>,
     job: Option<(Job, JoinHandle<Result<(), String>>)>,
     finished: Option<(Job, JobResult)>,
 }
@@ -116,6 +119,7 @@ impl Executor {
                 safety_margin_ms: None,
             }),
             initdb,
+            commands_from_store: Default::default(),
             bootstrap_config: serde_json::json!({}),
             snapshot: None,
             seen: Default::default(),
@@ -237,6 +241,18 @@ impl Executor {
                 })
                 .await
             }
+            Action::StartStandbyLeader(source) => {
+                let cfg = self.remote_config(source);
+                local(async {
+                    pg::recovery::configure_standby(&self.pg, &cfg)?;
+                    pg::ctl::start(&self.pg).await
+                })
+                .await
+            }
+            Action::FollowRemote(source) => {
+                let cfg = self.remote_config(source);
+                local(pg::recovery::reconfigure_upstream(&self.pg, &cfg)).await
+            }
             Action::StartPrimary => {
                 local(async {
                     pg::recovery::configure_primary(&self.pg)?;
@@ -310,6 +326,7 @@ impl Executor {
             return StandbyConfig {
                 upstream: None,
                 slot: None,
+                remote: None,
             };
         };
         let slot = self.pg.slot_name();
@@ -324,6 +341,7 @@ impl Executor {
         StandbyConfig {
             upstream: Some(ep),
             slot: made.then_some(slot),
+            remote: None,
         }
     }
 
@@ -411,6 +429,7 @@ impl Executor {
         let initdb = self.initdb.clone();
         let source = match &job {
             Job::Bootstrap => None,
+            Job::CloneRemote(source) => Some(self.remote_config(source)),
             Job::Clone { from } | Job::Rewind { from } | Job::Reinit { from } => {
                 if self.endpoint(from).is_none() {
                     return Outcome::Failed(format!("no conn_url known for {from}"));
@@ -427,7 +446,7 @@ impl Executor {
                     source.and_then(|cfg| cfg.upstream.clone().map(|ep| (ep, cfg))),
                 ) {
                     (Job::Bootstrap, _) => pg::ctl::bootstrap(&pg, &initdb).await,
-                    (Job::Clone { .. }, Some((ep, cfg))) => {
+                    (Job::Clone { .. } | Job::CloneRemote(_), Some((ep, cfg))) => {
                         pg::ctl::basebackup(&pg, &ep, &cfg).await
                     }
                     (Job::Rewind { .. }, Some((ep, cfg))) => {
@@ -441,7 +460,10 @@ impl Executor {
             match tokio::time::timeout(bound, work).await {
                 Ok(result) => result.map_err(|e| e.to_string()),
                 Err(_) => {
-                    if matches!(kind, Job::Clone { .. } | Job::Reinit { .. }) {
+                    if matches!(
+                        kind,
+                        Job::Clone { .. } | Job::CloneRemote(_) | Job::Reinit { .. }
+                    ) {
                         // As after a failed pg_basebackup: the partial copy goes, so a retry starts empty.
                         if let Err(e) = pg::ctl::remove_data_dir_contents(&pg) {
                             tracing::warn!(error = %e, "could not remove a timed-out clone's partial copy");

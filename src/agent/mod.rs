@@ -14,6 +14,7 @@ mod local_pg;
 pub mod peers;
 pub mod publisher;
 pub mod reload;
+mod remote;
 mod report;
 mod runtime;
 pub mod seen;

@@ -110,7 +110,10 @@ pub fn member_record(
     streaming: bool,
 ) -> MemberRecord {
     let lsn = m.lsn.map(|Lsn(l)| l);
-    let replica = m.role == crate::ha::MemberRole::Replica;
+    let replica = matches!(
+        m.role,
+        crate::ha::MemberRole::Replica | crate::ha::MemberRole::StandbyLeader
+    );
     MemberRecord {
         conn_url: pg.conn_url(),
         api_url: api_url.to_string(),

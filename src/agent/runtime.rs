@@ -122,6 +122,7 @@ fn executor(config: &Config, dcs: &Arc<dyn Dcs>) -> Result<Executor, AgentError>
     let pg = config.pg_settings();
     let mut exec = Executor::new(dcs.clone(), pg.clone(), config.initdb.clone());
     exec.bootstrap_config = bootstrap_config(&core, config);
+    exec.commands_from_store = config.local_pg.from_store_allowed.clone();
     exec.watchdog = super::watchdog::Watchdog::new(config.watchdog.clone());
     exec.hooks = super::hooks::HookRunner::new(config.local_pg.hooks.clone(), config.scope.clone());
     exec.pgbouncer = config

@@ -131,5 +131,8 @@ pub(super) fn bootstrap_config(core: &CoreConfig, config: &Config) -> serde_json
     if let Some(hba) = &local.bootstrap_pg_hba {
         v["postgresql"]["pg_hba"] = serde_json::json!(hba);
     }
+    if let Some(sc) = &config.bootstrap_standby {
+        v["standby_cluster"] = sc.clone();
+    }
     v
 }

@@ -68,6 +68,7 @@ impl RealWorld {
         s.dynamic.reread();
         self.store.dcs.set_session_ttl(s.core.timing.session_ttl_ms);
         self.exec.bootstrap_config = settings::bootstrap_config(&s.local_core, &s.config);
+        self.exec.commands_from_store = s.config.local_pg.from_store_allowed.clone();
         self.exec.failsafe = settings::failsafe_poster(&s.config, &s.core);
     }
 

@@ -7,11 +7,15 @@ use crate::ha::{health, Millis};
 /// One health question; every answer comes from `tenure::ha::health` and the published status.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Check {
-    /// `/`, `/primary`, `/read-write`, `/master`, `/leader`: primary with a lease that covers `now` (R4).
+    /// `/`, `/primary`, `/read-write`, `/master`: primary with a lease that covers `now` (R4).
     Primary,
+    /// `/leader`: the key holder with its lease, primary or a standby cluster's standby leader.
+    Leader,
+    /// `/standby-leader`, `/standby_leader`: a standby cluster's key holder with its lease.
+    StandbyLeader,
     /// `/replica`: a healthy replica within `?lag=`, matching every `?tag_<k>=<v>`.
     Replica,
-    /// `/read-only`: a healthy primary, or what `/replica` accepts.
+    /// `/read-only`: a healthy primary or standby leader, or what `/replica` accepts.
     ReadOnly,
     /// `/health`: PostgreSQL is running, whatever its role.
     Running,
@@ -36,7 +40,9 @@ impl Check {
     /// The check a path asks for; `None` for a path that is not a health check.
     pub fn for_path(path: &str) -> Option<Check> {
         Some(match path.trim_end_matches('/') {
-            "" | "/primary" | "/read-write" | "/master" | "/leader" => Check::Primary,
+            "" | "/primary" | "/read-write" | "/master" => Check::Primary,
+            "/leader" => Check::Leader,
+            "/standby-leader" | "/standby_leader" => Check::StandbyLeader,
             "/replica" => Check::Replica,
             "/read-only" => Check::ReadOnly,
             "/health" => Check::Running,
@@ -90,19 +96,21 @@ pub fn healthy(check: Check, q: &HealthQuery, p: &Published, now: Millis) -> boo
     let store_known = p.cluster.is_some();
     match check {
         Check::Primary => health::primary_ok(s, now),
+        Check::Leader => health::leader_ok(s, now),
+        Check::StandbyLeader => health::standby_leader_ok(s, now),
         Check::Replica => health::replica_ok(s, lag) && tags(),
-        Check::ReadOnly => health::primary_ok(s, now) || (health::replica_ok(s, lag) && tags()),
+        Check::ReadOnly => health::leader_ok(s, now) || (health::replica_ok(s, lag) && tags()),
         Check::Running => s.running,
         Check::Sync => store_known && health::sync_ok(s, lag) && tags(),
         Check::Async => store_known && health::async_ok(s, lag) && tags(),
         Check::ReadOnlySync => {
             store_known
                 && health::read_only_sync_ok(s, now, lag)
-                && (health::primary_ok(s, now) || tags())
+                && (health::leader_ok(s, now) || tags())
         }
         Check::Quorum => store_known && health::quorum_ok(s, lag) && tags(),
         Check::ReadOnlyQuorum => {
-            store_known && (health::primary_ok(s, now) || (health::quorum_ok(s, lag) && tags()))
+            store_known && (health::leader_ok(s, now) || (health::quorum_ok(s, lag) && tags()))
         }
         Check::Liveness => health::liveness_ok(s, now, p.ttl_ms),
         Check::Readiness => health::readiness_ok(s, now),

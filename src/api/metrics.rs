@@ -16,7 +16,7 @@ pub fn render(p: &Published, now: Millis) -> String {
         ),
     };
     patroni_role(&mut w, p, now);
-    patroni_replication(&mut w, p);
+    patroni_replication(&mut w, p, now);
     patroni_cluster(&mut w, p);
     tenure_own(&mut w, p, now);
     w.out
@@ -60,7 +60,7 @@ fn patroni_role(w: &mut Writer, p: &Published, now: Millis) {
 }
 
 /// Patroni's metrics of WAL positions, the replica roles and replication, in Patroni's order.
-fn patroni_replication(w: &mut Writer, p: &Published) {
+fn patroni_replication(w: &mut Writer, p: &Published, now: Millis) {
     let (s, m) = (&p.status, &p.member);
     let received = m.receive_lsn.or(m.replay_lsn);
     let replayed = m.replay_lsn.or(m.receive_lsn);
@@ -78,8 +78,8 @@ fn patroni_replication(w: &mut Writer, p: &Published) {
     );
     w.gauge(
         "patroni_standby_leader",
-        "Value is 1 if this node is a standby leader (never in tenure).",
-        0.0,
+        "Value is 1 if this node is the standby_leader, 0 otherwise.",
+        flag(health::standby_leader_ok(s, now)),
     );
     w.gauge(
         "patroni_replica",

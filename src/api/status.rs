@@ -168,7 +168,12 @@ pub fn cluster_json(p: &Published, c: &ClusterSnapshot) -> Value {
 fn role(c: &ClusterSnapshot, name: &str) -> &'static str {
     let name = crate::ha::NodeName::new(name);
     if c.cluster.leader_name() == Some(&name) {
-        "leader"
+        // Patroni's `cluster_as_json`: a standby cluster's key holder is its standby leader.
+        if c.cluster.config.standby_cluster.is_some() {
+            "standby_leader"
+        } else {
+            "leader"
+        }
     } else if crate::ha::sync_standby_listed(&c.cluster, &name) {
         "sync_standby"
     } else if crate::ha::quorum_standby_listed(&c.cluster, &name) {
@@ -179,7 +184,7 @@ fn role(c: &ClusterSnapshot, name: &str) -> &'static str {
 }
 
 fn member_json(name: &str, m: &MemberRecord, role: &str, optime: Option<u64>) -> Value {
-    let is_leader = role == "leader";
+    let is_leader = role == "leader" || role == "standby_leader";
     let (host, port) = host_port(&m.conn_url);
     let mut out = Map::new();
     out.insert("name".into(), json!(name));

@@ -36,6 +36,7 @@ pub(crate) fn build(
     let mut dcs = bootstrap.dcs.unwrap_or_default();
     let tenure = raw.tenure.take().unwrap_or_default();
     let d = durations(&dcs, &tenure, ctx);
+    let standby = super::standby::bootstrap_standby(dcs.standby_cluster.take(), ctx);
     let is_consul = store_kind(&raw, ctx);
     let timing = timing(is_consul, &d, ctx);
 
@@ -74,6 +75,8 @@ pub(crate) fn build(
     core.hooks = local_pg.hooks.configured();
     core.pooler = pgbouncer.is_some();
     core.pooler_chain = pgbouncer.as_ref().is_some_and(|p| p.chain);
+    let (bootstrap_standby, standby_json) = standby.unzip();
+    core.bootstrap_standby = bootstrap_standby;
     Some(Config {
         file: ctx.file.to_path_buf(),
         scope,
@@ -89,6 +92,7 @@ pub(crate) fn build(
         fencer,
         bootstrap_failsafe_mode: d.failsafe_mode,
         bootstrap_sync: d.sync,
+        bootstrap_standby: standby_json,
         local_pg,
         log,
         pgbouncer,

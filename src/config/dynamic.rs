@@ -326,6 +326,8 @@ impl DynamicSettings {
             };
         }
         d.sync = sync_settings(top)?;
+        super::standby::check_store_value(get("standby_cluster"))
+            .map_err(|(key, why)| invalid(&key, why))?;
         match get("postgresql") {
             None | Some(Value::Null) => {}
             Some(Value::Object(pg)) => {

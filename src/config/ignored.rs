@@ -205,10 +205,6 @@ pub const IGNORED: &[(&str, &str)] = &[
 /// Patroni keys whose absence would change what the cluster does: refused with the reason and the fix.
 pub const UNSUPPORTED: &[(&str, &str)] = &[
     (
-        "bootstrap.dcs.standby_cluster",
-        "standby clusters are not supported; remove it",
-    ),
-    (
         "bootstrap.dcs.pause",
         "start the cluster, then run `tenure pause`",
     ),

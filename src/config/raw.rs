@@ -314,6 +314,8 @@ pub struct RawDcs {
     pub maximum_lag_on_syncnode: Option<i64>,
     /// Patroni's `failsafe_mode`, uploaded with the rest of `bootstrap.dcs`.
     pub failsafe_mode: Option<bool>,
+    /// Patroni's `standby_cluster`: checked in `standby.rs`.
+    pub standby_cluster: Option<super::standby::RawStandbyCluster>,
     pub slots: Option<Ignored>,
     pub ignore_slots: Option<Ignored>,
     pub check_timeline: Option<Ignored>,

@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use super::rfc3339::parse_rfc3339_ms;
 use crate::ha::observation::{
-    DynamicConfig, Member, MemberRole, MemberState, Switchover, SyncSettings,
+    DynamicConfig, Member, MemberRole, MemberState, StandbySource, Switchover, SyncSettings,
 };
 use crate::ha::types::{Lsn, NodeName, Timeline};
 
@@ -176,8 +176,9 @@ fn member_role(role: &str) -> MemberRole {
     match role {
         // `master` is what Patroni before 3.0 wrote for a primary.
         "primary" | "master" => MemberRole::Primary,
+        "replica" => MemberRole::Replica,
         // A standby leader is a replica of another cluster: never writable here.
-        "replica" | "standby_leader" => MemberRole::Replica,
+        "standby_leader" => MemberRole::StandbyLeader,
         "demoted" => MemberRole::Demoted,
         _ => MemberRole::Uninitialized,
     }
@@ -222,8 +223,45 @@ pub fn dynamic_config_from_json(config: &serde_json::Value) -> DynamicConfig {
         missing: false,
         // Absent: on, tenure's default (issue 30; Patroni: off); present, read as Patroni reads it.
         failsafe_mode: config.get("failsafe_mode").is_none() || flag(config, "failsafe_mode"),
-        sync: sync_settings(config),
+        // Patroni's `is_synchronous_mode`: never in a standby cluster (its standby leader is no primary).
+        sync: match standby_cluster(config) {
+            Some(_) => SyncSettings::default(),
+            None => sync_settings(config),
+        },
+        standby_cluster: standby_cluster(config),
+        index: 0,
     }
+}
+
+/// `standby_cluster` as Patroni reads it: an object with any of `host`, `port`, `restore_command` set makes
+/// this a standby cluster. A port that is no port number is left out (a host alone streams on 5432).
+pub fn standby_cluster(config: &serde_json::Value) -> Option<StandbySource> {
+    let sc = config.get("standby_cluster")?.as_object()?;
+    let text = |key: &str| match sc.get(key)? {
+        serde_json::Value::String(s) if !s.is_empty() => Some(s.clone()),
+        serde_json::Value::Number(n) => Some(n.to_string()),
+        _ => None,
+    };
+    let source = StandbySource {
+        host: text("host"),
+        port: text("port").and_then(|p| p.trim().parse().ok()),
+        primary_slot_name: text("primary_slot_name"),
+        restore_command: text("restore_command"),
+        archive_cleanup_command: text("archive_cleanup_command"),
+        recovery_min_apply_delay: text("recovery_min_apply_delay"),
+        config_index: 0,
+        create_replica_methods: sc
+            .get("create_replica_methods")
+            .and_then(serde_json::Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(|v| v.as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default(),
+    };
+    let set = source.host.is_some() || source.port.is_some() || source.restore_command.is_some();
+    set.then_some(source)
 }
 
 /// Synchronous replication's settings as Patroni's `global_config` reads them: `quorum` (any case, as

@@ -111,6 +111,10 @@ fn read_entry(snap: &mut ClusterSnapshot, rel: &str, e: &StoreEntry) -> Result<(
         "config" => match text(e).and_then(config_from_text) {
             Ok(value) => {
                 snap.cluster.config = dynamic_config_from_json(&value);
+                snap.cluster.config.index = e.index;
+                if let Some(s) = &mut snap.cluster.config.standby_cluster {
+                    s.config_index = e.index;
+                }
                 snap.config = Some((value, e.index));
             }
             Err(why) => {

@@ -73,6 +73,9 @@ pub struct NodeSpec {
     pub postgresql_extra: String,
     /// More `bootstrap.initdb` items, as YAML lines indented by four spaces (the failed-bootstrap test).
     pub initdb_extra: String,
+    /// More `bootstrap.dcs` keys, as YAML lines indented by four spaces (the standby cluster test's
+    /// `standby_cluster:`).
+    pub dcs_extra: String,
     /// More top-level sections, as YAML lines (the PgBouncer tests' `pgbouncer:`).
     pub extra: String,
 }
@@ -131,7 +134,7 @@ restapi:
     loop_wait: {loop_wait}
     retry_timeout: {retry}
 {failsafe}    maximum_lag_on_failover: 1048576
-    postgresql:
+{dcs_extra}    postgresql:
       use_pg_rewind: true
       parameters:
         wal_keep_size: 256MB
@@ -185,6 +188,7 @@ tenure:
             fence = t.fence_budget_s,
             pg_extra = self.postgresql_extra,
             initdb_extra = self.initdb_extra,
+            dcs_extra = self.dcs_extra,
             extra = self.extra,
         )
     }

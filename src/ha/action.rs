@@ -57,6 +57,10 @@ pub enum Action {
     StartReplica { upstream: Option<NodeName> },
     /// Start in place as primary (crash restart of the leader).
     StartPrimary,
+    /// Start as the standby leader of a standby cluster, replicating from the remote `source`.
+    StartStandbyLeader(Box<super::observation::StandbySource>),
+    /// Point the running standby leader at the remote `source` (rewrite the recovery file, reload).
+    FollowRemote(Box<super::observation::StandbySource>),
     /// Point a running replica at another upstream.
     Follow { upstream: Option<NodeName> },
     /// Set `synchronous_standby_names` (PostgreSQL's configuration, then a reload when it runs); `Done` once
@@ -162,6 +166,8 @@ pub enum Job {
     Bootstrap,
     /// pg_basebackup from `from` into an empty data directory.
     Clone { from: NodeName },
+    /// A new standby cluster's first member: pg_basebackup from the remote source.
+    CloneRemote(Box<super::observation::StandbySource>),
     /// pg_rewind against `from`.
     Rewind { from: NodeName },
     /// Remove the data directory and clone again from `from`.
@@ -173,6 +179,12 @@ impl fmt::Display for Job {
         match self {
             Job::Bootstrap => write!(f, "bootstrap"),
             Job::Clone { from } => write!(f, "clone from {from}"),
+            Job::CloneRemote(source) => write!(
+                f,
+                "clone from the remote source {}:{}",
+                source.host.as_deref().unwrap_or("?"),
+                source.port.unwrap_or(5432)
+            ),
             Job::Rewind { from } => write!(f, "pg_rewind from {from}"),
             Job::Reinit { from } => write!(f, "re-clone from {from}"),
         }
@@ -276,6 +288,8 @@ pub struct MemberStatus {
 pub enum NodeRole {
     Primary,
     Replica,
+    /// The key holder of a standby cluster (Patroni's `standby_leader`).
+    StandbyLeader,
     Uninitialized,
     Demoted,
 }

@@ -41,6 +41,9 @@ pub struct CoreConfig {
     /// The other members' PgBouncers route through the leader's (`pgbouncer.chain`): only to a leader whose
     /// record says its own PgBouncer routes to it (`pooler.rs`).
     pub pooler_chain: bool,
+    /// This member's own `bootstrap.dcs.standby_cluster`: the source while the store has no `config` key
+    /// (a new standby cluster bootstrapping), as Patroni falls back to the local dynamic settings.
+    pub bootstrap_standby: Option<super::observation::StandbySource>,
     /// Test-only: a deliberately broken rule, to prove the simulator's checkers can fail.
     #[cfg(feature = "mutants")]
     pub mutant: Option<super::mutants::Mutant>,
@@ -289,6 +292,7 @@ impl CoreConfig {
             hooks: super::hooks::Hooks::default(),
             pooler: false,
             pooler_chain: false,
+            bootstrap_standby: None,
             #[cfg(feature = "mutants")]
             mutant: None,
         })

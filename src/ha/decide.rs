@@ -150,6 +150,11 @@ fn complete_actions(
 /// Every rule's assertions on the final actions (TigerBeetle style: assertions are the specification).
 fn check_decision(ctx: &Ctx, mem: &Memory, actions: &[Action]) {
     check_rules(ctx, mem, actions);
+    let cluster = match &ctx.obs.store {
+        StoreView::Available(c) => Some(c),
+        _ => None,
+    };
+    super::standby_leader::check(ctx, mem, cluster, actions);
     super::callbacks::check(ctx, mem, actions);
     super::sync::check(ctx, mem, actions);
     failsafe::check(ctx, actions);
@@ -226,6 +231,7 @@ fn with_store(
         mem.cluster.resumed_at = Some(ctx.now);
     }
     mem.cluster.paused = c.config.pause;
+    super::standby_leader::remember(mem, c);
     let listed = super::sync::listed(ctx, c);
     mem.sync.listed = listed && !c.config.sync.quorum;
     mem.sync.quorum_listed = listed && c.config.sync.quorum;
@@ -308,7 +314,11 @@ fn job_in_progress(ctx: &Ctx, mem: &Memory, c: &Cluster) -> Option<Plan> {
             why: why.clone(),
         };
         let mut actions = vec![];
-        if matches!(job, super::action::Job::Bootstrap) {
+        // A new standby cluster's first clone is its bootstrap: the same hand-over.
+        if matches!(
+            job,
+            super::action::Job::Bootstrap | super::action::Job::CloneRemote(_)
+        ) {
             if mem.lease.is_some() {
                 actions.push(Action::ReleaseLeader);
             }

@@ -49,7 +49,7 @@ pub(crate) fn absorb_job(m: &mut Memory, job: &Job, result: &JobResult, now: Mil
                 leader: from.clone(),
             })
         }
-        (Job::Bootstrap, JobResult::Failed(_)) => {
+        (Job::Bootstrap | Job::CloneRemote(_), JobResult::Failed(_)) => {
             m.no_leader.bootstrapping = false;
             m.no_leader.bootstrap_failed_at = Some(now);
         }
@@ -59,6 +59,14 @@ pub(crate) fn absorb_job(m: &mut Memory, job: &Job, result: &JobResult, now: Mil
 
 /// Another member holds the key: follow it, rejoining through rewind or re-clone when our history diverged.
 pub(crate) fn cycle(ctx: &Ctx, mem: &mut Memory, c: &Cluster, leader: &NodeName) -> Plan {
+    if super::standby_leader::source(ctx, mem, c).is_some() {
+        // A standby leader is in recovery for good, so its history cannot be read as a primary's; nothing in
+        // a standby cluster is writable, so its members follow it unchecked, as Patroni's do (its check
+        // returns early for a leader that is not a primary).
+        mem.rejoin.divergence = Some(Divergence::NoNeed {
+            leader: leader.clone(),
+        });
+    }
     match ctx.local {
         // The operator may be restoring a backup into the empty directory: hands off in pause.
         Local::NoData if mem.cluster.paused => Plan::idle(Reason::Paused {

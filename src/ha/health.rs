@@ -9,6 +9,16 @@ pub fn primary_ok(s: &NodeStatus, now: Millis) -> bool {
     s.role == NodeRole::Primary && s.running && s.lease_deadline.is_some_and(|d| now < d)
 }
 
+/// `GET /standby-leader` (`/standby_leader`): a standby cluster's key holder, running, its lease covering `now`.
+pub fn standby_leader_ok(s: &NodeStatus, now: Millis) -> bool {
+    s.role == NodeRole::StandbyLeader && s.running && s.lease_deadline.is_some_and(|d| now < d)
+}
+
+/// `GET /leader`: the key holder, primary or standby leader (Patroni's `leader_status_code`).
+pub fn leader_ok(s: &NodeStatus, now: Millis) -> bool {
+    primary_ok(s, now) || standby_leader_ok(s, now)
+}
+
 /// `GET /replica?lag=`: a running replica whose *replayed* position is within `max_lag_bytes` of the
 /// leader's last known one (`NodeStatus::lag_bytes`; unknown lag passes only when no limit is asked), not
 /// tagged `noloadbalance`, not suspected of having forked from the leader's history.
@@ -40,12 +50,12 @@ pub fn quorum_ok(s: &NodeStatus, max_lag_bytes: Option<u64>) -> bool {
 
 /// `GET /read-only-sync` (`/read-only-synchronous`): the primary, or what `/sync` accepts.
 pub fn read_only_sync_ok(s: &NodeStatus, now: Millis, max_lag_bytes: Option<u64>) -> bool {
-    primary_ok(s, now) || sync_ok(s, max_lag_bytes)
+    leader_ok(s, now) || sync_ok(s, max_lag_bytes)
 }
 
 /// `GET /read-only-quorum`: the primary, or what `/quorum` accepts.
 pub fn read_only_quorum_ok(s: &NodeStatus, now: Millis, max_lag_bytes: Option<u64>) -> bool {
-    primary_ok(s, now) || quorum_ok(s, max_lag_bytes)
+    leader_ok(s, now) || quorum_ok(s, max_lag_bytes)
 }
 
 /// `GET /liveness`: the HA loop ran within `ttl_ms`.
@@ -55,5 +65,5 @@ pub fn liveness_ok(s: &NodeStatus, now: Millis, ttl_ms: u64) -> bool {
 
 /// `GET /readiness`: the leader with its lease, or a running replica.
 pub fn readiness_ok(s: &NodeStatus, now: Millis) -> bool {
-    primary_ok(s, now) || (s.role == NodeRole::Replica && s.running)
+    leader_ok(s, now) || (s.role == NodeRole::Replica && s.running)
 }

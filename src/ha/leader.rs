@@ -109,6 +109,12 @@ pub(crate) fn cycle(ctx: &Ctx, mem: &mut Memory, c: &Cluster) -> Plan {
         return Plan::act_now(reason, vec![Action::AcquireLeader], ctx.now);
     };
     let renew_due = ctx.now >= lease.renew_due;
+    if let Some(plan) = super::standby_leader::hold_on_stale_read(ctx, c, renew_due) {
+        return plan;
+    }
+    if let Some(source) = super::standby_leader::leading_source(ctx, mem, c).cloned() {
+        return super::standby_leader::lead(ctx, mem, c, &source, renew_due);
+    }
     if let Some(plan) = behind_cluster_timeline(ctx, c) {
         return plan;
     }
@@ -153,7 +159,7 @@ pub(crate) fn cycle(ctx: &Ctx, mem: &mut Memory, c: &Cluster) -> Plan {
 }
 
 /// Renew when due, otherwise nothing.
-fn keep(ctx: &Ctx, reason: Reason, renew_due: bool) -> Plan {
+pub(super) fn keep(ctx: &Ctx, reason: Reason, renew_due: bool) -> Plan {
     if renew_due {
         Plan::act_now(reason, vec![Action::RenewLeader], ctx.now)
     } else {
@@ -182,7 +188,7 @@ fn primary(
 }
 
 /// What a leader writes before anything else: the `initialize` key with our system ID, the dynamic config.
-fn store_chores(ctx: &Ctx, c: &Cluster) -> Option<Plan> {
+pub(super) fn store_chores(ctx: &Ctx, c: &Cluster) -> Option<Plan> {
     if let Some(init) = &c.initialize {
         let sysid = ctx
             .local

@@ -50,6 +50,9 @@ pub struct ClusterMemory {
     pub last_leader: Option<NodeName>,
     /// The leader key's index when we last looked: a new index means a new leader term.
     pub leader_index: Option<u64>,
+    /// The newest `config` that named a `standby_cluster`: its index and source. A read of an older
+    /// `config` (a stale read) does not undo it (`standby_leader::source`).
+    pub standby: Option<(u64, super::observation::StandbySource)>,
 }
 
 /// The key holder's progress.

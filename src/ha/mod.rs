@@ -29,6 +29,7 @@ mod operator;
 pub mod pooler;
 mod quorum;
 mod reason;
+mod standby_leader;
 mod standbys;
 mod status;
 mod sync;

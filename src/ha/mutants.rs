@@ -65,6 +65,10 @@ pub enum Mutant {
     /// Retry a failed promotion at once instead of after its back-off (tenure before: a promotion failing at once
     /// went round in a loop of store reads and history writes with no pause).
     PromoteRetriesAtOnce,
+    /// A standby cluster's key holder leads as a primary's would: it promotes (a second writable site).
+    StandbyLeaderPromotes,
+    /// A read of an older `config` without `standby_cluster` (a stale read) undoes the standby cluster.
+    StaleReadUndoesStandby,
     /// Simulator-only: the watchdog never fires.
     WatchdogNeverFires,
 }

@@ -211,6 +211,57 @@ pub struct DynamicConfig {
     pub failsafe_mode: bool,
     /// `synchronous_mode`, `synchronous_mode_strict`, `synchronous_node_count`, `maximum_lag_on_syncnode`.
     pub sync: SyncSettings,
+    /// Patroni's `standby_cluster`: this cluster is a standby of another (a second site). Its key holder is
+    /// the standby leader, which replicates from this source and never promotes.
+    pub standby_cluster: Option<StandbySource>,
+    /// The `config` key's modify index (0 when absent): which of two reads is the newer.
+    pub index: u64,
+}
+
+/// Where a standby cluster's leader replicates from (Patroni's `standby_cluster` keys). It is a standby
+/// cluster when any of `host`, `port` or `restore_command` is set (Patroni's `is_standby_cluster`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub struct StandbySource {
+    pub host: Option<String>,
+    pub port: Option<u16>,
+    pub primary_slot_name: Option<String>,
+    pub restore_command: Option<String>,
+    pub archive_cleanup_command: Option<String>,
+    pub recovery_min_apply_delay: Option<String>,
+    pub create_replica_methods: Vec<String>,
+    /// The modify index of the `config` key this was read from (0: from the local file): the recovery file
+    /// records it, so that a read of an older `config` is known for one (`standby_leader::stale_read`).
+    pub config_index: u64,
+}
+
+/// What a standby's recovery file says of the standby-cluster source it follows.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RemoteFollow {
+    /// `StandbySource::fingerprint` of the source it was written for.
+    pub fingerprint: String,
+    /// `StandbySource::config_index` of that source.
+    pub config_index: u64,
+}
+
+impl StandbySource {
+    /// What the recovery file records of the source it was written for: a running standby leader whose file
+    /// names another source is pointed at this one.
+    pub fn fingerprint(&self) -> String {
+        format!(
+            "host={} port={} slot={} restore={} cleanup={} delay={}",
+            self.host.as_deref().unwrap_or(""),
+            self.port.map(|p| p.to_string()).unwrap_or_default(),
+            self.primary_slot_name.as_deref().unwrap_or(""),
+            self.restore_command.is_some(),
+            self.archive_cleanup_command.is_some(),
+            self.recovery_min_apply_delay.as_deref().unwrap_or(""),
+        )
+    }
+
+    /// A base backup can be taken from it (a host or port to stream from).
+    pub fn can_clone(&self) -> bool {
+        self.host.is_some() || self.port.is_some()
+    }
 }
 
 /// The dynamic settings of synchronous replication (Patroni's names and defaults).
@@ -272,6 +323,8 @@ pub struct Member {
 pub enum MemberRole {
     Primary,
     Replica,
+    /// The key holder of a standby cluster: a replica of the remote source.
+    StandbyLeader,
     Uninitialized,
     Demoted,
 }
@@ -281,6 +334,7 @@ impl MemberRole {
         match self {
             MemberRole::Primary => "primary",
             MemberRole::Replica => "replica",
+            MemberRole::StandbyLeader => "standby_leader",
             MemberRole::Uninitialized => "uninitialized",
             MemberRole::Demoted => "demoted",
         }
@@ -406,6 +460,9 @@ pub struct RunningPg {
     pub upstream_end_lsn: Option<Lsn>,
     /// The member our `primary_conninfo` points at, if any.
     pub upstream: Option<NodeName>,
+    /// The standby-cluster source the recovery file was written for (its `StandbySource::fingerprint`), if
+    /// this standby follows another cluster rather than a member.
+    pub remote: Option<RemoteFollow>,
     /// A WAL receiver is streaming.
     pub streaming: bool,
     /// Some setting changed in the configuration waits for a restart (`pg_settings.pending_restart`).

@@ -80,6 +80,7 @@ fn run_check(voters: &[&str], quorum: u32, names: SyncNames, flushed: &[&str], a
         replay_lsn: None,
         upstream_end_lsn: None,
         upstream: None,
+        remote: None,
         streaming: false,
         pending_restart: false,
         server_version: 150_004,

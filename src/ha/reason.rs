@@ -30,6 +30,18 @@ pub enum Reason {
         job: Job,
         why: String,
     },
+    // leading a standby cluster (Patroni's standby leader)
+    /// Following the remote source, as it should.
+    StandbyLeading,
+    /// Pointing PostgreSQL at the remote source (a new standby leader, or a changed `standby_cluster`).
+    StandbyLeaderFollowingRemote,
+    StartingStandbyLeader,
+    /// A primary under the key of a cluster whose `config` now names a `standby_cluster`: stopped, then
+    /// started as the standby leader (Patroni's demote-cluster).
+    DemotingToStandbyCluster,
+    CloningFromRemote,
+    /// The key holder follows a source and read an older `config` naming none: a stale read, ignored.
+    StaleConfigRead,
     // leading
     AcquiringAfterBootstrap,
     Leading,
@@ -243,6 +255,17 @@ impl fmt::Display for Reason {
             WaitingForLeaderToClone => write!(f, "no leader to clone from; waiting"),
             JobRunning { job } => write!(f, "{job} in progress"),
             JobFailed { job, why } => write!(f, "{job} failed: {why}"),
+            StandbyLeading => write!(f, "no action: I am the standby leader with the lock"),
+            StandbyLeaderFollowingRemote => {
+                write!(f, "following the remote source of the standby cluster")
+            }
+            StartingStandbyLeader => write!(f, "starting as a standby leader because i had the session lock"),
+            DemotingToStandbyCluster => write!(f, "demoting to a standby cluster"),
+            CloningFromRemote => write!(f, "trying to bootstrap a new standby leader"),
+            StaleConfigRead => write!(
+                f,
+                "no action: the store's config read is older than the standby_cluster we follow"
+            ),
             AcquiringAfterBootstrap => write!(f, "taking the leader key for the bootstrapped cluster"),
             Leading => write!(f, "no action: I am the leader with the lock"),
             Promoting => write!(f, "promoted self to leader by acquiring the lock"),

@@ -53,7 +53,12 @@ pub(crate) fn member(ctx: &Ctx) -> MemberStatus {
             } else {
                 MemberState::Running
             };
-            (MemberRole::Replica, state, Some(r.timeline), Some(r.lsn))
+            let role = if standby_leader(ctx, r) {
+                MemberRole::StandbyLeader
+            } else {
+                MemberRole::Replica
+            };
+            (role, state, Some(r.timeline), Some(r.lsn))
         }
     };
     let (receive_lsn, replay_lsn) = match ctx.local {
@@ -78,9 +83,20 @@ pub(crate) fn member(ctx: &Ctx) -> MemberStatus {
     }
 }
 
+/// A standby cluster's key holder: the key carries our name and PostgreSQL follows the remote source
+/// (Patroni's `standby_leader` role).
+fn standby_leader(ctx: &Ctx, r: &super::observation::RunningPg) -> bool {
+    let holds_key = match &ctx.obs.store {
+        StoreView::Available(c) => c.leader_name() == Some(&ctx.cfg.name),
+        StoreView::Unavailable => false,
+    };
+    r.remote.is_some() && holds_key
+}
+
 fn job_state(ctx: &Ctx) -> Option<MemberState> {
     match &ctx.obs.job {
         JobStatus::Running(Job::Bootstrap) => Some(MemberState::Initializing),
+        JobStatus::Running(Job::CloneRemote(_)) => Some(MemberState::CreatingReplica),
         JobStatus::Running(Job::Clone { .. } | Job::Reinit { .. }) => {
             Some(MemberState::CreatingReplica)
         }
@@ -110,7 +126,12 @@ pub(crate) fn node(ctx: &Ctx, mem: &Memory) -> NodeStatus {
             Some(r.lsn),
         ),
         Local::Replica(r) => (
-            NodeRole::Replica,
+            // Under our lease: the REST API answers from the lease even while the store is away.
+            if r.remote.is_some() && mem.lease.is_some() {
+                NodeRole::StandbyLeader
+            } else {
+                NodeRole::Replica
+            },
             true,
             r.streaming,
             Some(r.timeline),
@@ -134,7 +155,8 @@ pub(crate) fn node(ctx: &Ctx, mem: &Memory) -> NodeStatus {
         } else {
             // In pause the deadline is the fence's (extended while this agent cycles), so a frozen agent's
             // stale status stops answering "primary" just as its fencing process stops PostgreSQL.
-            super::fencing::fence_deadline(ctx, mem).filter(|_| role == NodeRole::Primary)
+            super::fencing::fence_deadline(ctx, mem)
+                .filter(|_| matches!(role, NodeRole::Primary | NodeRole::StandbyLeader))
         },
         lag_bytes,
         sync_standby: mem.sync.listed && role == NodeRole::Replica,

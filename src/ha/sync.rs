@@ -366,6 +366,7 @@ mod tests {
                 replay_lsn: None,
                 upstream_end_lsn: None,
                 upstream: None,
+                remote: None,
                 streaming: false,
                 pending_restart: false,
                 server_version: 150_004,

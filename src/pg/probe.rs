@@ -38,6 +38,8 @@ pub struct RunningStatus {
     pub wal_receiver: Option<WalReceiver>,
     /// The member our recovery file points at.
     pub upstream: Option<NodeName>,
+    /// The standby-cluster source our recovery file names (its fingerprint), if any.
+    pub remote: Option<crate::ha::RemoteFollow>,
     /// `pg_settings` has a setting waiting for a restart.
     pub pending_restart: bool,
     /// Those settings: name, running value, the value the config files give it (Patroni 4.x's
@@ -129,6 +131,7 @@ impl RunningStatus {
             replay_lsn: self.replay_lsn,
             upstream_end_lsn: self.upstream_end_lsn,
             upstream: self.upstream.clone(),
+            remote: self.remote.clone(),
             streaming: self.streaming(),
             pending_restart: self.pending_restart,
             server_version: self.server_version,
@@ -311,6 +314,7 @@ async fn primary_status(client: &Client, c: Common) -> Result<RunningStatus, PgE
         replay_paused: false,
         wal_receiver: None,
         upstream: None,
+        remote: None,
         pending_restart: c.pending_restart,
         pending_restart_reason: c.pending_restart_reason,
         server_version: c.server_version,
@@ -367,6 +371,7 @@ async fn replica_status(
         replay_paused: row.get(11),
         wal_receiver,
         upstream: recovery::configured_upstream(settings),
+        remote: recovery::configured_remote(settings),
         pending_restart: c.pending_restart,
         pending_restart_reason: c.pending_restart_reason,
         server_version: c.server_version,

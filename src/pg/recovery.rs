@@ -12,14 +12,33 @@ use crate::ha::types::NodeName;
 ///   and readable back: its `# tenure-upstream:` line tells the probe which member we follow.
 pub const RECOVERY_CONF: &str = "tenure.recovery.conf";
 const UPSTREAM_MARK: &str = "# tenure-upstream: ";
+/// Marks a standby cluster's leader: the line carries the source's fingerprint (`StandbySource::fingerprint`).
+const REMOTE_MARK: &str = "# tenure-remote: ";
+/// Ends the remote line: the `config` key's index the source was read from.
+const CONFIG_INDEX: &str = "config_index=";
 
 /// What a standby follows.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StandbyConfig {
-    /// `None`: a standby with no upstream (demoted while nothing is known about the leader).
+    /// `None`: a standby with no upstream (demoted while nothing is known about the leader, or a standby
+    /// cluster's leader that only restores from an archive).
     pub upstream: Option<Endpoint>,
     /// The slot to stream from on the upstream (normally `settings.slot_name()`).
     pub slot: Option<String>,
+    /// Set for a standby cluster's leader: `upstream` is the remote source, not a member.
+    pub remote: Option<RemoteRecovery>,
+}
+
+/// A standby cluster's leader's recovery settings besides the connection (Patroni's `standby_cluster` keys).
+/// Commands reach this only where the member's file allows them from the store (the executor checks).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RemoteRecovery {
+    /// Written as the file's remote line with `config_index`; the probe reads them back.
+    pub fingerprint: String,
+    pub config_index: u64,
+    pub restore_command: Option<String>,
+    pub archive_cleanup_command: Option<String>,
+    pub recovery_min_apply_delay: Option<String>,
 }
 
 impl StandbyConfig {
@@ -28,6 +47,7 @@ impl StandbyConfig {
         StandbyConfig {
             upstream: Some(upstream),
             slot: Some(settings.slot_name()),
+            remote: None,
         }
     }
 }
@@ -36,14 +56,26 @@ impl StandbyConfig {
 /// break it: the upstream's name and host come from the store.
 pub fn render(settings: &PgSettings, cfg: &StandbyConfig) -> Result<String, PgError> {
     let mut text = String::from("# Written by tenure; edits are lost.\n");
-    if let Some(up) = &cfg.upstream {
-        guc::check_member_name(up.name.as_str()).map_err(|why| {
-            PgError::State(format!(
-                "refusing to follow {:?}: its name {why}",
-                up.name.as_str()
-            ))
+    if let Some(remote) = &cfg.remote {
+        guc::check_value(&remote.fingerprint).map_err(|why| {
+            PgError::State(format!("refusing the standby_cluster source: it {why}"))
         })?;
-        text.push_str(&format!("{UPSTREAM_MARK}{}\n", up.name));
+        text.push_str(&format!(
+            "{REMOTE_MARK}{} {CONFIG_INDEX}{}\n",
+            remote.fingerprint, remote.config_index
+        ));
+        text.push_str(&remote_lines(remote)?);
+    }
+    if let Some(up) = &cfg.upstream {
+        if cfg.remote.is_none() {
+            guc::check_member_name(up.name.as_str()).map_err(|why| {
+                PgError::State(format!(
+                    "refusing to follow {:?}: its name {why}",
+                    up.name.as_str()
+                ))
+            })?;
+            text.push_str(&format!("{UPSTREAM_MARK}{}\n", up.name));
+        }
         // The password sits in this 0600 file, as Patroni writes it into postgresql.conf: the WAL receiver
         // reconnects on its own, long after any pgpass file we generated might have changed.
         let mut conninfo = format!(
@@ -67,6 +99,25 @@ pub fn render(settings: &PgSettings, cfg: &StandbyConfig) -> Result<String, PgEr
         text.push_str("primary_conninfo = ''\nprimary_slot_name = ''\n");
     }
     text.push_str("recovery_target_timeline = 'latest'\n");
+    Ok(text)
+}
+
+/// `restore_command`, `archive_cleanup_command`, `recovery_min_apply_delay` of a standby cluster's source,
+/// each through the config file's grammar (they come from the store).
+fn remote_lines(remote: &RemoteRecovery) -> Result<String, PgError> {
+    let mut text = String::new();
+    for (name, value) in [
+        ("restore_command", &remote.restore_command),
+        ("archive_cleanup_command", &remote.archive_cleanup_command),
+        ("recovery_min_apply_delay", &remote.recovery_min_apply_delay),
+    ] {
+        if let Some(v) = value {
+            let line = guc::line(name, v).map_err(|why| {
+                PgError::State(format!("refusing the standby_cluster source: {why}"))
+            })?;
+            text.push_str(&line);
+        }
+    }
     Ok(text)
 }
 
@@ -110,6 +161,22 @@ pub fn configured_upstream(settings: &PgSettings) -> Option<NodeName> {
     text.lines()
         .find_map(|l| l.strip_prefix(UPSTREAM_MARK))
         .map(|n| NodeName::new(n.trim()))
+}
+
+/// The standby-cluster source the recovery file was written for (its fingerprint), if any.
+pub fn configured_remote(settings: &PgSettings) -> Option<crate::ha::RemoteFollow> {
+    let text = std::fs::read_to_string(settings.data_path(RECOVERY_CONF)).ok()?;
+    remote_of(&text)
+}
+
+/// The remote line of a recovery file's text.
+fn remote_of(text: &str) -> Option<crate::ha::RemoteFollow> {
+    let line = text.lines().find_map(|l| l.strip_prefix(REMOTE_MARK))?;
+    let (fingerprint, index) = line.trim().rsplit_once(&format!(" {CONFIG_INDEX}"))?;
+    Some(crate::ha::RemoteFollow {
+        fingerprint: fingerprint.to_string(),
+        config_index: index.parse().ok()?,
+    })
 }
 
 /// Whether `standby.signal` is present (the next start is a standby).
@@ -167,10 +234,58 @@ mod tests {
             &StandbyConfig {
                 upstream: None,
                 slot: None,
+                remote: None,
             },
         )
         .unwrap();
         assert!(none.contains("primary_conninfo = ''\n") && !none.contains(UPSTREAM_MARK));
+    }
+
+    #[test]
+    fn a_standby_leader_file_follows_the_remote_source_and_says_so() {
+        let s = settings();
+        let remote = RemoteRecovery {
+            fingerprint: "host=10.1.0.5 port=5433 slot=site_b".into(),
+            config_index: 42,
+            restore_command: Some("cp /archive/%f '%p'".into()),
+            archive_cleanup_command: None,
+            recovery_min_apply_delay: Some("5min".into()),
+        };
+        let cfg = StandbyConfig {
+            upstream: Some(Endpoint {
+                name: "standby_cluster".into(),
+                host: "10.1.0.5".into(),
+                port: 5433,
+            }),
+            slot: Some("site_b".into()),
+            remote: Some(remote.clone()),
+        };
+        let text = render(&s, &cfg).unwrap();
+        assert!(
+            !text.contains(UPSTREAM_MARK),
+            "no member is followed: {text}"
+        );
+        assert!(text.contains("host=''10.1.0.5'' port=5433"), "{text}");
+        assert!(text.contains("primary_slot_name = 'site_b'\n"));
+        assert!(
+            text.contains("restore_command = 'cp /archive/%f ''%p'''\n"),
+            "{text}"
+        );
+        assert!(text.contains("recovery_min_apply_delay = '5min'\n"));
+        assert_eq!(
+            remote_of(&text),
+            Some(crate::ha::RemoteFollow {
+                fingerprint: remote.fingerprint.clone(),
+                config_index: 42,
+            })
+        );
+        // A command from the store that would add a line to the file is refused, not written.
+        let mut hostile = cfg.clone();
+        hostile.remote = Some(RemoteRecovery {
+            restore_command: Some("true'\narchive_command = 'curl evil".into()),
+            ..remote
+        });
+        assert!(render(&s, &hostile).is_err());
     }
 
     #[test]

@@ -271,3 +271,53 @@ fn every_yes_no_value_reads_the_same_words() {
         );
     }
 }
+
+/// `bootstrap.dcs.standby_cluster` (Patroni's keys) is accepted, checked and carried into the `config` key a
+/// new standby cluster's first member uploads, and into the core (the source before the store has a config).
+#[test]
+fn standby_cluster_is_checked_and_carried_into_the_bootstrap_config() {
+    let c = ok(&base_with(
+        "bootstrap.dcs.standby_cluster",
+        "{host: 10.1.0.5, port: 5433, primary_slot_name: site_b, create_replica_methods: [basebackup]}",
+    ));
+    assert_eq!(
+        c.config.bootstrap_standby,
+        Some(
+            serde_json::json!({"host": "10.1.0.5", "port": 5433, "primary_slot_name": "site_b",
+                                "create_replica_methods": ["basebackup"]})
+        )
+    );
+    let source = c
+        .config
+        .core_config()
+        .bootstrap_standby
+        .expect("the core's source");
+    assert_eq!(source.host.as_deref(), Some("10.1.0.5"));
+    assert_eq!(source.port, Some(5433));
+    assert!(ok(BASE).config.core_config().bootstrap_standby.is_none());
+    for (key, value, says) in [
+        (
+            "bootstrap.dcs.standby_cluster",
+            "{host: h, port: 70000}",
+            "bootstrap.dcs.standby_cluster.port",
+        ),
+        (
+            "bootstrap.dcs.standby_cluster",
+            "{host: h, primary_slot_name: Site-B}",
+            "primary_slot_name",
+        ),
+        (
+            "bootstrap.dcs.standby_cluster",
+            "{primary_slot_name: s}",
+            "names no source",
+        ),
+        (
+            "bootstrap.dcs.standby_cluster",
+            "{host: h, hots: x}",
+            "hots",
+        ),
+    ] {
+        let e = err(&base_with(key, value));
+        assert!(e.contains(says), "{value}: {e}");
+    }
+}

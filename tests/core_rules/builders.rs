@@ -120,6 +120,8 @@ pub trait ClusterExt: Sized {
     /// Change one member record.
     fn edit_member(self, name: &str, f: impl FnOnce(&mut Member)) -> Self;
     fn paused(self) -> Self;
+    /// A standby cluster (the `config` key's `standby_cluster`).
+    fn standby_of(self, source: StandbySource) -> Self;
     fn optime(self, lsn: u64) -> Self;
     /// The newest timeline in `history`, and who announced it.
     fn timeline(self, tl: u32, owner: &str) -> Self;
@@ -168,6 +170,10 @@ impl ClusterExt for Cluster {
     }
     fn paused(mut self) -> Self {
         self.config.pause = true;
+        self
+    }
+    fn standby_of(mut self, source: StandbySource) -> Self {
+        self.config.standby_cluster = Some(source);
         self
     }
     fn optime(mut self, lsn: u64) -> Self {
@@ -230,6 +236,7 @@ fn running(role: PgRole, tl: u32, lsn: u64, upstream: Option<&str>) -> PgState {
         replay_lsn: (role == PgRole::Replica).then_some(Lsn(lsn)),
         upstream_end_lsn: None,
         upstream: upstream.map(n),
+        remote: None,
         streaming: upstream.is_some(),
         pending_restart: false,
         server_version: 150_004,
@@ -258,6 +265,8 @@ pub trait ObsExt: Sized {
     fn pg_replica_of(self, tl: u32, lsn: u64, upstream: &str) -> Self;
     /// Stopped cleanly, shut down in recovery.
     fn pg_stopped(self, tl: u32, lsn: u64) -> Self;
+    /// A running replica whose recovery file follows the standby-cluster source with this fingerprint.
+    fn pg_replica_of_remote(self, tl: u32, lsn: u64, fingerprint: &str) -> Self;
     /// Stopped after running as primary (`clean`: shut down, else crashed in production).
     fn pg_stopped_primary(self, tl: u32, lsn: u64, clean: bool) -> Self;
     fn pg_starting(self) -> Self;
@@ -289,6 +298,18 @@ impl ObsExt for Observation {
     }
     fn pg_replica_of(mut self, tl: u32, lsn: u64, upstream: &str) -> Self {
         self.pg = running(PgRole::Replica, tl, lsn, Some(upstream));
+        self
+    }
+    fn pg_replica_of_remote(mut self, tl: u32, lsn: u64, fingerprint: &str) -> Self {
+        let mut pg = running(PgRole::Replica, tl, lsn, None);
+        if let PgState::Running(r) = &mut pg {
+            r.remote = Some(RemoteFollow {
+                fingerprint: fingerprint.to_string(),
+                config_index: 0,
+            });
+            r.streaming = true;
+        }
+        self.pg = pg;
         self
     }
     fn pg_stopped(mut self, tl: u32, lsn: u64) -> Self {

@@ -109,6 +109,7 @@ pub fn replica_streams_over_hostssl_with_verify_ca() {
             timings: Timings::FAST,
             postgresql_extra: HBA.into(),
             initdb_extra: String::new(),
+            dcs_extra: String::new(),
             extra: String::new(),
         })
         .collect();

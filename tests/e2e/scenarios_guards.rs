@@ -82,6 +82,7 @@ pub fn config_validates(kind: StoreKind) {
         timings: Timings::FAST,
         postgresql_extra: String::new(),
         initdb_extra: String::new(),
+        dcs_extra: String::new(),
         extra: String::new(),
     };
     spec.prepare(run_as.owner()).expect("config");

@@ -197,3 +197,26 @@ fn promotion_paced_fails_on_a_retry_within_the_back_off_and_not_after_it() {
     checkers::promotion_paced(&mut sim.w, 1);
     assert!(sim.w.violations.is_empty(), "{:?}", sim.w.violations);
 }
+
+#[test]
+fn standby_site_read_only_fails_on_a_promotion_in_a_standby_cluster_only() {
+    let mut sim = settled();
+    checkers::standby_site_read_only(&mut sim.w, 1, &tenure::ha::Action::Promote);
+    assert!(sim.w.violations.is_empty(), "{:?}", sim.w.violations);
+    sim.w.store.set_standby_cluster(
+        Some(tenure::ha::StandbySource {
+            host: Some("site-a".into()),
+            ..Default::default()
+        }),
+        0,
+    );
+    checkers::standby_site_read_only(&mut sim.w, 1, &tenure::ha::Action::StartPrimary);
+    assert!(
+        sim.w
+            .violations
+            .iter()
+            .any(|v| v.starts_with("StandbySiteReadOnly")),
+        "{:?}",
+        sim.w.violations
+    );
+}

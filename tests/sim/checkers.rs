@@ -15,6 +15,26 @@ pub fn after_event(w: &mut World) {
     no_silent_divergence(w);
     crate::sync::no_acked_write_lost(w);
     crate::pooler::routes_to_leader(w);
+    standby_site_stays_read_only(w);
+}
+
+/// StandbySiteReadOnly, continuously: a ttl after the `config` key named a `standby_cluster`, no node of the
+/// site runs as a primary (the old primary had that long to step down).
+fn standby_site_stays_read_only(w: &mut World) {
+    let Some(set_at) = w.store.standby_set_at else {
+        return;
+    };
+    if w.t < set_at + w.timing().ttl_ms {
+        return;
+    }
+    if let Some(n) = w.nodes.iter().find(|n| n.pg.is_primary()) {
+        let line = format!(
+            "StandbySiteReadOnly: {} is still a primary {} ms after the config named a standby_cluster",
+            n.name,
+            w.t - set_at
+        );
+        w.violations.push(line);
+    }
 }
 
 /// Pause means hands off: while the cluster is paused (the store says so and so did this agent's last read),
@@ -26,11 +46,16 @@ pub fn pause_hands_off(w: &mut World, i: usize, action: &Action) {
         action,
         Action::StartPrimary
             | Action::StartReplica { .. }
+            | Action::StartStandbyLeader(_)
             | Action::RecoverCrashed
             | Action::Promote
             | Action::Stop { .. }
             | Action::StartJob(
-                Job::Bootstrap | Job::Clone { .. } | Job::Rewind { .. } | Job::Reinit { .. }
+                Job::Bootstrap
+                    | Job::Clone { .. }
+                    | Job::CloneRemote(_)
+                    | Job::Rewind { .. }
+                    | Job::Reinit { .. }
             )
     );
     if !transition {
@@ -60,6 +85,22 @@ pub fn pause_hands_off(w: &mut World, i: usize, action: &Action) {
         Action::StartPrimary | Action::StartReplica { .. } | Action::Promote
     ) {
         w.nodes[i].operator_licence = false;
+    }
+}
+
+/// StandbySiteReadOnly: in a standby cluster (the `config` key names a `standby_cluster`) nothing makes
+/// PostgreSQL writable: no promotion, no start as primary, no bootstrap (the other site has the primary).
+/// Called before each PostgreSQL action is executed.
+pub fn standby_site_read_only(w: &mut World, i: usize, action: &Action) {
+    let writable = matches!(
+        action,
+        Action::Promote | Action::StartPrimary | Action::StartJob(Job::Bootstrap)
+    );
+    if writable && w.store.standby_cluster.is_some() {
+        w.violations.push(format!(
+            "StandbySiteReadOnly: {} ran {action:?} in a standby cluster",
+            w.nodes[i].name
+        ));
     }
 }
 

@@ -55,6 +55,7 @@ fn act(w: &mut World, i: usize, action: &Action) -> (ActionOutcomeKind, u64) {
         .as_ref()
         .filter(|h| h.node == i)
         .map(|h| h.index);
+    crate::checkers::standby_site_read_only(w, i, action);
     if *action == Action::Promote {
         crate::checkers::no_promote_after_veto(w, i, term);
         let pg = &w.nodes[i].pg;
@@ -71,7 +72,10 @@ fn act(w: &mut World, i: usize, action: &Action) -> (ActionOutcomeKind, u64) {
     if pg.cannot_start
         && matches!(
             action,
-            Action::StartReplica { .. } | Action::StartPrimary | Action::RecoverCrashed
+            Action::StartReplica { .. }
+                | Action::StartPrimary
+                | Action::StartStandbyLeader(_)
+                | Action::RecoverCrashed
         )
     {
         pg.failed_starts.push(t);
@@ -85,8 +89,31 @@ fn act(w: &mut World, i: usize, action: &Action) -> (ActionOutcomeKind, u64) {
             pg.run = Run::Replica {
                 upstream: upstream_index(upstream),
             };
+            pg.remote = None;
             (Done, 50)
         }
+        Action::StartStandbyLeader(source) => {
+            if pg.data.is_none() || pg.run != Run::Stopped {
+                return (Failed, 5);
+            }
+            pg.run = Run::Replica { upstream: None };
+            pg.remote = Some(tenure::ha::RemoteFollow {
+                fingerprint: source.fingerprint(),
+                config_index: source.config_index,
+            });
+            (Done, 50)
+        }
+        Action::FollowRemote(source) => match pg.run {
+            Run::Replica { .. } => {
+                pg.run = Run::Replica { upstream: None };
+                pg.remote = Some(tenure::ha::RemoteFollow {
+                    fingerprint: source.fingerprint(),
+                    config_index: source.config_index,
+                });
+                (Done, 5)
+            }
+            _ => (Failed, 5),
+        },
         Action::StartPrimary => {
             let ok = pg.run == Run::Stopped && pg.data.as_ref().is_some_and(|d| d.was_primary);
             if ok {
@@ -99,6 +126,7 @@ fn act(w: &mut World, i: usize, action: &Action) -> (ActionOutcomeKind, u64) {
                 pg.run = Run::Replica {
                     upstream: upstream_index(upstream),
                 };
+                pg.remote = None;
                 (Done, 5)
             }
             _ => (Failed, 5),
@@ -169,7 +197,7 @@ fn arm(w: &mut World, i: usize, deadline: u64) {
 fn start_job(w: &mut World, i: usize, job: Job) {
     let took = match job {
         Job::Bootstrap => 800,
-        Job::Clone { .. } | Job::Reinit { .. } => 1_500,
+        Job::Clone { .. } | Job::CloneRemote(_) | Job::Reinit { .. } => 1_500,
         Job::Rewind { .. } => 600,
     };
     let fails = matches!(job, Job::Rewind { .. }) && w.rng.chance(w.knobs.rewind_fail_pct);
@@ -228,6 +256,9 @@ pub fn job_done(w: &mut World, i: usize, job_gen: u64, ok: bool) {
     w.nodes[i].agent.job = JobStatus::Finished(job, result);
 }
 
+/// The system identifier of the other site's data (a standby cluster clones it).
+const REMOTE_SYSID: u64 = 0x5EC0_0D51_7E00;
+
 fn finish_job(w: &mut World, i: usize, job: &Job) -> bool {
     match job {
         Job::Bootstrap => {
@@ -246,6 +277,27 @@ fn finish_job(w: &mut World, i: usize, job: &Job) -> bool {
                 clean: true,
             });
             pg.run = Run::Primary;
+            true
+        }
+        Job::CloneRemote(source) => {
+            // The other site is outside the model: a base backup of its data, stopped, its recovery file
+            // following the source.
+            if w.nodes[i].pg.data.is_some() {
+                return false;
+            }
+            let pg = &mut w.nodes[i].pg;
+            pg.data = Some(Data {
+                sysid: REMOTE_SYSID,
+                history: vec![],
+                tl: 1,
+                lsn: 0x100_0000,
+                was_primary: false,
+                clean: true,
+            });
+            pg.remote = Some(tenure::ha::RemoteFollow {
+                fingerprint: source.fingerprint(),
+                config_index: source.config_index,
+            });
             true
         }
         Job::Clone { from } | Job::Rewind { from } | Job::Reinit { from } => {

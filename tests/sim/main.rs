@@ -65,6 +65,7 @@ mod random;
 mod rng;
 mod scenarios;
 mod slow_store;
+mod standby_cluster;
 mod start_failure;
 mod store;
 mod sync;

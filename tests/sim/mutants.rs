@@ -326,3 +326,24 @@ fn mutant_promote_retries_at_once_trips_promotion_paced() {
     });
     assert_tripped(&msg, &["PromotionPaced"]);
 }
+
+#[test]
+fn mutant_standby_leader_promotes_trips_standby_site_read_only() {
+    let msg = first_failure(1..10, |seed| {
+        crate::standby_cluster::run_standby_seed(seed, |_, c| {
+            c.mutant = Some(Mutant::StandbyLeaderPromotes)
+        });
+    });
+    assert_tripped(&msg, &["StandbySiteReadOnly"]);
+}
+
+#[test]
+fn mutant_stale_read_undoes_standby_trips_standby_site_read_only() {
+    // Seen failing before the rule: a standby leader that read a `config` from before the demotion promoted.
+    let msg = first_failure(1..60, |seed| {
+        crate::standby_cluster::run_standby_seed(seed, |_, c| {
+            c.mutant = Some(Mutant::StaleReadUndoesStandby)
+        });
+    });
+    assert_tripped(&msg, &["StandbySiteReadOnly"]);
+}

@@ -69,6 +69,8 @@ pub struct Pg {
     pub failed_starts: Vec<u64>,
     /// `pg_ctl promote` fails here (whatever the cause) until every fault heals.
     pub cannot_promote: bool,
+    /// A standby cluster's leader: the recovery file follows the remote source with this fingerprint.
+    pub remote: Option<tenure::ha::RemoteFollow>,
     /// True times of the promotions that failed (PromotionPaced).
     pub failed_promotes: Vec<u64>,
     /// `pre_promote` on this host exits non-zero (the hooks scenarios).
@@ -94,6 +96,7 @@ impl Pg {
             cannot_start: false,
             failed_starts: Vec::new(),
             cannot_promote: false,
+            remote: None,
             failed_promotes: Vec::new(),
             pre_promote_vetoes: false,
             vetoed_term: None,
@@ -152,6 +155,7 @@ impl Pg {
             replay_lsn: (role == PgRole::Replica).then_some(Lsn(self.replayed(d))),
             upstream_end_lsn: None,
             upstream,
+            remote: self.remote.clone(),
             streaming: self.streaming,
             // The model changes no settings; the filter's rule is in tests/core_rules/operator.rs.
             pending_restart: false,

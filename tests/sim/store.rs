@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use tenure::ha::{
     Cluster, DynamicConfig, LeaderKey, Lsn, Member, MemberRole, MemberState, MemberStatus,
-    NodeName, SessionId, Switchover, SyncKey, SyncSettings, Tags, Timeline,
+    NodeName, SessionId, StandbySource, Switchover, SyncKey, SyncSettings, Tags, Timeline,
 };
 
 use crate::rng::Rng;
@@ -76,6 +76,12 @@ pub struct Store {
     pub frozen: bool,
     /// The synchronous-replication settings of the `config` key, and the `sync` key.
     pub sync_settings: SyncSettings,
+    /// `standby_cluster` in the `config` key: this modelled cluster is a standby site.
+    pub standby_cluster: Option<StandbySource>,
+    /// The `config` key's modify index: moved by `set_standby_cluster`.
+    pub config_index: u64,
+    /// When `standby_cluster` was last set (true time): the old primary has a ttl to step down.
+    pub standby_set_at: Option<u64>,
     pub sync: Option<SyncKey>,
 }
 
@@ -92,6 +98,9 @@ impl Store {
             initialize: None,
             pause: false,
             failsafe_mode: false,
+            standby_cluster: None,
+            config_index: 0,
+            standby_set_at: None,
             failsafe: None,
             switchover: None,
             optime: None,
@@ -228,6 +237,13 @@ impl Store {
         self.leader.as_ref().is_some_and(|h| h.session == session)
     }
 
+    /// An operator's write of `standby_cluster` into the `config` key (demote-cluster, promote-cluster).
+    pub fn set_standby_cluster(&mut self, source: Option<StandbySource>, t: u64) {
+        self.config_index = self.bump();
+        self.standby_set_at = source.as_ref().map(|_| t);
+        self.standby_cluster = source;
+    }
+
     pub fn put_member(&mut self, node: usize, status: MemberStatus, session: u64) {
         if self.alive(session) {
             let bumped = self.bump();
@@ -249,6 +265,8 @@ impl Store {
                 missing: false,
                 failsafe_mode: self.failsafe_mode,
                 sync: self.sync_settings,
+                standby_cluster: self.standby_cluster.clone(),
+                index: self.config_index,
             },
             leader: self.leader.as_ref().map(|h| LeaderKey {
                 name: names[h.node].clone(),
@@ -396,6 +414,8 @@ struct ReadFrom {
     pause: bool,
     failsafe_mode: bool,
     sync_settings: SyncSettings,
+    standby_cluster: Option<StandbySource>,
+    config_index: u64,
     leader: Option<Held>,
     members: BTreeMap<usize, (MemberStatus, u64, u64)>,
     switchover: Option<Switchover>,
@@ -416,6 +436,9 @@ impl ReadFrom {
             pause,
             failsafe_mode,
             sync_settings,
+            standby_cluster,
+            config_index,
+            standby_set_at: _,
             leader,
             members,
             switchover,
@@ -440,6 +463,8 @@ impl ReadFrom {
             pause: *pause,
             failsafe_mode: *failsafe_mode,
             sync_settings: *sync_settings,
+            standby_cluster: standby_cluster.clone(),
+            config_index: *config_index,
             leader: leader.clone(),
             members: members.clone(),
             switchover: switchover.clone(),
@@ -459,6 +484,8 @@ impl ReadFrom {
             pause,
             failsafe_mode,
             sync_settings,
+            standby_cluster,
+            config_index,
             leader,
             members,
             switchover,
@@ -473,6 +500,8 @@ impl ReadFrom {
             && *pause == s.pause
             && *failsafe_mode == s.failsafe_mode
             && *sync_settings == s.sync_settings
+            && *standby_cluster == s.standby_cluster
+            && *config_index == s.config_index
             && *leader == s.leader
             && *members == s.members
             && *switchover == s.switchover

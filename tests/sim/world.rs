@@ -437,7 +437,11 @@ impl World {
 
     fn stream(&mut self, i: usize) {
         let Run::Replica { upstream: Some(u) } = self.nodes[i].pg.run else {
-            self.nodes[i].pg.streaming = false;
+            // A standby cluster's leader streams from the other site, which is outside the model (its WAL
+            // does not move here).
+            let pg = &mut self.nodes[i].pg;
+            pg.streaming =
+                pg.run == (Run::Replica { upstream: None }) && pg.remote.is_some() && !pg.frozen;
             return;
         };
         let up = &self.nodes[u].pg;

@@ -7,6 +7,9 @@
 //! PostgreSQL servers on a two-core machine). A [`Checker`] samples `pg_is_in_recovery()` on every node
 //! every 100 ms for the cluster's whole life and records any sample with two writable primaries.
 //!
+//! [`Cluster::start_site`] runs a cluster of any size, scope and node names that does not take the lock nor
+//! wait for a primary: a test holding [`serial`] runs two at once (a primary site and its standby cluster).
+//!
 //! On drop: agents get SIGTERM (SIGCONT first if frozen), then SIGKILL; any postmaster left is stopped by
 //! the PID in its `postmaster.pid`; processes re-parented to this test process (it is their subreaper)
 //! are killed by PID; the store is stopped and the directory removed (by an `rm` the next test need not
@@ -35,7 +38,7 @@ const TENURE_BIN: &str = match option_env!("CARGO_BIN_EXE_tenure") {
     Some(p) => p,
     None => "tenure",
 };
-/// Nodes per cluster.
+/// Nodes per cluster ([`Cluster::start_site`] chooses its own).
 pub const NODES: usize = 3;
 /// Which store the agents use.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -105,7 +108,28 @@ pub struct Cluster {
     _pki: Option<tempfile::TempDir>,
     /// When the cluster was started: the origin of every sample's and write's time.
     pub epoch: Instant,
-    _serial: MutexGuard<'static, ()>,
+    /// None for a [`Cluster::start_site`] cluster: its test holds the lock.
+    _serial: Option<MutexGuard<'static, ()>>,
+}
+
+/// The scope, node names and node count of a cluster ([`Cluster::start_site`]).
+#[derive(Clone, Debug)]
+pub struct Layout {
+    pub scope: String,
+    /// Nodes are named `<name_prefix>1`, `<name_prefix>2`, ... (also their directories).
+    pub name_prefix: String,
+    pub nodes: usize,
+}
+
+impl Default for Layout {
+    /// What [`Cluster::start`] runs: scope `e2e`, nodes `n1`, `n2`, `n3`.
+    fn default() -> Layout {
+        Layout {
+            scope: "e2e".into(),
+            name_prefix: "n".into(),
+            nodes: NODES,
+        }
+    }
 }
 
 impl Cluster {
@@ -129,10 +153,56 @@ impl Cluster {
     pub fn start_full(
         kind: StoreKind,
         etcd_members: usize,
-        mut node_store: impl FnMut(usize, &StoreAddr) -> StoreAddr,
-        mut adjust: impl FnMut(&mut NodeSpec),
+        node_store: impl FnMut(usize, &StoreAddr) -> StoreAddr,
+        adjust: impl FnMut(&mut NodeSpec),
     ) -> Cluster {
         let serial = serial();
+        let mut c = Cluster::launch(
+            kind,
+            etcd_members,
+            &Layout::default(),
+            node_store,
+            adjust,
+            Some(serial),
+        );
+        let p = c.wait_healthy(Duration::from_secs(90));
+        eprintln!(
+            "[e2e {kind:?}] cluster up in {:.1} s: primary {}",
+            c.epoch.elapsed().as_secs_f64(),
+            c.nodes[p].name
+        );
+        c
+    }
+
+    /// One of several clusters a test runs at once (the sites of a standby cluster test): `layout.nodes`
+    /// agents on a store of their own (one etcd member, or the Consul double), scope `layout.scope`, nodes
+    /// named `<layout.name_prefix>1`, `2`, ..., each spec changed by `adjust` before its config is written.
+    /// Unlike [`Cluster::start`] it does not take [`serial`] (the caller holds it for all its clusters,
+    /// declared before them so that it is released after they drop) and does not wait for a healthy
+    /// cluster: it returns once the agents are started ([`Cluster::wait_healthy`] or the caller's own wait).
+    pub fn start_site(
+        kind: StoreKind,
+        layout: &Layout,
+        adjust: impl FnMut(&mut NodeSpec),
+    ) -> Cluster {
+        let c = Cluster::launch(kind, 1, layout, |_, addr| addr.clone(), adjust, None);
+        eprintln!(
+            "[e2e {kind:?}] site {} started: {} agents",
+            layout.scope, layout.nodes
+        );
+        c
+    }
+
+    /// Start the store, write the configs, start the checker and the agents.
+    fn launch(
+        kind: StoreKind,
+        etcd_members: usize,
+        layout: &Layout,
+        mut node_store: impl FnMut(usize, &StoreAddr) -> StoreAddr,
+        mut adjust: impl FnMut(&mut NodeSpec),
+        serial: Option<MutexGuard<'static, ()>>,
+    ) -> Cluster {
+        assert!(layout.nodes >= 1, "a cluster has at least one node");
         let reaper = local::reaper();
         let run_as = RunAs::detect().expect("run as root or as the postgres user");
         let rt = tokio::runtime::Builder::new_multi_thread()
@@ -207,11 +277,11 @@ impl Cluster {
                 std::fs::copy(fencer, &link).expect("copy the tenure-fencer binary");
             }
         }
-        let mut nodes: Vec<NodeSpec> = (0..NODES)
+        let mut nodes: Vec<NodeSpec> = (0..layout.nodes)
             .map(|i| NodeSpec {
-                scope: "e2e".into(),
-                name: format!("n{}", i + 1),
-                dir: root.path().join(format!("n{}", i + 1)),
+                scope: layout.scope.clone(),
+                name: format!("{}{}", layout.name_prefix, i + 1),
+                dir: root.path().join(format!("{}{}", layout.name_prefix, i + 1)),
                 pg_port: local::free_port().expect("free port"),
                 api_port: local::free_port().expect("free port"),
                 store: node_store(i, &addr),
@@ -223,6 +293,7 @@ impl Cluster {
                 },
                 postgresql_extra: String::new(),
                 initdb_extra: String::new(),
+                dcs_extra: String::new(),
                 extra: String::new(),
             })
             .collect();
@@ -242,7 +313,7 @@ impl Cluster {
             kind,
             nodes,
             bin,
-            agents: (0..NODES).map(|_| None).collect(),
+            agents: (0..layout.nodes).map(|_| None).collect(),
             checker: Some(checker),
             store: Some(store),
             rt: Some(rt),
@@ -251,15 +322,9 @@ impl Cluster {
             epoch,
             _serial: serial,
         };
-        for i in 0..NODES {
+        for i in 0..layout.nodes {
             c.start_agent(i);
         }
-        let p = c.wait_healthy(Duration::from_secs(90));
-        eprintln!(
-            "[e2e {kind:?}] cluster up in {:.1} s: primary {}",
-            c.epoch.elapsed().as_secs_f64(),
-            c.nodes[p].name
-        );
         c
     }
 
@@ -317,10 +382,10 @@ impl Cluster {
 
     /// Wait until exactly one node is primary and every other node streams from it; the primary's index.
     pub fn wait_healthy(&mut self, timeout: Duration) -> usize {
-        self.wait_until("one primary and two streaming replicas", timeout, |c| {
+        self.wait_until("one primary and every other node streaming", timeout, |c| {
             // Ask the replicas: the primary's pg_stat_replication also lists pg_basebackup's WAL stream.
             let p = c.primary()?;
-            (0..NODES)
+            (0..c.nodes.len())
                 .filter(|r| *r != p)
                 .all(|r| c.streams_from(r, p))
                 .then_some(p)
@@ -351,7 +416,7 @@ impl Cluster {
 
     /// Panic if an agent we did not stop has exited.
     pub fn check_agents(&mut self) {
-        for i in 0..NODES {
+        for i in 0..self.nodes.len() {
             if let Some(status) = self.agents[i].as_mut().and_then(|a| a.exit_status()) {
                 self.agents[i] = None;
                 panic!(
@@ -523,6 +588,44 @@ impl Cluster {
             };
             let from = bad.saturating_sub(10);
             let around: Vec<String> = samples[from..(bad + 10).min(samples.len())]
+                .iter()
+                .map(|s| s.render(&nodes))
+                .collect();
+            panic!(
+                "{what} at {:.2} s; samples around it (P = primary, r = not, - = no answer):\n{}",
+                samples[bad].at.as_secs_f64(),
+                around.join("\n")
+            );
+        }
+    }
+
+    /// Stop the checker and assert that no node ever answered as a writable primary
+    /// (`pg_is_in_recovery()` false) nor 200 on `GET /primary`: a standby cluster, which is never writable.
+    pub fn assert_never_writable(&mut self) {
+        let Some(checker) = self.checker.take() else {
+            return;
+        };
+        let (samples, health) = checker.stop();
+        let nodes: Vec<String> = self.nodes.iter().map(|n| n.name.clone()).collect();
+        eprintln!(
+            "[e2e {:?}] checker: {} SQL and {} REST samples over {:.1} s, none may be writable",
+            self.kind,
+            samples.len(),
+            health.len(),
+            self.now_s()
+        );
+        for (what, samples) in [
+            ("a writable node (pg_is_in_recovery() false)", &samples),
+            ("a node answering 200 on GET /primary", &health),
+        ] {
+            let Some(bad) = samples
+                .iter()
+                .position(|s| s.writable.contains(&Some(true)))
+            else {
+                continue;
+            };
+            let around: Vec<String> = samples
+                [bad.saturating_sub(10)..(bad + 10).min(samples.len())]
                 .iter()
                 .map(|s| s.render(&nodes))
                 .collect();

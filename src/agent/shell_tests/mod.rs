@@ -57,6 +57,7 @@ fn replica() -> PgState {
         replay_lsn: Some(Lsn(1_000)),
         upstream_end_lsn: None,
         upstream: Some(NodeName::new("pg2")),
+        remote: None,
         streaming: true,
         pending_restart: false,
         server_version: 150_004,

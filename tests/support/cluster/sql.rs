@@ -5,7 +5,7 @@ use std::time::Duration;
 use tenure::demo::local;
 use tokio_postgres::{Client, NoTls, SimpleQueryMessage};
 
-use super::{Cluster, NODES};
+use super::Cluster;
 
 /// Budget for a connection or a query from the harness.
 const SQL_TIMEOUT: Duration = Duration::from_millis(500);
@@ -69,7 +69,7 @@ impl Cluster {
 
     /// `pg_is_in_recovery()` on every node: `Some(false)` is a writable primary, None no answer.
     pub fn recovery_states(&self) -> Vec<Option<bool>> {
-        (0..NODES)
+        (0..self.nodes.len())
             .map(|i| {
                 self.sql_one(i, "SELECT pg_is_in_recovery()")
                     .ok()
