@@ -235,19 +235,11 @@ impl Executor {
             Action::SetSyncNames(names) => self.set_sync_names(names, deadline).await,
             Action::StartReplica { upstream } => {
                 let cfg = self.standby_config(upstream.as_ref()).await;
-                local(async {
-                    pg::recovery::configure_standby(&self.pg, &cfg)?;
-                    pg::ctl::start(&self.pg).await
-                })
-                .await
+                self.start_standby(&cfg).await
             }
             Action::StartStandbyLeader(source) => {
                 let cfg = self.remote_config(source);
-                local(async {
-                    pg::recovery::configure_standby(&self.pg, &cfg)?;
-                    pg::ctl::start(&self.pg).await
-                })
-                .await
+                self.start_standby(&cfg).await
             }
             Action::FollowRemote(source) => {
                 let cfg = self.remote_config(source);
@@ -317,6 +309,15 @@ impl Executor {
             }
             _ => unreachable!("a store write is run by Executor::store_act"),
         }
+    }
+
+    /// Start PostgreSQL as a standby following `cfg`.
+    async fn start_standby(&self, cfg: &StandbyConfig) -> Outcome {
+        local(async {
+            pg::recovery::configure_standby(&self.pg, cfg)?;
+            pg::ctl::start(&self.pg).await
+        })
+        .await
     }
 
     /// Stream from `upstream` through our own slot there (created if absent). If the slot cannot be made

@@ -117,15 +117,22 @@ fn reason_demoting_to_standby_cluster() {
     assert!(!makes_primary(&d));
 }
 
-#[test]
-fn reason_cloning_from_remote() {
-    // A new standby cluster: the store has no `config` yet, so our own bootstrap.dcs names the source; the
-    // winner of the initialize race clones from it instead of running initdb.
+/// A new standby cluster's first member, which won the initialize race and holds the key: the store has
+/// no `config` yet, so its own bootstrap.dcs names the source.
+fn new_standby_site() -> (CoreConfig, Cluster) {
     let mut c = cfg("pg1");
     c.bootstrap_standby = Some(source());
     let mut missing = empty_cluster().initialize("pg1").leader("pg1");
     missing.members.clear();
     missing.config.missing = true;
+    (c, missing)
+}
+
+#[test]
+fn reason_cloning_from_remote() {
+    // A new standby cluster: the store has no `config` yet, so our own bootstrap.dcs names the source; the
+    // winner of the initialize race clones from it instead of running initdb.
+    let (c, missing) = new_standby_site();
     let o = obs(1_100).store(missing);
     let d = decide(&c, &mem().leased_unarmed(1_000).bootstrapping(), &o);
     expect(
@@ -137,11 +144,7 @@ fn reason_cloning_from_remote() {
 
 #[test]
 fn a_failed_remote_clone_gives_the_key_and_initialize_up() {
-    let mut c = cfg("pg1");
-    c.bootstrap_standby = Some(source());
-    let mut missing = empty_cluster().initialize("pg1").leader("pg1");
-    missing.members.clear();
-    missing.config.missing = true;
+    let (c, missing) = new_standby_site();
     let o = obs(1_100).store(missing).job_finished(
         Job::CloneRemote(Box::new(source())),
         JobResult::Failed("pg_basebackup: could not connect".into()),

@@ -561,66 +561,46 @@ impl Cluster {
     /// Stop the checker and assert that no sample ever showed two writable primaries, nor two nodes
     /// answering 200 on `GET /primary`.
     pub fn assert_never_two_primaries(&mut self) {
-        let Some(checker) = self.checker.take() else {
-            return;
-        };
-        let (samples, health) = checker.stop();
-        let nodes: Vec<String> = self.nodes.iter().map(|n| n.name.clone()).collect();
-        eprintln!(
-            "[e2e {:?}] checker: {} SQL and {} REST samples over {:.1} s",
-            self.kind,
-            samples.len(),
-            health.len(),
-            self.now_s()
-        );
-        for (what, samples) in [
-            (
+        self.assert_writable_at_most(
+            1,
+            [
                 "two writable primaries (pg_is_in_recovery() false)",
-                &samples,
-            ),
-            ("two nodes answering 200 on GET /primary", &health),
-        ] {
-            let Some(bad) = samples
-                .iter()
-                .position(|s| s.writable.iter().filter(|w| **w == Some(true)).count() > 1)
-            else {
-                continue;
-            };
-            let from = bad.saturating_sub(10);
-            let around: Vec<String> = samples[from..(bad + 10).min(samples.len())]
-                .iter()
-                .map(|s| s.render(&nodes))
-                .collect();
-            panic!(
-                "{what} at {:.2} s; samples around it (P = primary, r = not, - = no answer):\n{}",
-                samples[bad].at.as_secs_f64(),
-                around.join("\n")
-            );
-        }
+                "two nodes answering 200 on GET /primary",
+            ],
+        );
     }
 
     /// Stop the checker and assert that no node ever answered as a writable primary
     /// (`pg_is_in_recovery()` false) nor 200 on `GET /primary`: a standby cluster, which is never writable.
     pub fn assert_never_writable(&mut self) {
+        self.assert_writable_at_most(
+            0,
+            [
+                "a writable node (pg_is_in_recovery() false)",
+                "a node answering 200 on GET /primary",
+            ],
+        );
+    }
+
+    /// Stop the checker and assert that no SQL sample, then no REST sample, showed more than `most` writable
+    /// nodes; a failure names `what` of the two and prints the samples around it.
+    fn assert_writable_at_most(&mut self, most: usize, what: [&str; 2]) {
         let Some(checker) = self.checker.take() else {
             return;
         };
         let (samples, health) = checker.stop();
         let nodes: Vec<String> = self.nodes.iter().map(|n| n.name.clone()).collect();
         eprintln!(
-            "[e2e {:?}] checker: {} SQL and {} REST samples over {:.1} s, none may be writable",
+            "[e2e {:?}] checker: {} SQL and {} REST samples over {:.1} s, at most {most} writable",
             self.kind,
             samples.len(),
             health.len(),
             self.now_s()
         );
-        for (what, samples) in [
-            ("a writable node (pg_is_in_recovery() false)", &samples),
-            ("a node answering 200 on GET /primary", &health),
-        ] {
+        for (what, samples) in what.into_iter().zip([&samples, &health]) {
             let Some(bad) = samples
                 .iter()
-                .position(|s| s.writable.contains(&Some(true)))
+                .position(|s| s.writable.iter().filter(|w| **w == Some(true)).count() > most)
             else {
                 continue;
             };
