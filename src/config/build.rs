@@ -278,6 +278,7 @@ fn local_rules(
     core.nofailover = tags.nofailover;
     core.failover_priority = tags.failover_priority;
     core.noloadbalance = tags.noloadbalance;
+    core.replicatefrom = tags.replicatefrom.as_deref().map(NodeName::new);
     core.use_pg_rewind = rewind.use_pg_rewind;
     core.remove_data_directory_on_rewind_failure = rewind.on_rewind_failure;
     core.remove_data_directory_on_diverged_timelines = rewind.on_diverged_timelines;

@@ -27,6 +27,8 @@ pub(crate) struct TagValues {
     pub failover_priority: i64,
     pub noloadbalance: bool,
     pub clonefrom: bool,
+    /// `replicatefrom`: the member to stream from instead of the leader (cascading).
+    pub replicatefrom: Option<String>,
 }
 
 /// initdb options tenure passes itself, or that would break its bootstrap.
@@ -473,6 +475,30 @@ pub(crate) fn tags(raw: BTreeMap<String, yaml_serde::Value>, ctx: &mut Ctx) -> O
             }
         },
     };
+    let replicatefrom = match raw.get("replicatefrom") {
+        None | Some(yaml_serde::Value::Null) => None,
+        Some(yaml_serde::Value::String(name)) => match crate::pg::guc::check_member_name(name) {
+            Ok(()) => Some(name.clone()),
+            Err(why) => {
+                ctx.invalid(
+                    "tags.replicatefrom",
+                    format!("the member name {why}"),
+                    None::<&str>,
+                );
+                ok = false;
+                None
+            }
+        },
+        Some(v) => {
+            ctx.invalid(
+                "tags.replicatefrom",
+                format!("expected a member name, got {v:?}"),
+                None::<&str>,
+            );
+            ok = false;
+            None
+        }
+    };
     let mut all = BTreeMap::new();
     for (k, v) in raw {
         match serde_json::to_value(&v) {
@@ -495,5 +521,6 @@ pub(crate) fn tags(raw: BTreeMap<String, yaml_serde::Value>, ctx: &mut Ctx) -> O
         failover_priority,
         noloadbalance,
         clonefrom,
+        replicatefrom,
     })
 }

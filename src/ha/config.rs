@@ -44,6 +44,9 @@ pub struct CoreConfig {
     /// This member's own `bootstrap.dcs.standby_cluster`: the source while the store has no `config` key
     /// (a new standby cluster bootstrapping), as Patroni falls back to the local dynamic settings.
     pub bootstrap_standby: Option<super::observation::StandbySource>,
+    /// The `replicatefrom` tag: stream from this member instead of the leader while it runs on the leader's
+    /// timeline (cascading replication).
+    pub replicatefrom: Option<NodeName>,
     /// Test-only: a deliberately broken rule, to prove the simulator's checkers can fail.
     #[cfg(feature = "mutants")]
     pub mutant: Option<super::mutants::Mutant>,
@@ -293,6 +296,7 @@ impl CoreConfig {
             pooler: false,
             pooler_chain: false,
             bootstrap_standby: None,
+            replicatefrom: None,
             #[cfg(feature = "mutants")]
             mutant: None,
         })

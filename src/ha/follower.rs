@@ -10,7 +10,7 @@ use super::action::{Action, Job};
 use super::config::MutantName;
 use super::ctx::{Ctx, Local, Plan};
 use super::memory::Memory;
-use super::observation::{Cluster, Divergence, JobResult, MemberState};
+use super::observation::{Cluster, Divergence, JobResult, MemberRole, MemberState};
 use super::types::{Millis, NodeName};
 use super::Reason;
 
@@ -91,15 +91,14 @@ pub(crate) fn cycle(ctx: &Ctx, mem: &mut Memory, c: &Cluster, leader: &NodeName)
             let unchecked = (r.upstream.is_none() || moving)
                 && !matches!(&mem.rejoin.divergence, Some(Divergence::NoNeed { leader: l }) if l == leader);
             if (suspicious || unchecked) && !mem.cluster.paused {
-                return rejoin(ctx, mem, leader, true);
+                return rejoin(ctx, mem, c, leader, true);
             }
-            if r.upstream.as_ref() != Some(leader) && !mem.cluster.paused {
+            let up = upstream(ctx, c, leader);
+            if r.upstream.as_ref() != Some(up) && !mem.cluster.paused {
                 return Plan::act(
-                    Reason::Reconfiguring {
-                        leader: leader.clone(),
-                    },
+                    Reason::Reconfiguring { leader: up.clone() },
                     vec![Action::Follow {
-                        upstream: Some(leader.clone()),
+                        upstream: Some(up.clone()),
                     }],
                 );
             }
@@ -112,13 +111,56 @@ pub(crate) fn cycle(ctx: &Ctx, mem: &mut Memory, c: &Cluster, leader: &NodeName)
                 what: "PostgreSQL is not running; not starting it".into(),
             })
         }
-        Local::Stopped(_) => rejoin(ctx, mem, leader, false),
+        Local::Stopped(_) => rejoin(ctx, mem, c, leader, false),
     }
+}
+
+/// Whom to stream from: the `replicatefrom` member while it runs on the leader's timeline (cascading, as
+/// Patroni's tag), else the leader. Patroni follows the named member whenever its key exists; tenure falls
+/// back to the leader when that member is not running or is on another timeline, or when the tags make a
+/// ring that does not reach the leader (found by the simulator: three replicas naming each other in a ring
+/// streamed from none), so that a tag never leaves a replica streaming from nothing.
+fn upstream<'a>(ctx: &'a Ctx, c: &'a Cluster, leader: &'a NodeName) -> &'a NodeName {
+    let Some(from) = ctx.cfg.replicatefrom.as_ref() else {
+        return leader;
+    };
+    let leader_tl = c.member(leader).and_then(|m| m.timeline);
+    let usable = c.member(from).is_some_and(|m| {
+        matches!(m.state, MemberState::Running | MemberState::Streaming)
+            && matches!(m.role, MemberRole::Replica)
+            && (leader_tl.is_none() || m.timeline == leader_tl)
+    });
+    if *from != ctx.cfg.name && usable && reaches_leader(ctx, c, from, leader) {
+        from
+    } else {
+        leader
+    }
+}
+
+/// Whether the members' `replicatefrom` tags lead from `from` to the leader (or to a member without the tag,
+/// which streams from the leader) without coming back to us or going round.
+fn reaches_leader(ctx: &Ctx, c: &Cluster, from: &NodeName, leader: &NodeName) -> bool {
+    let mut seen = vec![ctx.cfg.name.clone()];
+    let mut at = from.clone();
+    while at != *leader {
+        if seen.contains(&at) || seen.len() > c.members.len() {
+            return false;
+        }
+        let next = c
+            .member(&at)
+            .and_then(|m| m.tags.other.get("replicatefrom"));
+        let Some(next) = next else {
+            return true;
+        };
+        seen.push(at);
+        at = NodeName::new(next.as_str());
+    }
+    true
 }
 
 /// Before a stopped (or stuck) node follows `leader`: know whether our history diverged, then start, rewind,
 /// re-clone, or stay stopped and say why.
-fn rejoin(ctx: &Ctx, mem: &mut Memory, leader: &NodeName, running: bool) -> Plan {
+fn rejoin(ctx: &Ctx, mem: &mut Memory, c: &Cluster, leader: &NodeName, running: bool) -> Plan {
     let skip = Some(Divergence::NoNeed {
         leader: leader.clone(),
     });
@@ -131,12 +173,11 @@ fn rejoin(ctx: &Ctx, mem: &mut Memory, leader: &NodeName, running: bool) -> Plan
         Some(Divergence::NoNeed { leader: l }) if l == leader => {
             if running {
                 // Streaming failed although the histories agree: point it at the leader again.
+                let up = upstream(ctx, c, leader);
                 return Plan::act(
-                    Reason::Reconfiguring {
-                        leader: leader.clone(),
-                    },
+                    Reason::Reconfiguring { leader: up.clone() },
                     vec![Action::Follow {
-                        upstream: Some(leader.clone()),
+                        upstream: Some(up.clone()),
                     }],
                 );
             }
@@ -145,7 +186,7 @@ fn rejoin(ctx: &Ctx, mem: &mut Memory, leader: &NodeName, running: bool) -> Plan
                     leader: Some(leader.clone()),
                 },
                 vec![Action::StartReplica {
-                    upstream: Some(leader.clone()),
+                    upstream: Some(upstream(ctx, c, leader).clone()),
                 }],
                 ctx.now,
             )

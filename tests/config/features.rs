@@ -321,3 +321,19 @@ fn standby_cluster_is_checked_and_carried_into_the_bootstrap_config() {
         assert!(e.contains(says), "{value}: {e}");
     }
 }
+
+/// The `replicatefrom` tag names a member: read into the core, published with the other tags; a value that is
+/// no member name is refused naming the key.
+#[test]
+fn replicatefrom_names_a_member() {
+    let c = ok(&base_with("tags", "{replicatefrom: pg2}"));
+    assert_eq!(
+        c.config.core_config().replicatefrom,
+        Some(tenure::ha::NodeName::new("pg2"))
+    );
+    assert_eq!(c.config.tags["replicatefrom"], "pg2");
+    for bad in ["{replicatefrom: [pg2]}", "{replicatefrom: ' pg2'}"] {
+        let e = err(&base_with("tags", bad));
+        assert!(e.contains("tags.replicatefrom"), "{bad}: {e}");
+    }
+}

@@ -403,3 +403,114 @@ fn a_standby_that_crashed_checks_its_history_without_crash_recovery() {
         &[Action::CheckDivergence { leader: n("pg2") }],
     );
 }
+
+/// The `replicatefrom` tag (cascading): stream from the named member while it runs on the leader's timeline,
+/// else from the leader.
+#[test]
+fn a_replica_tagged_replicatefrom_streams_from_that_member_while_it_runs() {
+    let mut c = cfg("pg3");
+    c.replicatefrom = Some(n("pg2"));
+    let led = cluster()
+        .leader("pg1")
+        .member_replica("pg2", 500)
+        .member_replica("pg3", 500);
+    let knows = mem()
+        .leader_index(1)
+        .remembers(Divergence::NoNeed { leader: n("pg1") });
+    let d = decide(
+        &c,
+        &knows,
+        &obs(1_000).pg_replica_of(1, 500, "pg1").store(led.clone()),
+    );
+    expect(
+        &d,
+        Reason::Reconfiguring { leader: n("pg2") },
+        &[Action::Follow {
+            upstream: Some(n("pg2")),
+        }],
+    );
+    let d = decide(
+        &c,
+        &knows,
+        &obs(1_000).pg_replica_of(1, 500, "pg2").store(led.clone()),
+    );
+    assert_eq!(d.reason, Reason::Following { leader: n("pg1") });
+    assert!(d.actions.is_empty(), "{:?}", d.actions);
+    // pg2 stopped, or on another timeline: back to the leader.
+    for gone in [
+        led.clone()
+            .edit_member("pg2", |m| m.state = MemberState::Stopped),
+        led.clone()
+            .edit_member("pg2", |m| m.timeline = Some(Timeline(2))),
+    ] {
+        let d = decide(
+            &c,
+            &knows,
+            &obs(1_000).pg_replica_of(1, 500, "pg2").store(gone),
+        );
+        expect(
+            &d,
+            Reason::Reconfiguring { leader: n("pg1") },
+            &[Action::Follow {
+                upstream: Some(n("pg1")),
+            }],
+        );
+    }
+    // A stopped replica starts streaming from it.
+    let d = decide(&c, &knows, &obs(1_000).pg_stopped(1, 500).store(led));
+    assert!(
+        d.actions.contains(&Action::StartReplica {
+            upstream: Some(n("pg2"))
+        }),
+        "{:?}",
+        d.actions
+    );
+}
+
+/// Tags that make a ring of replicas (pg3 -> pg2 -> pg4 -> pg3, found by the simulator) are not followed: none
+/// of them would stream. A chain that reaches the leader is.
+#[test]
+fn a_ring_of_replicatefrom_tags_is_not_followed() {
+    let tagged = |c: Cluster, name: &str, from: &str| {
+        c.edit_member(name, |m| {
+            m.tags.other.insert("replicatefrom".into(), from.into());
+        })
+    };
+    let mut c = cfg("pg3");
+    c.replicatefrom = Some(n("pg2"));
+    let base = cluster()
+        .leader("pg1")
+        .member_replica("pg2", 500)
+        .member_replica("pg3", 500)
+        .member_replica("pg4", 500);
+    let knows = mem()
+        .leader_index(1)
+        .remembers(Divergence::NoNeed { leader: n("pg1") });
+    let ring = tagged(
+        tagged(tagged(base.clone(), "pg3", "pg2"), "pg2", "pg4"),
+        "pg4",
+        "pg3",
+    );
+    let d = decide(
+        &c,
+        &knows,
+        &obs(1_000).pg_replica_of(1, 500, "pg2").store(ring),
+    );
+    assert_eq!(
+        d.actions,
+        vec![Action::Follow {
+            upstream: Some(n("pg1"))
+        }]
+    );
+    let chain = tagged(tagged(base, "pg3", "pg2"), "pg2", "pg4");
+    let d = decide(
+        &c,
+        &knows,
+        &obs(1_000).pg_replica_of(1, 500, "pg2").store(chain),
+    );
+    assert!(
+        d.actions.is_empty(),
+        "pg2 streams via pg4 from the leader: {:?}",
+        d.actions
+    );
+}

@@ -385,3 +385,55 @@ fn losing_the_primary_site_then_removing_standby_cluster_promotes_the_standby_si
         .expect("site B takes writes");
     wait_rows(&mut s.b, &[so], 51);
 }
+
+/// Cascading inside one site (Patroni's `replicatefrom` tag). The three members name each other in a ring
+/// (n1 -> n2 -> n3 -> n1), so whichever is the primary, one replica names the other replica and streams
+/// from it, and the other names the primary. When the replica it streams from crashes, it streams from the
+/// primary.
+#[test]
+fn a_replica_tagged_replicatefrom_streams_from_that_member_and_falls_back_to_the_leader() {
+    let names = ["n1", "n2", "n3"];
+    let mut c = Cluster::start_full(
+        StoreKind::Etcd,
+        1,
+        |_, a| a.clone(),
+        |spec| {
+            let i = names.iter().position(|n| *n == spec.name).expect("n1..n3");
+            spec.extra
+                .push_str(&format!("tags:\n  replicatefrom: {}\n", names[(i + 1) % 3]));
+        },
+    );
+    let p = c.primary().expect("a primary");
+    let index = |name: &str| c.nodes.iter().position(|n| n.name == name).expect("a node");
+    // The replica whose tag names the other replica, and that other replica.
+    let (cascaded, middle) = (0..3)
+        .filter(|&i| i != p)
+        .map(|i| (i, index(names[(i + 1) % 3])))
+        .find(|&(_, m)| m != p)
+        .expect("one replica names the other");
+    let port = |i: usize| c.nodes[i].pg_port;
+    let (p_port, m_port) = (port(p), port(middle));
+    c.wait_until(
+        "the tagged replica to stream from the other replica",
+        REPOINT_BUDGET,
+        |c| {
+            (sender_port(c, cascaded) == Some(m_port) && sender_port(c, middle) == Some(p_port))
+                .then_some(())
+        },
+    );
+    create_table(&c, p);
+    c.sql(p, "INSERT INTO e2e_writes VALUES (1)")
+        .expect("insert on the primary");
+    wait_rows(&mut c, &[cascaded], 1);
+
+    c.crash_host(middle);
+    c.wait_until(
+        "the tagged replica to stream from the primary once its upstream is gone",
+        REPOINT_BUDGET,
+        |c| (sender_port(c, cascaded) == Some(p_port)).then_some(()),
+    );
+    c.sql(p, "INSERT INTO e2e_writes VALUES (2)")
+        .expect("insert on the primary");
+    wait_rows(&mut c, &[cascaded], 2);
+    c.assert_never_two_primaries();
+}

@@ -171,3 +171,14 @@ fn resume_is_safe(sim: &Sim) -> bool {
 pub fn failsafe_seed(seed: u64) -> bool {
     seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 61 < 3
 }
+
+/// Random seeds again with every member tagged `replicatefrom` the next one (a ring, so one replica cascades
+/// from another whichever leads): the checkers and the liveness check hold with cascading replicas too.
+#[test]
+fn random_seeds_with_cascading_replicas() {
+    for seed in 1..=seeds_from_env(60) {
+        run_seed(seed, |i, c| {
+            c.replicatefrom = Some(tenure::ha::NodeName::new(format!("pg{}", (i + 1) % 3)));
+        });
+    }
+}

@@ -227,9 +227,16 @@ impl World {
         let nodes = cfgs
             .into_iter()
             .map(|cfg| {
+                // The member record carries the tags the agent's file has, `replicatefrom` among the others.
+                let other = cfg
+                    .replicatefrom
+                    .iter()
+                    .map(|n| ("replicatefrom".to_string(), n.to_string()))
+                    .collect();
                 let tags = Tags {
                     nofailover: cfg.nofailover,
                     failover_priority: cfg.failover_priority,
+                    other,
                     ..Tags::default()
                 };
                 let rate = rng.range(0, 2 * drift as u64) as i64 - drift;
