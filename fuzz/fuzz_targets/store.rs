@@ -161,6 +161,7 @@ fn pg_states(cluster: &Cluster) -> Vec<PgState> {
             replay_lsn: (role == PgRole::Replica).then_some(Lsn(50_331_700)),
             upstream_end_lsn: None,
             upstream: (role == PgRole::Replica).then(|| NodeName::new("pg2")),
+            remote: None,
             streaming: role == PgRole::Replica,
             pending_restart: false,
             server_version: 150_004,

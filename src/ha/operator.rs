@@ -181,6 +181,22 @@ fn restart(ctx: &Ctx, mem: &Memory, c: &Cluster, filter: RestartFilter) -> Resul
         mode: StopMode::Fast,
     };
     let me = &ctx.cfg.name;
+    let standby = super::standby_leader::source(ctx, mem, c);
+    if let (PgRole::Replica, Some(source), true) = (running, standby, c.leader_name() == Some(me)) {
+        // A standby cluster's leader comes back following the other site.
+        return Ok(Plan::act_now(
+            Reason::OperatorRestart {
+                role: NodeRole::StandbyLeader,
+            },
+            vec![stop, Action::StartStandbyLeader(Box::new(source.clone()))],
+            ctx.now,
+        ));
+    }
+    if running == PgRole::Primary && standby.is_some() {
+        return Err(conditions(
+            "the cluster is a standby cluster: its primary is being demoted",
+        ));
+    }
     if running == PgRole::Replica {
         let leader = c.leader_name().filter(|l| *l != me).cloned();
         return Ok(Plan::act_now(

@@ -217,3 +217,28 @@ fn standby_cluster_is_read_as_patroni_reads_it() {
         .expect("a restore_command alone");
     assert!(!archive.can_clone());
 }
+
+#[test]
+fn a_restarted_standby_leader_comes_back_following_the_source() {
+    let fp = source().fingerprint();
+    let o = Observation {
+        request: Some(OperatorRequest::Restart {
+            at_wall_ms: None,
+            filter: RestartFilter {
+                role: None,
+                pending_only: false,
+                below_version: None,
+            },
+        }),
+        ..obs(1_100).pg_replica_of_remote(1, 500, &fp).store(ours())
+    };
+    let d = decide(&cfg("pg1"), &mem().leased_unarmed(1_000), &o);
+    assert_eq!(d.answer, Some(RequestAnswer::Accepted));
+    assert!(
+        d.actions
+            .contains(&Action::StartStandbyLeader(Box::new(source()))),
+        "{:?}",
+        d.actions
+    );
+    assert!(!makes_primary(&d));
+}
