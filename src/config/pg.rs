@@ -477,26 +477,19 @@ pub(crate) fn tags(raw: BTreeMap<String, yaml_serde::Value>, ctx: &mut Ctx) -> O
     };
     let replicatefrom = match raw.get("replicatefrom") {
         None | Some(yaml_serde::Value::Null) => None,
-        Some(yaml_serde::Value::String(name)) => match crate::pg::guc::check_member_name(name) {
-            Ok(()) => Some(name.clone()),
-            Err(why) => {
-                ctx.invalid(
-                    "tags.replicatefrom",
-                    format!("the member name {why}"),
-                    None::<&str>,
-                );
-                ok = false;
-                None
-            }
-        },
         Some(v) => {
-            ctx.invalid(
-                "tags.replicatefrom",
-                format!("expected a member name, got {v:?}"),
-                None::<&str>,
-            );
-            ok = false;
-            None
+            let checked = match v {
+                yaml_serde::Value::String(name) => crate::pg::guc::check_member_name(name)
+                    .map(|()| name.clone())
+                    .map_err(|why| format!("the member name {why}")),
+                other => Err(format!("expected a member name, got {other:?}")),
+            };
+            checked
+                .map_err(|why| {
+                    ctx.invalid("tags.replicatefrom", why, None::<&str>);
+                    ok = false;
+                })
+                .ok()
         }
     };
     let mut all = BTreeMap::new();

@@ -242,3 +242,22 @@ fn a_restarted_standby_leader_comes_back_following_the_source() {
     );
     assert!(!makes_primary(&d));
 }
+
+#[test]
+fn a_standby_leader_with_the_store_away_neither_promotes_nor_stops() {
+    // The store unreachable: the standby leader keeps replaying from the other site, as any replica does.
+    let fp = source().fingerprint();
+    let m = decide(
+        &cfg("pg1"),
+        &mem().leased_unarmed(1_000),
+        &obs(1_100).pg_replica_of_remote(1, 500, &fp).store(ours()),
+    )
+    .memory;
+    let d = decide(
+        &cfg("pg1"),
+        &m,
+        &obs(9_000).pg_replica_of_remote(1, 500, &fp),
+    );
+    assert!(!makes_primary(&d), "{:?}", d.actions);
+    assert!(!stops(&d), "{:?}", d.actions);
+}
