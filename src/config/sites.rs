@@ -81,9 +81,10 @@ pub fn parse_token(t: &str) -> Result<Handover, String> {
 /// `peer_sites` and `handover` in the store's `config` key that the agents could not use (what `PATCH
 /// /config` refuses with 422): `Err((key, why))`.
 pub(crate) fn check_store_value(
-    config: &serde_json::Map<String, Value>,
+    peer_sites: Option<&Value>,
+    handover: Option<&Value>,
 ) -> Result<(), (String, String)> {
-    match config.get("peer_sites") {
+    match peer_sites {
         None | Some(Value::Null) => {}
         Some(Value::Array(list)) if list.len() <= MAX_PEER_SITES => {
             for u in list {
@@ -101,7 +102,7 @@ pub(crate) fn check_store_value(
         }
         Some(_) => return Err(("peer_sites".into(), "must be a list of URLs".into())),
     }
-    match config.get("handover") {
+    match handover {
         None | Some(Value::Null) => Ok(()),
         Some(v) => read_handover(v)
             .map(|_| ())
