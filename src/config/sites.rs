@@ -2,25 +2,11 @@
 use serde_json::Value;
 
 use super::ctx::Ctx;
-use crate::ha::{Handover, Lsn, Timeline};
+pub use crate::dcs::values::{check_url, read_handover};
+use crate::ha::Handover;
 
 /// More peers than this is no site's agents: a mistake, or a store trying to make the agents probe the world.
 pub const MAX_PEER_SITES: usize = 16;
-
-/// A peer site agent's REST URL: `http://` or `https://`, a host, no credentials.
-pub fn check_url(u: &str) -> Result<(), String> {
-    let url = reqwest::Url::parse(u).map_err(|e| format!("{u:?} is not a URL: {e}"))?;
-    if !matches!(url.scheme(), "http" | "https") {
-        return Err(format!("{u:?} is not an http:// or https:// URL"));
-    }
-    if url.host_str().is_none_or(str::is_empty) {
-        return Err(format!("{u:?} names no host"));
-    }
-    if !url.username().is_empty() || url.password().is_some() {
-        return Err(format!("{u:?} carries credentials"));
-    }
-    Ok(())
-}
 
 /// `bootstrap.dcs.peer_sites`, checked: the list, and its JSON for the `config` key.
 pub(crate) fn bootstrap_peer_sites(raw: Option<Vec<String>>, ctx: &mut Ctx) -> Vec<String> {
@@ -39,33 +25,6 @@ pub(crate) fn bootstrap_peer_sites(raw: Option<Vec<String>>, ctx: &mut Ctx) -> V
         }
     }
     list
-}
-
-/// The `handover` object: `{"timeline": N, "lsn": "X/Y"}`.
-pub fn read_handover(v: &Value) -> Result<Handover, String> {
-    let obj = v.as_object().ok_or("must be a mapping {timeline, lsn}")?;
-    let timeline = obj
-        .get("timeline")
-        .and_then(Value::as_u64)
-        .and_then(|t| u32::try_from(t).ok())
-        .filter(|t| *t >= 1)
-        .ok_or("timeline must be a timeline ID (a whole number from 1)")?;
-    let lsn: Lsn = obj
-        .get("lsn")
-        .and_then(Value::as_str)
-        .ok_or("lsn must be text such as \"0/5000028\"")?
-        .parse()
-        .map_err(|_| "lsn must be a WAL position such as \"0/5000028\"")?;
-    if let Some(k) = obj
-        .keys()
-        .find(|k| !matches!(k.as_str(), "timeline" | "lsn"))
-    {
-        return Err(format!("unknown key {k:?}"));
-    }
-    Ok(Handover {
-        timeline: Timeline(timeline),
-        lsn,
-    })
 }
 
 /// The token as `demote-cluster` prints it and `promote-cluster --token` reads it: `TIMELINE:LSN`.
@@ -113,6 +72,7 @@ pub(crate) fn check_store_value(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ha::Timeline;
 
     #[test]
     fn urls_from_the_store_are_checked() {
