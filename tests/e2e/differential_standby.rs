@@ -6,11 +6,12 @@
 //! cascading replica, `/patroni`, `/cluster`, the `patroni_standby_leader` (and `patroni_primary`,
 //! `patroni_replica`) metric lines, the member keys, the `config` key's `standby_cluster`, a `PATCH /config`
 //! that adds `standby_cluster.recovery_min_apply_delay` (its answer, `GET /config`, the key, and the setting
-//! reaching the standby leader's PostgreSQL), and the bodies 3.0.2 refuses.
+//! reaching the standby leader's PostgreSQL), the bodies 3.0.2 refuses, and a port that is not one (which
+//! 3.0.2 stores and tenure refuses).
 //!
 //! Not probed: everything 3.0.2 has answers these paths; `/metrics` exists in 3.0.2 (api.py `do_GET_metrics`,
 //! with `patroni_standby_leader`). 3.0.2 refuses no `PATCH /config` value (it stores any JSON object that is
-//! not empty, as 4.x does), so the refused bodies are the empty object, an array and broken JSON.
+//! not empty, as 4.x does): what it refuses is the empty object, an array and broken JSON.
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -164,7 +165,7 @@ fn as_fields(v: Option<Value>, name: &str, out: &mut BTreeMap<String, String>) {
 }
 
 /// Drive the standby cluster `t` through the steps; the same for both implementations.
-fn observe_standby(t: &Target) -> Seen {
+fn observe_standby(t: &Target, source_port: u16) -> Seen {
     let mut seen = Seen::new();
     let replica = t
         .members
@@ -268,6 +269,28 @@ fn observe_standby(t: &Target) -> Seen {
     let mut fields = BTreeMap::new();
     as_fields(standby_cluster(), "standby_cluster", &mut fields);
     seen.insert("config key after the refused PATCHes".into(), fields);
+
+    // A value no standby leader can follow: Patroni stores it, tenure refuses it (422). Then the source's
+    // port again, so that Patroni's standby leader follows the source until the end.
+    let bad = r#"{"standby_cluster":{"port":"not-a-port"}}"#;
+    let (code, ch, text) = t.call(t.primary, "PATCH", "/config", Auth::Good, Some(bad));
+    record(
+        &mut seen,
+        "PATCH /config standby_cluster.port not a port",
+        code,
+        ch,
+        &text,
+    );
+    let mut fields = BTreeMap::new();
+    as_fields(standby_cluster(), "standby_cluster", &mut fields);
+    let again = format!(r#"{{"standby_cluster":{{"port":{source_port}}}}}"#);
+    let (code, _, _) = t.call(t.primary, "PATCH", "/config", Auth::Good, Some(&again));
+    fields.insert(
+        "PATCH the source's port again: status".into(),
+        code.to_string(),
+    );
+    as_fields(standby_cluster(), "then standby_cluster", &mut fields);
+    seen.insert("config key after the port that is not one".into(), fields);
     seen
 }
 
@@ -326,7 +349,7 @@ pub(super) fn standby_clusters_seen() -> (Seen, Seen) {
             restart_cli: &no_cli,
         };
         settle(&mut t, port, "Patroni's standby cluster", t1);
-        let seen = observe_standby(&t);
+        let seen = observe_standby(&t, port);
         eprintln!(
             "[differential standby] Patroni's standby cluster observed in {:.1} s",
             t1.elapsed().as_secs_f64()
@@ -370,7 +393,7 @@ pub(super) fn standby_clusters_seen() -> (Seen, Seen) {
             restart_cli: &no_cli,
         };
         settle(&mut t, port, "tenure's standby cluster", t1);
-        let seen = observe_standby(&t);
+        let seen = observe_standby(&t, port);
         eprintln!(
             "[differential standby] tenure's standby cluster observed in {:.1} s",
             t1.elapsed().as_secs_f64()
