@@ -98,7 +98,7 @@ fn settle(t: &mut Target, source_port: u16, what: &str, t0: Instant) {
     let (sl, other) =
         found.unwrap_or_else(|| panic!("{what}: no standby leader and cascading replica"));
     eprintln!(
-        "[differential standby] {what} up {:.1} s after the source primary: standby leader {}",
+        "[differential standby] {what} up {:.1} s after it was started: standby leader {}",
         t0.elapsed().as_secs_f64(),
         t.members[sl].name
     );
