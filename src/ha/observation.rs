@@ -477,7 +477,8 @@ pub struct RunningPg {
     pub server_version: u32,
     /// `synchronous_standby_names` as the server runs it.
     pub sync_names: SyncNames,
-    /// Primary: its walsenders (`pg_stat_replication`); empty on a replica.
+    /// Primary: its walsenders (`pg_stat_replication`); empty on a replica (the probe leaves a standby
+    /// leader's and a cascading replica's out: they are shown in `/patroni`, never weighed for sync).
     pub standbys: Vec<ReplicationStat>,
 }
 
