@@ -134,5 +134,8 @@ pub(super) fn bootstrap_config(core: &CoreConfig, config: &Config) -> serde_json
     if let Some(sc) = &config.bootstrap_standby {
         v["standby_cluster"] = sc.clone();
     }
+    if let Some(top) = v.as_object_mut() {
+        top.extend(config.bootstrap_slots.clone());
+    }
     v
 }

@@ -47,6 +47,8 @@ pub struct CoreConfig {
     /// The `replicatefrom` tag: stream from this member instead of the leader while it runs on the leader's
     /// timeline (cascading replication).
     pub replicatefrom: Option<NodeName>,
+    /// The `nostream` tag (Patroni 3.3): never stream; recover through `restore_command` only, no slot anywhere.
+    pub nostream: bool,
     /// Test-only: a deliberately broken rule, to prove the simulator's checkers can fail.
     #[cfg(feature = "mutants")]
     pub mutant: Option<super::mutants::Mutant>,
@@ -297,6 +299,7 @@ impl CoreConfig {
             pooler_chain: false,
             bootstrap_standby: None,
             replicatefrom: None,
+            nostream: false,
             #[cfg(feature = "mutants")]
             mutant: None,
         })

@@ -266,6 +266,7 @@ impl Store {
                 failsafe_mode: self.failsafe_mode,
                 sync: self.sync_settings,
                 standby_cluster: self.standby_cluster.clone(),
+                slots: Default::default(),
                 index: self.config_index,
             },
             leader: self.leader.as_ref().map(|h| LeaderKey {
@@ -284,6 +285,8 @@ impl Store {
             timeline_owner: self.timeline.map(|(_, owner)| names[owner].clone()),
             failsafe: self.failsafe.clone(),
             sync: self.sync.clone(),
+            slots: Default::default(),
+            retain_slots: Default::default(),
         }
     }
 
