@@ -20,6 +20,7 @@ mod quorum;
 mod race;
 mod scheduled;
 mod shutdown;
+mod slots;
 mod standby_cluster;
 mod start_failure;
 mod store_down;
