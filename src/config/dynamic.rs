@@ -328,7 +328,15 @@ impl DynamicSettings {
         d.sync = sync_settings(top)?;
         super::standby::check_store_value(get("standby_cluster"))
             .map_err(|(key, why)| invalid(&key, why))?;
-        super::slots::check_store_value(top).map_err(|(key, why)| invalid(&key, why))?;
+        for (key, v) in [
+            ("slots", get("slots")),
+            ("ignore_slots", get("ignore_slots")),
+            ("member_slots_ttl", get("member_slots_ttl")),
+        ] {
+            if let Some(v) = v {
+                super::slots::check(key, v).map_err(|(key, why)| invalid(&key, why))?;
+            }
+        }
         match get("postgresql") {
             None | Some(Value::Null) => {}
             Some(Value::Object(pg)) => {

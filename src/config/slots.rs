@@ -5,15 +5,12 @@ use serde_json::Value;
 
 use crate::ha::slots::{slot_name_ok, ttl_seconds};
 
-/// The three keys, in the order their errors are reported.
-pub(crate) const KEYS: [&str; 3] = ["slots", "ignore_slots", "member_slots_ttl"];
-
 /// The longest `member_slots_ttl` taken: a year, in seconds.
 const MAX_TTL_S: u64 = 365 * 86_400;
 
 const NAME_FIX: &str = "lower-case letters, digits and `_`, at most 63 characters";
 
-/// A value of one of [`KEYS`] the agents could not keep: `Err((key, why))`, `key` under the top of `config`.
+/// A value of `slots`, `ignore_slots` or `member_slots_ttl` the agents could not keep: `Err((key, why))`, `key` under the top of `config`.
 pub(crate) fn check(key: &str, v: &Value) -> Result<(), (String, String)> {
     match key {
         "slots" => check_slots(v),
@@ -21,18 +18,6 @@ pub(crate) fn check(key: &str, v: &Value) -> Result<(), (String, String)> {
         "member_slots_ttl" => check_ttl(v).map(|_| ()),
         _ => Ok(()),
     }
-}
-
-/// Every one of [`KEYS`] in a `config` object.
-pub(crate) fn check_store_value(
-    config: &serde_json::Map<String, Value>,
-) -> Result<(), (String, String)> {
-    for key in KEYS {
-        if let Some(v) = config.get(key) {
-            check(key, v)?;
-        }
-    }
-    Ok(())
 }
 
 fn check_slots(v: &Value) -> Result<(), (String, String)> {
