@@ -10,8 +10,9 @@
 //!
 //! - Created: missing permanent slots, on the leader and on every member that may lead, so that a failover
 //!   finds them. A member's own slot is made by that member on its upstream before it streams (`execute.rs`).
-//! - Advanced, on replicas only: an inactive wanted slot to the leader's published position (`status.slots`),
-//!   never past our replay position; so the new primary's copy is at least where the leader last published.
+//! - Advanced, on replicas: an inactive wanted slot to the leader's published position (`status.slots`), never
+//!   past our replay position; so the new primary's copy is at least where the leader last published. On the
+//!   leader: the inactive slot of a member that cascades (`replicatefrom`), to the position it publishes.
 //! - Dropped: a local physical slot that is not wanted, not active, not matched by `ignore_slots`; never in
 //!   pause, never while the `config` key is missing.
 //!
@@ -196,14 +197,29 @@ fn changes(ctx: &Ctx, mem: &Memory, c: &Cluster, r: &RunningPg) -> SlotChanges {
             }
             continue;
         }
-        // Replicas follow the leader's published positions; the leader's own slots move by their consumers.
-        if leader || r.role != super::observation::PgRole::Replica {
-            continue;
-        }
-        let (Some(at), Some(target)) = (s.restart_lsn, c.slots.get(&s.name)) else {
+        let Some(at) = s.restart_lsn else {
             continue;
         };
-        let target = (*target).min(r.replay_lsn.unwrap_or(r.lsn));
+        let target = if leader {
+            // The slot of a member that cascades from another member is not used here: it moves by the
+            // position that member publishes (Patroni's rule for `replicatefrom` members), so that the
+            // primary does not keep its WAL for ever.
+            let cascading = c.members.iter().find(|m| {
+                member_slot_name(&m.name) == s.name && m.tags.other.contains_key("replicatefrom")
+            });
+            match cascading.and_then(|m| m.lsn) {
+                Some(lsn) => lsn.min(r.lsn),
+                None => continue,
+            }
+        } else if r.role == super::observation::PgRole::Replica {
+            // Replicas follow the leader's published positions.
+            match c.slots.get(&s.name) {
+                Some(target) => (*target).min(r.replay_lsn.unwrap_or(r.lsn)),
+                None => continue,
+            }
+        } else {
+            continue;
+        };
         if target > at {
             out.advance.push((s.name.clone(), target));
         }

@@ -374,3 +374,36 @@ fn a_nostream_member_is_still_a_failover_candidate() {
     cf.nostream = true;
     assert!(cf.can_promote());
 }
+
+#[test]
+fn the_leader_advances_the_slot_of_a_cascading_member_to_its_published_position() {
+    let c = led().edit_member("pg3", |m| {
+        m.tags.other.insert("replicatefrom".into(), "pg2".into());
+        m.lsn = Some(Lsn(LSN - 10));
+    });
+    let o = with_slots(
+        obs(1_500).pg_primary(1, LSN).store(c),
+        vec![
+            slot("pg2", true, Some(LSN)),
+            slot("pg3", false, Some(LSN - 900)),
+        ],
+    );
+    let d = decide(&cfg("pg1"), &mem().leased(1_000), &o);
+    assert_eq!(
+        sync_action(&d).expect("a change").advance,
+        vec![("pg3".to_string(), Lsn(LSN - 10))]
+    );
+}
+
+#[test]
+fn the_leader_does_not_advance_a_permanent_slot_its_consumer_moves() {
+    let c = permanent(led(), &["dr_site"]);
+    let mut c = c;
+    c.slots.insert("dr_site".into(), Lsn(LSN));
+    let o = with_slots(
+        obs(1_500).pg_primary(1, LSN).store(c),
+        vec![slot("dr_site", false, Some(LSN - 900))],
+    );
+    let d = decide(&cfg("pg1"), &mem().leased(1_000), &o);
+    assert_eq!(sync_action(&d), None, "{:?}", d.actions);
+}
