@@ -180,7 +180,9 @@ fn changes(ctx: &Ctx, mem: &Memory, c: &Cluster, r: &RunningPg) -> SlotChanges {
     let here: BTreeMap<&str, &LocalSlot> = r.slots.iter().map(|s| (s.name.as_str(), s)).collect();
     let mut out = SlotChanges::default();
     let own = member_slot_name(&ctx.cfg.name);
-    if !ctx.cfg.nofailover {
+    // A standby cluster's key holder publishes no slot positions, so copies made there would never move:
+    // permanent slots are kept (not dropped) but not created in a standby cluster.
+    if !ctx.cfg.nofailover && c.config.standby_cluster.is_none() {
         for name in &c.config.slots.permanent {
             if *name != own && !here.contains_key(name.as_str()) {
                 out.create.push(name.clone());

@@ -407,3 +407,18 @@ fn the_leader_does_not_advance_a_permanent_slot_its_consumer_moves() {
     let d = decide(&cfg("pg1"), &mem().leased(1_000), &o);
     assert_eq!(sync_action(&d), None, "{:?}", d.actions);
 }
+
+#[test]
+fn a_standby_cluster_creates_no_permanent_slot() {
+    let c = permanent(led(), &["dr_site"]).standby_of(StandbySource {
+        host: Some("10.1.0.5".into()),
+        ..Default::default()
+    });
+    let o = obs(1_500).pg_replica_of(1, LSN, "pg1").store(c);
+    let d = decide(&cfg("pg2"), &mem(), &o);
+    assert!(
+        sync_action(&d).is_none_or(|s| s.create.is_empty()),
+        "{:?}",
+        d.actions
+    );
+}
