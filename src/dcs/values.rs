@@ -30,6 +30,7 @@ fn tags_from_pairs<'a>(pairs: impl Iterator<Item = (&'a String, &'a Value)>) -> 
             "noloadbalance" => out.noloadbalance = truthy(v),
             "clonefrom" => out.clonefrom = truthy(v),
             "nosync" => out.nosync = truthy(v),
+            "nostream" => out.nostream = truthy(v),
             "failover_priority" => {
                 let p = v
                     .as_i64()

@@ -266,6 +266,7 @@ impl Store {
                 failsafe_mode: self.failsafe_mode,
                 sync: self.sync_settings,
                 standby_cluster: self.standby_cluster.clone(),
+                slots: Default::default(),
                 index: self.config_index,
                 peer_sites: Vec::new(),
                 handover: None,
@@ -286,6 +287,8 @@ impl Store {
             timeline_owner: self.timeline.map(|(_, owner)| names[owner].clone()),
             failsafe: self.failsafe.clone(),
             sync: self.sync.clone(),
+            slots: Default::default(),
+            retain_slots: Default::default(),
         }
     }
 
