@@ -18,39 +18,11 @@ use super::action::{Action, Job};
 use super::config::MutantName;
 use super::ctx::{Ctx, Local, Plan};
 use super::memory::Memory;
-use super::observation::Cluster;
-use super::types::{Lsn, Millis, Timeline};
+use super::observation::{Cluster, Handover, SiteProbe};
+use super::types::{Lsn, Timeline};
 use super::Reason;
 
 super::mutants::seam!(PeerSiteIgnored, PromoteWithoutHandover);
-
-/// The old site's last record, as `demote-cluster` read it: the new site promotes at or past it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Handover {
-    pub timeline: Timeline,
-    pub lsn: Lsn,
-}
-
-/// One peer site agent's `GET /patroni` answer: `None` when it did not answer in time.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SiteProbe {
-    pub url: String,
-    /// It answered as a running primary (`role` primary or master, `state` running).
-    pub writable: Option<bool>,
-}
-
-/// What the core remembers of its site and the other.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct SitesMemory {
-    /// When we last asked for the peer sites' answers.
-    pub probed_at: Option<Millis>,
-    /// Their answers to that request, kept for the cycles after it (acquire, then promote).
-    pub answers: Option<Vec<SiteProbe>>,
-    /// The key holder we see and since when (a key a crashed incarnation left lasts at most a ttl).
-    pub holder_since: Option<(super::types::NodeName, Millis)>,
-    /// We saw one holder keep the key for two ttls since we started: this site lives.
-    pub site_alive: bool,
-}
 
 /// What makes a primary in this site.
 fn makes_primary(a: &Action) -> bool {

@@ -130,6 +130,15 @@ impl KvReader {
     }
 }
 
+/// What makes a Patroni cluster a standby cluster (`bootstrap.dcs.standby_cluster`): the primary it follows
+/// on 127.0.0.1, and the credentials its clone of that primary carries (Patroni creates no users in a standby
+/// cluster, so its config names the source's).
+pub struct StandbyOf {
+    pub port: u16,
+    pub superuser: (&'static str, &'static str),
+    pub replication: (&'static str, &'static str),
+}
+
 pub struct PatroniCluster {
     pub nodes: Vec<Node>,
     pub store: PatroniStore,
@@ -151,6 +160,15 @@ impl PatroniCluster {
     }
 
     fn start_on(etcd: bool) -> PatroniCluster {
+        Self::launch(etcd, 3, None)
+    }
+
+    /// `nodes` Patroni nodes on a real etcd forming a standby cluster of `source`, started (not waited for).
+    pub fn start_standby_on_etcd(nodes: usize, source: &StandbyOf) -> PatroniCluster {
+        Self::launch(true, nodes, Some(source))
+    }
+
+    fn launch(etcd: bool, count: usize, standby: Option<&StandbyOf>) -> PatroniCluster {
         for bin in [PATRONI, PATRONICTL] {
             assert!(
                 Path::new(bin).exists(),
@@ -173,7 +191,7 @@ impl PatroniCluster {
             .tempdir()
             .unwrap();
         let mut nodes = Vec::new();
-        for i in 0..3 {
+        for i in 0..count {
             let dir = root.path().join(format!("p{i}"));
             std::fs::create_dir_all(&dir).unwrap();
             let node = Node {
@@ -185,7 +203,7 @@ impl PatroniCluster {
                 pg_port: free_port().unwrap(),
                 child: None,
             };
-            std::fs::write(node.config(), config(&node, &store)).unwrap();
+            std::fs::write(node.config(), config(&node, &store, standby)).unwrap();
             nodes.push(node);
         }
         if let Some((uid, gid)) = run_as.owner() {
@@ -199,7 +217,7 @@ impl PatroniCluster {
             failed: true,
             rt,
         };
-        for i in 0..3 {
+        for i in 0..count {
             c.start_patroni(i);
         }
         c
@@ -356,8 +374,28 @@ fn chown_tree(dir: &Path, uid: nix::unistd::Uid, gid: nix::unistd::Gid) {
     }
 }
 
-fn config(n: &Node, store: &PatroniStore) -> String {
+fn config(n: &Node, store: &PatroniStore, standby: Option<&StandbyOf>) -> String {
     let dir = n.dir.display();
+    // A standby cluster's clone has the source's users; the source (a local tenure cluster) allows 40
+    // connections, and a hot standby needs at least as many as its primary.
+    let (su, rep, max_connections, standby_cluster) = match standby {
+        None => (
+            ("postgres", "pg-pw"),
+            ("replicator", "rep-pw"),
+            30,
+            String::new(),
+        ),
+        Some(s) => (
+            s.superuser,
+            s.replication,
+            40,
+            format!(
+                "    standby_cluster:\n      host: 127.0.0.1\n      port: {}\n      \
+                 create_replica_methods:\n        - basebackup\n",
+                s.port
+            ),
+        ),
+    };
     let dcs = match store {
         PatroniStore::Consul(c) => format!(
             "consul:\n  host: {}\n  checks: []\n  register_service: false",
@@ -380,12 +418,12 @@ bootstrap:
     loop_wait: {LOOP_WAIT_S}
     retry_timeout: 5
     maximum_lag_on_failover: 1048576
-    postgresql:
+{standby_cluster}    postgresql:
       use_pg_rewind: true
       use_slots: true
       parameters:
         wal_log_hints: 'on'
-        max_connections: 30
+        max_connections: {max_connections}
         max_wal_senders: 10
         max_replication_slots: 10
   initdb:
@@ -397,8 +435,8 @@ postgresql:
   bin_dir: {BIN_DIR}
   pgpass: {dir}/pgpass
   authentication:
-    superuser: {{username: postgres, password: pg-pw}}
-    replication: {{username: replicator, password: rep-pw}}
+    superuser: {{username: {su_user}, password: {su_pw}}}
+    replication: {{username: {rep_user}, password: {rep_pw}}}
   parameters:
     unix_socket_directories: '{dir}'
     shared_buffers: 16MB
@@ -406,12 +444,16 @@ postgresql:
   pg_hba:
     - local all all trust
     - host all all 127.0.0.1/32 md5
-    - host replication replicator 127.0.0.1/32 md5
+    - host replication {rep_user} 127.0.0.1/32 md5
 watchdog:
   mode: off
 ",
         name = n.name,
         api = n.api,
         port = n.pg_port,
+        su_user = su.0,
+        su_pw = su.1,
+        rep_user = rep.0,
+        rep_pw = rep.1,
     )
 }
