@@ -90,9 +90,9 @@ fn a_planned_site_switchover_promotes_once_the_token_arrived() {
 /// on its way; once it arrived (`delay_ms` after the link works), any member may fail. Every fault heals,
 /// and the site has one primary holding the token (HandoverLosesNothing throughout).
 ///
-/// The key holder's agent is spared while the token's record is on its way: were the key to move to another
-/// member before it arrived, no member would receive the rest of the other site's WAL (the `config` key no
-/// longer names a source), and the site would wait for good (the operator's move).
+/// The key holder's PostgreSQL is spared while the token's record is on its way (its agent is not): restarted,
+/// it would follow this site's key holder, and no member would receive the rest of the other site's WAL (the
+/// `config` key no longer names a source), so the site would wait for good (the operator's move).
 pub fn run_handover_seed(seed: u64, adjust: impl Fn(usize, &mut CoreConfig)) {
     let mut pick = Rng::new(seed.wrapping_mul(41).wrapping_add(3));
     let n = 3 + pick.pick(2);
@@ -120,18 +120,19 @@ pub fn run_handover_seed(seed: u64, adjust: impl Fn(usize, &mut CoreConfig)) {
     heal(&mut sim);
     let holder = settle(&mut sim, 6 * ttl);
     hand_over(&mut sim);
-    // While the token's record is on its way: the link, the other members.
+    // While the token's record is on its way: the link, the agents, the other members' hosts.
     let end = sim.w.t + pick.range(0, 12_000);
     while sim.w.t < end {
         sim.run_for(pick.range(300, 4_000));
         let i = pick.pick(n);
-        match pick.pick(6) {
-            _ if i == holder => {}
-            0 => sim.crash_host(i),
+        match pick.pick(8) {
+            0 if i != holder => sim.crash_host(i),
             1 => sim.kill_agent(i),
             2 => sim.restart_agent(i),
             3 => sim.partition_from_store(i),
             4 => sim.heal_store_link(i),
+            5 => sim.freeze_agent(i),
+            6 => sim.thaw(i),
             _ => link_sites(&mut sim, pick.chance(50)),
         }
     }
@@ -159,7 +160,7 @@ pub fn run_handover_seed(seed: u64, adjust: impl Fn(usize, &mut CoreConfig)) {
 
 #[test]
 fn random_faults_around_a_planned_site_switchover_lose_nothing() {
-    for seed in 1..=40 {
+    for seed in 1..=crate::random::seeds_from_env(40) {
         run_handover_seed(seed, |_, _| {});
     }
 }
@@ -299,7 +300,7 @@ pub fn run_return_seed(seed: u64, adjust: impl Fn(usize, &mut CoreConfig)) {
 
 #[test]
 fn random_faults_around_a_site_outage_never_make_two_sites_writable() {
-    for seed in 1..=40 {
+    for seed in 1..=crate::random::seeds_from_env(40) {
         run_return_seed(seed, |_, _| {});
     }
 }
@@ -311,4 +312,23 @@ fn the_mutant_scenarios_pass_with_the_real_rules() {
         planned_switchover(seed, 3_000, |_, _| {});
         superseded_site(seed, true, |_, _| {});
     }
+}
+
+/// The key moves to another member while the token's record is on its way (the link cut, the key holder's agent
+/// killed): the old holder's PostgreSQL still follows the other site, the new holder streams from it, and the
+/// site promotes once the link works again and the record arrived.
+#[test]
+fn the_key_moving_before_the_token_arrived_still_reaches_it() {
+    let mut sim = standby_of_writing_remote(1, 3, 3_000, false, |_, _| {});
+    sim.run_for(5_000);
+    let ttl = sim.ttl();
+    let holder = sim.w.store.leader.as_ref().expect("holder").node;
+    link_sites(&mut sim, false);
+    hand_over(&mut sim);
+    sim.kill_agent(holder);
+    sim.run_for(3 * ttl);
+    sim.restart_agent(holder);
+    sim.run_for(2 * ttl);
+    link_sites(&mut sim, true);
+    sim.run_until_converged(6 * ttl);
 }
