@@ -206,4 +206,8 @@ pub struct SitesMemory {
     pub holder_since: Option<(NodeName, Millis)>,
     /// We saw one holder keep the key for two ttls since we started: this site lives.
     pub site_alive: bool,
+    /// The `config` index under which a peer site last answered as a primary: until one answers that it is
+    /// not, or the `config` key changes, its silence does not count as gone (a refused forced promotion is
+    /// not left armed for when the other site stops answering).
+    pub writable_seen: Option<u64>,
 }

@@ -42,6 +42,15 @@ pub(crate) fn remember(ctx: &Ctx, mem: &mut Memory, c: &Cluster) {
     let s = &mut mem.sites;
     if let Some(found) = &ctx.obs.sites {
         s.answers = Some(found.clone());
+        if found.iter().any(|p| p.writable == Some(true)) {
+            s.writable_seen = Some(c.config.index);
+        } else if found.iter().any(|p| p.writable == Some(false)) {
+            s.writable_seen = None;
+        }
+    }
+    // An operator's change of the `config` key (a promote-cluster run again, peer_sites edited) decides anew.
+    if s.writable_seen.is_some_and(|i| c.config.index > i) {
+        s.writable_seen = None;
     }
     s.holder_since = match (holder, s.holder_since.take()) {
         (Some(h), Some((seen, at))) if h == seen => Some((seen, at)),
@@ -83,9 +92,13 @@ fn blocked(mem: &Memory, c: &Cluster, probes: &[SiteProbe]) -> Option<Reason> {
         return Some(Reason::PeerSiteWritable { url: p.url.clone() });
     }
     let none_answered = probes.iter().all(|p| p.writable.is_none());
-    // A cluster not yet initialized has no data another site could have superseded.
-    (none_answered && !mem.sites.site_alive && c.initialize.is_some())
-        .then_some(Reason::PeerSitesUnreachable)
+    if none_answered && mem.sites.writable_seen.is_some() {
+        return Some(Reason::PeerSiteWasWritable);
+    }
+    // A cluster not yet initialized (or the one we are bootstrapping) has no data another site could have
+    // superseded.
+    let initialized = c.initialize.is_some() && !mem.no_leader.bootstrapping;
+    (none_answered && !mem.sites.site_alive && initialized).then_some(Reason::PeerSitesUnreachable)
 }
 
 /// Hold a plan that would make a primary: keep the key we hold (renewing when due), do nothing else.

@@ -266,3 +266,52 @@ fn a_held_key_holder_keeps_renewing_its_key() {
     assert_eq!(d.reason, Reason::PeerSiteWritable { url: URL.into() });
     assert_eq!(d.actions, vec![Action::RenewLeader]);
 }
+
+#[test]
+fn reason_peer_site_was_writable() {
+    // `promote-cluster --force` refused while the primary site answered as a primary: when it then stops
+    // answering (a partition, its agents frozen), the refusal stands (found end to end, e2e_site_switchover).
+    let mut c = cluster().leader("pg1");
+    c.config.peer_sites = vec![URL.into()];
+    c.config.index = 7;
+    let o = obs(NOW).pg_replica(1, 500).store(c.clone());
+    let mut m = asked(mem().leased_unarmed(NOW - 100), answer(None), true);
+    m.sites.writable_seen = Some(7);
+    let d = decide(&cfg("pg1"), &m, &o);
+    assert_eq!(d.reason, Reason::PeerSiteWasWritable);
+    assert!(!makes_primary(&d), "{:?}", d.actions);
+    // The operator runs promote-cluster again: a newer config decides anew.
+    c.config.index = 8;
+    let o = obs(NOW).pg_replica(1, 500).store(c);
+    let d = decide(&cfg("pg1"), &m, &o);
+    assert_eq!(d.reason, Reason::Promoting);
+    assert_eq!(d.memory.sites.writable_seen, None);
+}
+
+#[test]
+fn an_answer_as_a_primary_is_remembered_and_one_as_a_standby_forgets_it() {
+    let c = peered(cluster().leader("pg1"));
+    let mut o = obs(NOW).pg_replica(1, 500).store(c);
+    o.sites = Some(answer(Some(true)));
+    let m = asked(mem().leased_unarmed(NOW - 100), vec![], true);
+    let d = decide(&cfg("pg1"), &m, &o);
+    assert_eq!(d.memory.sites.writable_seen, Some(0));
+    o.sites = Some(answer(Some(false)));
+    let d = decide(&cfg("pg1"), &d.memory, &o);
+    assert_eq!(d.memory.sites.writable_seen, None);
+    assert_eq!(d.reason, Reason::Promoting);
+}
+
+#[test]
+fn the_bootstrap_winner_takes_the_key_while_the_other_site_does_not_answer() {
+    // A new primary site set up before the other site runs (found end to end: the winner was held).
+    let c = peered(empty_cluster().initialize("pg1"));
+    let o = obs(NOW).store(c);
+    let d = decide(
+        &cfg("pg1"),
+        &asked(mem().bootstrapping(), answer(None), false),
+        &o,
+    );
+    assert_eq!(d.reason, Reason::AcquiringAfterBootstrap);
+    assert_eq!(d.actions, vec![Action::AcquireLeader]);
+}
