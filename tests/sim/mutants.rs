@@ -367,3 +367,21 @@ fn mutant_promote_without_handover_trips_handover_loses_nothing() {
     });
     assert_tripped(&msg, &["HandoverLosesNothing"]);
 }
+
+#[test]
+fn mutant_peer_site_ignored_trips_at_most_one_writable_site_in_random_seeds() {
+    let msg = first_failure(1..20, |seed| {
+        crate::sites::run_return_seed(seed, |_, c| c.mutant = Some(Mutant::PeerSiteIgnored));
+    });
+    assert_tripped(&msg, &["AtMostOneWritableSite"]);
+}
+
+#[test]
+fn mutant_promote_without_handover_trips_handover_loses_nothing_in_random_seeds() {
+    let msg = first_failure(1..20, |seed| {
+        crate::sites::run_handover_seed(seed, |_, c| {
+            c.mutant = Some(Mutant::PromoteWithoutHandover)
+        });
+    });
+    assert_tripped(&msg, &["HandoverLosesNothing"]);
+}
