@@ -1,8 +1,8 @@
 //! Two sites (issue 32), the other one modelled by `remote.rs`: a planned site switchover promotes this site
 //! only once it holds the other site's last acknowledged record (HandoverLosesNothing), and a site back from
 //! a whole-site outage stays read-only while the other site was promoted in its absence, or cannot be asked
-//! (AtMostOneWritableSite), then elects again once the other site is a standby; a live site fails over with
-//! the other site out of reach.
+//! (AtMostOneWritableSite), then elects again once the other site is a standby; a live site fails over, and a
+//! new site bootstraps, with the other site out of reach.
 use tenure::ha::{CoreConfig, Handover};
 
 use crate::dsl::Sim;
@@ -331,4 +331,17 @@ fn the_key_moving_before_the_token_arrived_still_reaches_it() {
     sim.run_for(2 * ttl);
     link_sites(&mut sim, true);
     sim.run_until_converged(6 * ttl);
+}
+
+/// A new site whose `config` names the other site, out of reach, bootstraps (it has no data another site could
+/// have superseded) and settles.
+#[test]
+fn a_new_site_bootstraps_while_the_other_site_cannot_be_asked() {
+    let mut sim = Sim::with(4, 3, |_, _| {});
+    let mut remote = RemoteSite::new(0, 1, 0, false, 0);
+    remote.reachable = false;
+    sim.w.remote = Some(remote);
+    sim.w.store.set_peer_sites(remote::urls());
+    let ttl = sim.ttl();
+    sim.run_until_converged(4 * ttl);
 }
