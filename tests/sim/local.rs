@@ -29,6 +29,10 @@ pub fn execute(
             };
             return (kind, took, Some(Found::FailsafeReplies(replies)));
         }
+        Action::ProbeSites(urls) => {
+            let (probes, took) = crate::remote::probe_sites(w, i, urls);
+            return (ActionOutcomeKind::Done, took, Some(Found::Sites(probes)));
+        }
         Action::CheckDivergence { leader } => {
             crate::checkers::recovery_before_check(w, i);
             let d = crate::peers::check_divergence(w, i, leader);
