@@ -108,19 +108,29 @@ pub async fn probe_sites(client: &reqwest::Client, urls: &[String]) -> Vec<crate
 
 /// Whether one `/patroni` answer is a running primary's.
 async fn site_answer(client: &reqwest::Client, url: &str) -> Option<bool> {
+    let v = get_json(client, url).await?;
+    let role = v.get("role").and_then(|r| r.as_str())?;
+    let running = v.get("state").and_then(|s| s.as_str()) == Some("running");
+    Some(matches!(role, "primary" | "master") && running)
+}
+
+/// `GET url` within the probe timeout, its JSON answer if it has one no larger than believable.
+async fn get_json(client: &reqwest::Client, url: &str) -> Option<serde_json::Value> {
     let resp = client
         .get(url)
         .timeout(Duration::from_millis(PROBE_TIMEOUT_MS))
         .send()
         .await
         .ok()?;
-    let body = crate::http_body::read_capped(resp, MAX_PEER_ANSWER_BYTES)
-        .await
-        .ok()?;
-    let v: serde_json::Value = serde_json::from_slice(&body).ok()?;
-    let role = v.get("role").and_then(|r| r.as_str())?;
-    let running = v.get("state").and_then(|s| s.as_str()) == Some("running");
-    Some(matches!(role, "primary" | "master") && running)
+    let body = match crate::http_body::read_capped(resp, MAX_PEER_ANSWER_BYTES).await {
+        Ok(b) => b,
+        Err(e @ crate::http_body::BodyError::TooLarge { .. }) => {
+            tracing::warn!(url, error = %e, "peer REST probe: answer not believed");
+            return None;
+        }
+        Err(_) => return None,
+    };
+    serde_json::from_slice(&body).ok()
 }
 
 async fn probe_one(
@@ -144,21 +154,7 @@ async fn rest(client: &reqwest::Client, url: &str) -> Option<PeerStatus> {
     if url.is_empty() {
         return None;
     }
-    let resp = client
-        .get(url)
-        .timeout(Duration::from_millis(PROBE_TIMEOUT_MS))
-        .send()
-        .await
-        .ok()?;
-    let body = match crate::http_body::read_capped(resp, MAX_PEER_ANSWER_BYTES).await {
-        Ok(b) => b,
-        Err(e @ crate::http_body::BodyError::TooLarge { .. }) => {
-            tracing::warn!(url, error = %e, "peer REST probe: answer not believed");
-            return None;
-        }
-        Err(_) => return None,
-    };
-    status_from_json(&serde_json::from_slice(&body).ok()?)
+    status_from_json(&get_json(client, url).await?)
 }
 
 /// What a member's `GET /patroni` answer tells the race.
