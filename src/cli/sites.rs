@@ -13,7 +13,9 @@ use crate::config::sites::parse_token;
 use crate::dcs::ClusterSnapshot;
 use crate::ha::{Handover, Lsn, NodeName, Timeline};
 
-const POLL: Duration = Duration::from_secs(1);
+/// How often the store and the other site are asked again: a switchover's no-writes window lasts at least this
+/// long past the moment the demoted site could be read (measured: a 1 s poll was most of a 1.2 s window).
+const POLL: Duration = Duration::from_millis(100);
 
 /// What `demote-cluster` makes of this site: a standby of the named source.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -62,19 +64,25 @@ async fn wait_for_role(
     limit: Duration,
 ) -> Result<(String, ClusterSnapshot), CliError> {
     let until = crate::clock::now() + limit;
+    let mut shown = None;
     loop {
         if let Ok(s) = ctx.store.read().await {
             let (name, r, state) = leader_role(&s);
+            let unlocked = s.cluster.leader.is_none();
             match name {
                 // A standby leader that streams from its source reports `streaming`.
                 Some(n) if r == role && matches!(state.as_str(), "running" | "streaming") => {
                     return Ok((n, s))
                 }
-                _ => println!(
-                    "{} cluster is unlocked: {}, leader role: {r}, leader state: {state}",
-                    super::list::now_text(),
-                    s.cluster.leader.is_none()
-                ),
+                // Patroni's progress line, once per change (the poll is faster than its second).
+                _ if shown.as_ref() != Some(&(unlocked, r.clone(), state.clone())) => {
+                    println!(
+                        "{} cluster is unlocked: {unlocked}, leader role: {r}, leader state: {state}",
+                        super::list::now_text(),
+                    );
+                    shown = Some((unlocked, r, state));
+                }
+                _ => {}
             }
         }
         if crate::clock::now() + POLL > until {
