@@ -552,6 +552,10 @@ fn planned_site_switchover_there_and_back_loses_no_acknowledged_write_and_refuse
         bare.code, 0,
         "promote-cluster with neither --token nor --force is refused: {bare}"
     );
+    assert!(
+        !bare.err.contains("unrecognized subcommand"),
+        "promote-cluster is a command: {bare}"
+    );
     let after = cli(&s.b, b_sl, &["show-config"], "");
     assert_eq!(
         before.out, after.out,
