@@ -130,6 +130,34 @@ impl KvReader {
     }
 }
 
+/// A Patroni cluster's scope, node names and count, and what its config adds ([`PatroniCluster::start_site`]).
+pub struct PatroniSite {
+    pub scope: String,
+    /// Nodes are named `<prefix>0`, `<prefix>1`, ...
+    pub prefix: String,
+    pub nodes: usize,
+    /// Lines added to `bootstrap.dcs` (indented by four spaces), e.g. a `standby_cluster` section.
+    pub dcs_extra: String,
+    /// The PostgreSQL superuser's password.
+    pub superuser_pw: String,
+    /// `bootstrap.dcs` timing: ttl, loop_wait, retry_timeout (seconds).
+    pub timing_s: (u64, u64, u64),
+}
+
+impl Default for PatroniSite {
+    /// What [`PatroniCluster::start`] runs: three nodes `p0`..`p2` of scope [`SCOPE`].
+    fn default() -> PatroniSite {
+        PatroniSite {
+            scope: SCOPE.into(),
+            prefix: "p".into(),
+            nodes: 3,
+            dcs_extra: String::new(),
+            superuser_pw: "pg-pw".into(),
+            timing_s: (TTL_S, LOOP_WAIT_S, 5),
+        }
+    }
+}
+
 pub struct PatroniCluster {
     pub nodes: Vec<Node>,
     pub store: PatroniStore,
@@ -151,6 +179,11 @@ impl PatroniCluster {
     }
 
     fn start_on(etcd: bool) -> PatroniCluster {
+        Self::start_site(etcd, &PatroniSite::default())
+    }
+
+    /// `site.nodes` Patroni nodes of `site.scope` on a store of their own; returns once they are started.
+    pub fn start_site(etcd: bool, site: &PatroniSite) -> PatroniCluster {
         for bin in [PATRONI, PATRONICTL] {
             assert!(
                 Path::new(bin).exists(),
@@ -173,11 +206,11 @@ impl PatroniCluster {
             .tempdir()
             .unwrap();
         let mut nodes = Vec::new();
-        for i in 0..3 {
-            let dir = root.path().join(format!("p{i}"));
+        for i in 0..site.nodes {
+            let dir = root.path().join(format!("{}{i}", site.prefix));
             std::fs::create_dir_all(&dir).unwrap();
             let node = Node {
-                name: format!("p{i}"),
+                name: format!("{}{i}", site.prefix),
                 dir,
                 api: format!("127.0.0.1:{}", free_port().unwrap())
                     .parse()
@@ -185,7 +218,7 @@ impl PatroniCluster {
                 pg_port: free_port().unwrap(),
                 child: None,
             };
-            std::fs::write(node.config(), config(&node, &store)).unwrap();
+            std::fs::write(node.config(), config(&node, &store, site)).unwrap();
             nodes.push(node);
         }
         if let Some((uid, gid)) = run_as.owner() {
@@ -199,7 +232,7 @@ impl PatroniCluster {
             failed: true,
             rt,
         };
-        for i in 0..3 {
+        for i in 0..site.nodes {
             c.start_patroni(i);
         }
         c
@@ -356,7 +389,7 @@ fn chown_tree(dir: &Path, uid: nix::unistd::Uid, gid: nix::unistd::Gid) {
     }
 }
 
-fn config(n: &Node, store: &PatroniStore) -> String {
+fn config(n: &Node, store: &PatroniStore, site: &PatroniSite) -> String {
     let dir = n.dir.display();
     let dcs = match store {
         PatroniStore::Consul(c) => format!(
@@ -366,7 +399,7 @@ fn config(n: &Node, store: &PatroniStore) -> String {
         PatroniStore::Etcd(e) => format!("etcd3:\n  hosts: {}", e.host_port()),
     };
     format!(
-        "scope: {SCOPE}
+        "scope: {scope}
 namespace: /service/
 name: {name}
 restapi:
@@ -376,11 +409,11 @@ restapi:
 {dcs}
 bootstrap:
   dcs:
-    ttl: {TTL_S}
-    loop_wait: {LOOP_WAIT_S}
-    retry_timeout: 5
+    ttl: {ttl}
+    loop_wait: {loop_wait}
+    retry_timeout: {retry}
     maximum_lag_on_failover: 1048576
-    postgresql:
+{dcs_extra}    postgresql:
       use_pg_rewind: true
       use_slots: true
       parameters:
@@ -397,7 +430,7 @@ postgresql:
   bin_dir: {BIN_DIR}
   pgpass: {dir}/pgpass
   authentication:
-    superuser: {{username: postgres, password: pg-pw}}
+    superuser: {{username: postgres, password: {su_pw}}}
     replication: {{username: replicator, password: rep-pw}}
   parameters:
     unix_socket_directories: '{dir}'
@@ -411,6 +444,12 @@ watchdog:
   mode: off
 ",
         name = n.name,
+        scope = site.scope,
+        ttl = site.timing_s.0,
+        loop_wait = site.timing_s.1,
+        retry = site.timing_s.2,
+        dcs_extra = site.dcs_extra,
+        su_pw = site.superuser_pw,
         api = n.api,
         port = n.pg_port,
     )
