@@ -34,6 +34,7 @@ pub enum Step {
 #[derive(Clone, Debug, PartialEq)]
 pub enum Found {
     Peers(Vec<PeerProbe>),
+    Sites(Vec<crate::ha::SiteProbe>),
     Divergence(Divergence),
     FailsafeReplies(Vec<FailsafeReply>),
 }
@@ -124,6 +125,7 @@ impl Cycle {
             store: self.store.take().unwrap_or(StoreView::Unavailable),
             store_read_at: self.read_sent_at,
             peers: None,
+            sites: None,
             outcomes: std::mem::take(&mut self.outcomes),
             job: local.job,
             divergence: None,
@@ -136,6 +138,7 @@ impl Cycle {
         for f in std::mem::take(&mut self.found) {
             match f {
                 Found::Peers(p) => obs.peers = Some(p),
+                Found::Sites(s) => obs.sites = Some(s),
                 Found::Divergence(d) => obs.divergence = Some(d),
                 Found::FailsafeReplies(r) => obs.failsafe_replies = Some(r),
             }

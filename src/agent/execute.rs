@@ -170,6 +170,10 @@ impl Executor {
                 (Outcome::Done, Some(Found::Divergence(d)))
             }
             Action::ProbePeers => (Outcome::Done, Some(Found::Peers(self.probe_peers().await))),
+            Action::ProbeSites(urls) => {
+                let found = super::peers::probe_sites(&self.peer_client, urls).await;
+                (Outcome::Done, Some(Found::Sites(found)))
+            }
             Action::PostFailsafe {
                 members,
                 timeout_ms,
@@ -304,7 +308,10 @@ impl Executor {
                 self.fence.stop_process();
                 Outcome::Done
             }
-            Action::CheckDivergence { .. } | Action::ProbePeers | Action::PostFailsafe { .. } => {
+            Action::CheckDivergence { .. }
+            | Action::ProbePeers
+            | Action::ProbeSites(_)
+            | Action::PostFailsafe { .. } => {
                 unreachable!("a read is run by Executor::run")
             }
             _ => unreachable!("a store write is run by Executor::store_act"),

@@ -79,6 +79,50 @@ pub async fn probe_all(
     out
 }
 
+/// `GET /patroni` of each of the other site's agents, in parallel, each bounded by the probe timeout: whether
+/// it answers as a running primary (`None`: no believable answer in time).
+pub async fn probe_sites(client: &reqwest::Client, urls: &[String]) -> Vec<crate::ha::SiteProbe> {
+    let mut set = tokio::task::JoinSet::new();
+    for (i, url) in urls.iter().enumerate() {
+        let (client, url) = (client.clone(), url.clone());
+        set.spawn(async move {
+            let target = format!("{}/patroni", url.trim_end_matches('/'));
+            let limit = Duration::from_millis(PROBE_TIMEOUT_MS + 500);
+            let answer = tokio::time::timeout(limit, site_answer(&client, &target))
+                .await
+                .ok()
+                .flatten();
+            (
+                i,
+                crate::ha::SiteProbe {
+                    url,
+                    writable: answer,
+                },
+            )
+        });
+    }
+    let mut out = set.join_all().await;
+    out.sort_by_key(|(i, _)| *i);
+    out.into_iter().map(|(_, p)| p).collect()
+}
+
+/// Whether one `/patroni` answer is a running primary's.
+async fn site_answer(client: &reqwest::Client, url: &str) -> Option<bool> {
+    let resp = client
+        .get(url)
+        .timeout(Duration::from_millis(PROBE_TIMEOUT_MS))
+        .send()
+        .await
+        .ok()?;
+    let body = crate::http_body::read_capped(resp, MAX_PEER_ANSWER_BYTES)
+        .await
+        .ok()?;
+    let v: serde_json::Value = serde_json::from_slice(&body).ok()?;
+    let role = v.get("role").and_then(|r| r.as_str())?;
+    let running = v.get("state").and_then(|s| s.as_str()) == Some("running");
+    Some(matches!(role, "primary" | "master") && running)
+}
+
 async fn probe_one(
     client: &reqwest::Client,
     name: &str,

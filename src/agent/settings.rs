@@ -134,5 +134,8 @@ pub(super) fn bootstrap_config(core: &CoreConfig, config: &Config) -> serde_json
     if let Some(sc) = &config.bootstrap_standby {
         v["standby_cluster"] = sc.clone();
     }
+    if !config.bootstrap_peer_sites.is_empty() {
+        v["peer_sites"] = serde_json::json!(config.bootstrap_peer_sites);
+    }
     v
 }

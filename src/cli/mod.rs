@@ -17,6 +17,7 @@ mod query;
 mod remove;
 mod rest;
 mod show;
+mod sites;
 mod store;
 mod table;
 
@@ -28,6 +29,7 @@ use crate::config::Config;
 pub use edit::EditArgs;
 pub use members::{version_line, Role};
 pub use query::QueryArgs;
+pub use sites::DemoteArgs;
 
 /// The request was refused (by the API, by the cluster's state, or by the operator at the prompt).
 pub const EXIT_REFUSED: u8 = 1;
@@ -128,6 +130,14 @@ pub enum Command {
     /// Delete every key of the scope after patronictl's three typed answers (the listing in `format`).
     Remove {
         format: Format,
+    },
+    /// Patroni 4.1's `demote-cluster`: make this site a standby of another, print the handover token.
+    DemoteCluster(DemoteArgs),
+    /// Patroni 4.1's `promote-cluster`: with the handover token, or `--force` for a lost primary site.
+    PromoteCluster {
+        token: Option<String>,
+        force: bool,
+        timeout_s: u64,
     },
 }
 
@@ -270,6 +280,12 @@ async fn dispatch(ctx: &Ctx, command: Command) -> Result<(), CliError> {
             control::node_action(ctx, node, control::NodeAction::Reinitialize, force).await
         }
         Command::Remove { format } => remove::remove(ctx, format).await,
+        Command::DemoteCluster(args) => sites::demote_cluster(ctx, &args).await,
+        Command::PromoteCluster {
+            token,
+            force,
+            timeout_s,
+        } => sites::promote_cluster(ctx, token.as_deref(), force, timeout_s).await,
     }
 }
 

@@ -37,6 +37,7 @@ pub(crate) fn build(
     let tenure = raw.tenure.take().unwrap_or_default();
     let d = durations(&dcs, &tenure, ctx);
     let standby = super::standby::bootstrap_standby(dcs.standby_cluster.take(), ctx);
+    let peer_sites = super::sites::bootstrap_peer_sites(dcs.peer_sites.take(), ctx);
     let is_consul = store_kind(&raw, ctx);
     let timing = timing(is_consul, &d, ctx);
 
@@ -77,6 +78,7 @@ pub(crate) fn build(
     core.pooler_chain = pgbouncer.as_ref().is_some_and(|p| p.chain);
     let (bootstrap_standby, standby_json) = standby.unzip();
     core.bootstrap_standby = bootstrap_standby;
+    core.bootstrap_peer_sites = peer_sites.clone();
     Some(Config {
         file: ctx.file.to_path_buf(),
         scope,
@@ -93,6 +95,7 @@ pub(crate) fn build(
         bootstrap_failsafe_mode: d.failsafe_mode,
         bootstrap_sync: d.sync,
         bootstrap_standby: standby_json,
+        bootstrap_peer_sites: peer_sites,
         local_pg,
         log,
         pgbouncer,

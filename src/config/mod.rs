@@ -32,6 +32,7 @@ mod pg;
 mod pgbouncer;
 mod raw;
 mod restapi;
+pub mod sites;
 mod standby;
 mod store;
 mod sync;
@@ -141,6 +142,8 @@ pub struct Config {
     pub bootstrap_sync: BootstrapSync,
     /// `bootstrap.dcs.standby_cluster` as uploaded the same way (the core has it as `bootstrap_standby`).
     pub bootstrap_standby: Option<serde_json::Value>,
+    /// `bootstrap.dcs.peer_sites`, uploaded the same way (the core has it as `bootstrap_peer_sites`).
+    pub bootstrap_peer_sites: Vec<String>,
     /// The PostgreSQL settings by source, for merging with the store's `config` key (`dynamic`).
     pub local_pg: LocalPg,
     /// `log:` (Patroni 4's `type` and `level`).

@@ -316,6 +316,8 @@ pub struct RawDcs {
     pub failsafe_mode: Option<bool>,
     /// Patroni's `standby_cluster`: checked in `standby.rs`.
     pub standby_cluster: Option<super::standby::RawStandbyCluster>,
+    /// tenure's `peer_sites`: checked in `sites.rs`.
+    pub peer_sites: Option<Vec<String>>,
     pub slots: Option<Ignored>,
     pub ignore_slots: Option<Ignored>,
     pub check_timeline: Option<Ignored>,

@@ -230,7 +230,31 @@ pub fn dynamic_config_from_json(config: &serde_json::Value) -> DynamicConfig {
         },
         standby_cluster: standby_cluster(config),
         index: 0,
+        peer_sites: peer_sites(config),
+        handover: handover(config),
     }
+}
+
+/// tenure's `peer_sites`: the other site's agents' REST URLs. Only `http(s)://` URLs are read (the store
+/// is not trusted to send the agents anywhere else); anything else is left out.
+pub fn peer_sites(config: &serde_json::Value) -> Vec<String> {
+    let Some(list) = config
+        .get("peer_sites")
+        .and_then(serde_json::Value::as_array)
+    else {
+        return Vec::new();
+    };
+    list.iter()
+        .filter_map(serde_json::Value::as_str)
+        .filter(|u| crate::config::sites::check_url(u).is_ok())
+        .map(str::to_string)
+        .collect()
+}
+
+/// tenure's `handover`: `{"timeline": N, "lsn": "X/Y"}`, written by `promote-cluster --token`. One that
+/// cannot be read is none.
+pub fn handover(config: &serde_json::Value) -> Option<crate::ha::Handover> {
+    crate::config::sites::read_handover(config.get("handover")?).ok()
 }
 
 /// `standby_cluster` as Patroni reads it: an object with any of `host`, `port`, `restore_command` set makes

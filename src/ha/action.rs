@@ -82,6 +82,8 @@ pub enum Action {
     CheckDivergence { leader: NodeName },
     /// Probe every member's REST API (results in `Observation::peers`).
     ProbePeers,
+    /// `GET /patroni` of each of the other site's agents (results in `Observation::sites`).
+    ProbeSites(Vec<String>),
     /// `POST /failsafe` to each of these members (name, api_url) in parallel, bounded by the failsafe
     /// timeout; answers in `Observation::failsafe_replies`, the round's send time in the outcome's `sent_at`.
     /// `Done` only if every member answered 200, so an `ArmFence` after it runs only on a full confirmation.

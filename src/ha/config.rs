@@ -44,6 +44,8 @@ pub struct CoreConfig {
     /// This member's own `bootstrap.dcs.standby_cluster`: the source while the store has no `config` key
     /// (a new standby cluster bootstrapping), as Patroni falls back to the local dynamic settings.
     pub bootstrap_standby: Option<super::observation::StandbySource>,
+    /// This member's own `bootstrap.dcs.peer_sites`: the other site while the store has no `config` key.
+    pub bootstrap_peer_sites: Vec<String>,
     /// The `replicatefrom` tag: stream from this member instead of the leader while it runs on the leader's
     /// timeline (cascading replication).
     pub replicatefrom: Option<NodeName>,
@@ -296,6 +298,7 @@ impl CoreConfig {
             pooler: false,
             pooler_chain: false,
             bootstrap_standby: None,
+            bootstrap_peer_sites: Vec::new(),
             replicatefrom: None,
             #[cfg(feature = "mutants")]
             mutant: None,

@@ -91,7 +91,8 @@ fn choose_plan(ctx: &Ctx, mem: &mut Memory, answer: &mut Option<RequestAnswer>) 
         StoreView::Available(c) if fresh => {
             failsafe::remember(ctx, mem, c);
             let plan = with_store(ctx, mem, c, answer);
-            let mut plan = backoff::gate(ctx, mem, plan);
+            let plan = backoff::gate(ctx, mem, plan);
+            let mut plan = super::sites::gate(ctx, mem, c, plan);
             failsafe::write_key(ctx, mem, c, &mut plan);
             let plan = failsafe::guard(ctx, mem, Some(c), plan);
             super::pooler::follow(ctx, mem, c, plan)
@@ -155,6 +156,7 @@ fn check_decision(ctx: &Ctx, mem: &Memory, actions: &[Action]) {
         _ => None,
     };
     super::standby_leader::check(ctx, mem, cluster, actions);
+    super::sites::check(ctx, mem, cluster, actions);
     super::callbacks::check(ctx, mem, actions);
     super::sync::check(ctx, mem, actions);
     failsafe::check(ctx, actions);

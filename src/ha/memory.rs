@@ -37,6 +37,8 @@ pub struct Memory {
     pub callbacks: CallbackMemory,
     /// What we know of the local PgBouncer (`pooler.rs`).
     pub pooler: PoolerMemory,
+    /// This site's key holder and the peer sites' answers (`sites.rs`).
+    pub sites: super::sites::SitesMemory,
 }
 
 /// What the last store snapshot said of the cluster (kept while the store is unreachable).

@@ -29,6 +29,7 @@ mod operator;
 pub mod pooler;
 mod quorum;
 mod reason;
+mod sites;
 mod standby_leader;
 mod standbys;
 mod status;
@@ -53,5 +54,6 @@ pub use memory::{
     NoLeaderMemory, OperatorMemory, RejoinMemory, ScheduledRestart, StartFailure, SyncMemory,
 };
 pub use observation::*;
+pub use sites::{Handover, SiteProbe, SitesMemory};
 pub use sync::{quorum_standby_listed, sync_standby_listed};
 pub use types::*;

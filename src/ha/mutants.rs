@@ -69,6 +69,10 @@ pub enum Mutant {
     StandbyLeaderPromotes,
     /// A read of an older `config` without `standby_cluster` (a stale read) undoes the standby cluster.
     StaleReadUndoesStandby,
+    /// A site ignores the other site's answers: it takes the key and promotes while the other site is a primary.
+    PeerSiteIgnored,
+    /// A handed-over site promotes as soon as `standby_cluster` is removed, short of the handover token.
+    PromoteWithoutHandover,
     /// Simulator-only: the watchdog never fires.
     WatchdogNeverFires,
 }

@@ -26,6 +26,8 @@ pub struct Observation {
     pub store_read_at: Millis,
     /// Peer probes, present when the previous decision asked for them.
     pub peers: Option<Vec<PeerProbe>>,
+    /// The peer sites' answers, present when the previous decision asked for them (`Action::ProbeSites`).
+    pub sites: Option<Vec<super::sites::SiteProbe>>,
     /// Outcomes of the previous decision's actions, in order; the shell stops at the first that does not succeed.
     pub outcomes: Vec<ActionOutcome>,
     /// The background job (bootstrap, clone, rewind), if one is running or just finished.
@@ -216,6 +218,10 @@ pub struct DynamicConfig {
     pub standby_cluster: Option<StandbySource>,
     /// The `config` key's modify index (0 when absent): which of two reads is the newer.
     pub index: u64,
+    /// tenure's `peer_sites`: the other site's agents' REST URLs (`sites.rs`).
+    pub peer_sites: Vec<String>,
+    /// tenure's `handover`: the token `promote-cluster --token` wrote (`sites.rs`).
+    pub handover: Option<super::sites::Handover>,
 }
 
 /// Where a standby cluster's leader replicates from (Patroni's `standby_cluster` keys). It is a standby

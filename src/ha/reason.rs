@@ -42,6 +42,20 @@ pub enum Reason {
     CloningFromRemote,
     /// The key holder follows a source and read an older `config` naming none: a stale read, ignored.
     StaleConfigRead,
+    // two sites (`sites.rs`)
+    /// Asking the other site's agents whether it runs a primary, before making one here.
+    ProbingPeerSites,
+    /// The other site answers as a primary: this site was superseded and makes no primary.
+    PeerSiteWritable {
+        url: String,
+    },
+    /// Back from a whole-site outage and the other site does not answer: no primary until it does.
+    PeerSitesUnreachable,
+    /// `promote-cluster --token`: our position is short of the old site's last record.
+    AwaitingHandover {
+        ours: Lsn,
+        wanted: Lsn,
+    },
     // leading
     AcquiringAfterBootstrap,
     Leading,
@@ -262,6 +276,19 @@ impl fmt::Display for Reason {
             StartingStandbyLeader => write!(f, "starting as a standby leader because i had the session lock"),
             DemotingToStandbyCluster => write!(f, "demoting to a standby cluster"),
             CloningFromRemote => write!(f, "trying to bootstrap a new standby leader"),
+            ProbingPeerSites => write!(f, "asking the other site whether it runs a primary"),
+            PeerSiteWritable { url } => write!(
+                f,
+                "the other site runs a primary ({url} answers as one): this site was superseded, making no primary"
+            ),
+            PeerSitesUnreachable => write!(
+                f,
+                "no answer from the other site after an outage of this site: making no primary until it answers"
+            ),
+            AwaitingHandover { ours, wanted } => write!(
+                f,
+                "promote-cluster: waiting to reach the handover token {wanted} (at {ours})"
+            ),
             StaleConfigRead => write!(
                 f,
                 "no action: the store's config read is older than the standby_cluster we follow"

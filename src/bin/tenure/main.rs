@@ -11,11 +11,13 @@ use tenure::agent::fence::fencer_argv;
 mod args;
 mod commands;
 mod generate;
+mod site_args;
 use args::{
     DsnArgs, EditConfigArgs, GenerateWhat, QueryArgs, ReloadArgs, RemoveArgs, TopologyArgs,
     VersionArgs,
 };
 use commands::{agent, demo, operator, usage, validate, EXIT_USAGE};
+use site_args::{DemoteClusterArgs, PromoteClusterArgs};
 
 pub(crate) const EXIT_CODES: &str = "\
 Exit codes:
@@ -93,6 +95,10 @@ enum Command {
     /// Delete every key of the cluster from the store, after typing its name, "Yes I am aware" and the
     /// leader's name (read from stdin, terminal or not, as patronictl).
     Remove(RemoveArgs),
+    /// Make this site a standby cluster of another (Patroni 4.1): stop writes, print the handover token.
+    DemoteCluster(DemoteClusterArgs),
+    /// Promote this standby cluster: with the handover token, or --force when the primary site is lost.
+    PromoteCluster(PromoteClusterArgs),
     /// The fencing process an agent starts (internal): stops PostgreSQL when the lease deadline passes.
     #[command(hide = true)]
     Fencer(FencerArgs),
@@ -392,6 +398,14 @@ fn main() -> ExitCode {
             operator(scope, command, &env)
         }
         Command::Remove(a) => {
+            let (scope, command) = a.command();
+            operator(scope, command, &env)
+        }
+        Command::DemoteCluster(a) => {
+            let (scope, command) = a.command();
+            operator(scope, command, &env)
+        }
+        Command::PromoteCluster(a) => {
             let (scope, command) = a.command();
             operator(scope, command, &env)
         }
