@@ -155,8 +155,9 @@ fn start_sites() -> Sites {
     let serial = serial();
     let t0 = Instant::now();
     let (pa, pb) = (SitePorts::new(), SitePorts::new());
-    let with_ports = |ports: &SitePorts, peers: &SitePorts, extra: String| {
-        let (pg, api, dcs) = (ports.pg.clone(), ports.api.clone(), peers.as_peer_sites());
+    let with_ports = |ports: &SitePorts, peers: Option<&SitePorts>, extra: String| {
+        let dcs = peers.map(SitePorts::as_peer_sites).unwrap_or_default();
+        let (pg, api) = (ports.pg.clone(), ports.api.clone());
         let mut k = 0;
         move |n: &mut local::NodeSpec| {
             n.pg_port = pg[k];
@@ -173,7 +174,7 @@ fn start_sites() -> Sites {
     let mut a = Cluster::start_site(
         StoreKind::Etcd,
         &layout("a"),
-        with_ports(&pa, &pb, String::new()),
+        with_ports(&pa, None, String::new()),
     );
     let epoch = a.epoch;
     let p = a.wait_healthy(Duration::from_secs(90));
@@ -185,7 +186,7 @@ fn start_sites() -> Sites {
     let mut b = Cluster::start_site(
         StoreKind::Etcd,
         &layout("b"),
-        with_ports(&pb, &pa, standby_cluster_section(a_port)),
+        with_ports(&pb, Some(&pa), standby_cluster_section(a_port)),
     );
     let (sl, so) = b.wait_until(
         "a standby leader in site B streaming from site A's primary, the other member from it",
@@ -205,6 +206,29 @@ fn start_sites() -> Sites {
             b.nodes[sl].name,
             b.nodes[so].name
         ),
+    );
+    // Site A's peer_sites go in through its `config` key once site B runs: in A's bootstrap.dcs they keep A
+    // from bootstrapping while B is not up yet (see the test below).
+    let urls: Vec<String> = pb
+        .api
+        .iter()
+        .map(|p| format!("http://127.0.0.1:{p}"))
+        .collect();
+    let body = serde_json::json!({ "peer_sites": urls }).to_string();
+    let (code, answer) = common::api(&a, p, "PATCH", "/config", &body);
+    assert_eq!(
+        code, 200,
+        "PATCH /config on site A with peer_sites: {answer}"
+    );
+    a.wait_until(
+        "site A's config key to hold peer_sites",
+        REPLAY_BUDGET,
+        |c| {
+            let (_, config) = c.rest_get(p, "/config");
+            serde_json::from_str::<serde_json::Value>(&config)
+                .ok()
+                .filter(|v| v["peer_sites"] == serde_json::json!(urls))
+        },
     );
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -538,6 +562,30 @@ fn lost(c: &Cluster, i: usize, acked: &[(i64, Duration)]) -> Vec<i64> {
         .map(|(id, _)| *id)
         .filter(|id| !stored.contains(id))
         .collect()
+}
+
+/// A new primary site whose `bootstrap.dcs.peer_sites` names a standby site that is not running yet (it is
+/// set up from the primary site, so it comes second) bootstraps: nothing another site could have superseded
+/// exists yet.
+#[test]
+fn a_new_primary_site_bootstraps_before_the_site_its_peer_sites_name_runs() {
+    let _serial = serial();
+    let peers = SitePorts::new();
+    let mut a = Cluster::start_site(
+        StoreKind::Etcd,
+        &Layout {
+            scope: "site-a".into(),
+            name_prefix: "a".into(),
+            nodes: SITE_NODES,
+        },
+        |n| n.dcs_extra = peers.as_peer_sites(),
+    );
+    let p = a.wait_healthy(Duration::from_secs(45));
+    log(
+        a.epoch,
+        &format!("site A bootstrapped: primary {}", a.nodes[p].name),
+    );
+    a.assert_never_two_primaries();
 }
 
 #[test]
