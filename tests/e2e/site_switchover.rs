@@ -752,6 +752,76 @@ fn planned_site_switchover_there_and_back_loses_no_acknowledged_write_and_refuse
     s.b.assert_never_two_primaries();
 }
 
+/// A `promote-cluster --force` that site B's agents refused (site A writable, the CLI gave up: exit 1) is not
+/// left armed: when site A's agents later stop answering (frozen here, as in a partition between the sites,
+/// while A's PostgreSQL still runs until A's own fencing stops it), site B does not promote on its own.
+#[test]
+fn a_refused_forced_promotion_is_not_left_armed_for_when_the_primary_site_stops_answering() {
+    let mut s = start_sites();
+    let epoch = s.epoch;
+    let sl = standby_leader(&s.b).expect("site B's standby leader");
+    let forced = cli(
+        &s.b,
+        sl,
+        &["promote-cluster", "--force", "--timeout", "10"],
+        "y\n",
+    );
+    assert_ne!(
+        forced.code, 0,
+        "promote-cluster --force on B while A is writable exits non-zero: {forced}"
+    );
+    log(
+        epoch,
+        &format!(
+            "promote-cluster --force refused (exit {}); freezing site A's agents",
+            forced.code
+        ),
+    );
+    let from = s.since_epoch();
+    for i in 0..s.a.nodes.len() {
+        s.a.sigstop_agent(i);
+    }
+    std::thread::sleep(TTL + Duration::from_secs(5));
+    for i in 0..s.a.nodes.len() {
+        s.a.sigcont_agent(i);
+    }
+    let to = s.since_epoch();
+    let n_a = s.a.nodes.len();
+    let samples = s.samples();
+    let first = |site: std::ops::Range<usize>| {
+        samples
+            .iter()
+            .find(|x| x.at >= from && x.writable[site.clone()].contains(&Some(true)))
+            .map(|x| x.at.as_secs_f64())
+    };
+    let last_a = samples
+        .iter()
+        .rev()
+        .find(|x| x.at >= from && x.writable[..n_a].contains(&Some(true)))
+        .map(|x| x.at.as_secs_f64());
+    log(
+        epoch,
+        &format!(
+            "site A's agents frozen at {:.1} s, thawed at {:.1} s: site A last writable at {last_a:?} s, \
+             site B first writable at {:?} s",
+            from.as_secs_f64(),
+            to.as_secs_f64(),
+            first(n_a..n_a + s.b.nodes.len())
+        ),
+    );
+    s.stop_sampler();
+    let b_writable = samples
+        .iter()
+        .find(|x| x.at >= from && x.at <= to && x.writable[n_a..].contains(&Some(true)));
+    if let Some(bad) = b_writable {
+        panic!(
+            "site B promoted on its own after its promote-cluster --force was refused, once site A's agents \
+             stopped answering: {}",
+            bad.render(&s.names)
+        );
+    }
+}
+
 #[test]
 fn after_a_forced_promotion_the_lost_primary_site_comes_back_read_only() {
     let mut s = start_sites();
