@@ -21,7 +21,7 @@ cargo test --release --quiet --test e2e_site_switchover --no-run
 run() { # run TEST: its `bench:` lines; the log's tail if it fails
   local log rc=0
   log=$(mktemp /tmp/tenure-site-switchover.XXXXXX.log)
-  cargo test --release --quiet --test e2e_site_switchover -- --ignored --exact "$1" \
+  cargo test --release --quiet --test e2e_site_switchover -- --ignored --exact "site_switchover_bench::$1" \
     --nocapture --test-threads=1 >"$log" 2>&1 || rc=$?
   grep '^bench:' "$log" | sed 's/^bench: //' || true
   if [ "$rc" != 0 ]; then tail -60 "$log"; echo "$1 failed (exit $rc); the whole log: $log"; return "$rc"; fi
