@@ -345,15 +345,16 @@ fn writable(s: &Sample) -> usize {
     s.writable.iter().filter(|w| **w == Some(true)).count()
 }
 
-/// The longest window in `[from, to]` with no writable node: from the last sample with one before a run of
-/// samples with none to the first sample with one after it.
+/// The longest window with no writable node that ends in `[from, to]` (it may have begun before `from`):
+/// from the last sample with one before a run of samples with none to the first sample with one after it
+/// (or `to`).
 fn longest_unwritable(samples: &[Sample], from: Duration, to: Duration) -> Duration {
     let mut last_writable: Option<Duration> = None;
     let mut longest = Duration::ZERO;
     let mut gap_open = false;
-    for s in samples.iter().filter(|s| s.at >= from && s.at <= to) {
+    for s in samples.iter().filter(|s| s.at <= to) {
         if writable(s) > 0 {
-            if let (true, Some(l)) = (gap_open, last_writable) {
+            if let (true, Some(l)) = (gap_open && s.at >= from, last_writable) {
                 longest = longest.max(s.at - l);
             }
             last_writable = Some(s.at);

@@ -58,6 +58,11 @@ fn bench_site_switchover() {
         let sampler = longest_unwritable(&samples, sw.from, to).as_secs_f64();
         let gap = longest_write_gap(&log_w.acked, sw.from, to).as_secs_f64();
         figures.push((sampler, gap, sw.cli.as_secs_f64()));
+        if std::env::var_os("SITE_SWITCHOVER_SAMPLES").is_some() {
+            for x in samples.iter().filter(|x| x.at >= sw.from && x.at <= sw.to) {
+                println!("bench: sample {}", x.render(&s.names));
+            }
+        }
         println!(
             "bench: {name}: no writable node {:.0} ms (sampler), writer gap {:.0} ms, CLI {:.1} s, token {}",
             sampler * 1000.0,
