@@ -549,3 +549,42 @@ fn standby_cluster_values_are_checked() {
         assert!(e.starts_with(key), "{bad}: {e}");
     }
 }
+
+/// The two-site keys from the store: a URL that is not http(s), one with credentials, too many, or a
+/// handover token that is not one are refused (422 for PATCH /config); good ones pass.
+#[test]
+fn peer_sites_and_handover_from_the_store_are_checked() {
+    use serde_json::json;
+    use tenure::config::dynamic::DynamicSettings;
+    let ok = [
+        json!({"peer_sites": ["http://10.2.0.1:8008", "https://b2:8008/"]}),
+        json!({"handover": {"timeline": 3, "lsn": "0/5000028"}}),
+        json!({"peer_sites": null, "handover": null}),
+    ];
+    for v in ok {
+        assert!(DynamicSettings::parse(&v).is_ok(), "{v} refused");
+    }
+    let many: Vec<String> = (0..17).map(|i| format!("http://10.2.0.{i}:8008")).collect();
+    let bad = [
+        (json!({"peer_sites": ["file:///etc/shadow"]}), "peer_sites"),
+        (
+            json!({"peer_sites": ["http://u:p@10.2.0.1:8008"]}),
+            "peer_sites",
+        ),
+        (json!({"peer_sites": "http://10.2.0.1:8008"}), "peer_sites"),
+        (json!({ "peer_sites": many }), "peer_sites"),
+        (
+            json!({"handover": {"timeline": 0, "lsn": "0/1"}}),
+            "handover",
+        ),
+        (
+            json!({"handover": {"timeline": 2, "lsn": "nope"}}),
+            "handover",
+        ),
+        (json!({"handover": "2:0/1"}), "handover"),
+    ];
+    for (v, key) in bad {
+        let err = DynamicSettings::parse(&v).expect_err(&v.to_string());
+        assert!(err.to_string().contains(key), "{v}: {err}");
+    }
+}

@@ -217,6 +217,7 @@ fn observation(cluster: Cluster, pg: PgState) -> Observation {
         store: StoreView::Available(cluster),
         store_read_at: now,
         peers: None,
+        sites: None,
         outcomes: Vec::new(),
         job: JobStatus::Idle,
         divergence: None,

@@ -44,7 +44,7 @@ fn notable(a: &crate::ha::Action) -> bool {
 }
 
 /// `/patroni`'s PostgreSQL details: the system identifier (also of a stopped cluster), the postmaster's
-/// start time and a primary's walsenders, in Patroni's shapes.
+/// start time and the walsenders (on any member, as Patroni lists them), in Patroni's shapes.
 pub(super) fn publish_pg_details(
     p: &mut crate::api::Published,
     running: Option<&crate::pg::probe::RunningStatus>,

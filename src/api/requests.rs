@@ -60,13 +60,15 @@ struct ReinitializeBody {
     from_leader: Option<bool>,
 }
 
-/// `PATCH /config`: a JSON object to merge.
+/// `PATCH /config`: a JSON object to merge (`PUT /config`: the whole config). Not an empty one: Patroni
+/// answers `{}` with 400 (api.py `_read_json_content`), so a PUT cannot wipe the key by mistake.
 pub fn config_patch(body: &[u8]) -> Result<serde_json::Value, BadRequest> {
     let value: serde_json::Value = json(body)?;
-    if !value.is_object() {
-        return Err("the config patch must be a JSON object".into());
+    match value.as_object() {
+        None => Err("the config patch must be a JSON object".into()),
+        Some(o) if o.is_empty() => Err("the config patch must not be empty".into()),
+        Some(_) => Ok(value),
     }
-    Ok(value)
 }
 
 /// `POST /switchover`: `leader` required; `scheduled_at` with a time zone (400 without one, 422 when it
@@ -269,6 +271,18 @@ fn timeout_seconds(v: &serde_json::Value) -> Result<u64, BadRequest> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_config_patch_is_a_json_object_that_is_not_empty() {
+        assert!(config_patch(br#"{"pause":true}"#).is_ok());
+        for bad in [&b"{}"[..], b"[]", b"null", b"{\"pause\":"] {
+            assert!(
+                config_patch(bad).is_err(),
+                "{}",
+                String::from_utf8_lossy(bad)
+            );
+        }
+    }
 
     #[test]
     fn switchover_needs_a_leader_and_a_time_zone() {

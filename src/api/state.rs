@@ -33,8 +33,8 @@ pub struct Published {
     pub postmaster_start_time: Option<String>,
     pub postmaster_start_unix_s: Option<f64>,
     pub database_system_identifier: Option<String>,
-    /// A primary's walsenders, as `/patroni`'s `replication` rows (`usename`, `application_name`,
-    /// `client_addr`, `state`, `sync_state`, `sync_priority`).
+    /// The walsenders (a primary's, a standby leader's, a cascading replica's), as `/patroni`'s `replication`
+    /// rows (`usename`, `application_name`, `client_addr`, `state`, `sync_state`, `sync_priority`).
     pub replication: Vec<serde_json::Value>,
     /// A replica's WAL replay is paused (`pg_is_wal_replay_paused()`): `/patroni`'s `xlog.paused`.
     pub wal_replay_paused: bool,

@@ -284,10 +284,43 @@ pub async fn promote_cluster(
         }
     };
     patch(ctx, &snapshot, &body, "promote-cluster").await?;
-    wait_for_role(ctx, "primary", Duration::from_secs(timeout_s)).await?;
-    println!(
-        "{} cluster is successfully promoted",
-        super::list::now_text()
-    );
-    Ok(())
+    match wait_for_role(ctx, "primary", Duration::from_secs(timeout_s)).await {
+        Ok(_) => {
+            println!(
+                "{} cluster is successfully promoted",
+                super::list::now_text()
+            );
+            Ok(())
+        }
+        Err(e) => disarm(ctx, &snapshot, e).await,
+    }
+}
+
+/// The promotion did not happen in time: put `standby_cluster` back, so that it does not happen later on
+/// its own (the other site answered as a primary, and may stop answering without being gone).
+async fn disarm(ctx: &Ctx, before: &ClusterSnapshot, why: CliError) -> Result<(), CliError> {
+    let now = ctx.store.read().await?;
+    if leader_role(&now).1 == "primary" {
+        println!(
+            "{} cluster is successfully promoted",
+            super::list::now_text()
+        );
+        return Ok(());
+    }
+    let old = before
+        .config
+        .as_ref()
+        .and_then(|(c, _)| c.get("standby_cluster").cloned())
+        .unwrap_or(Value::Null);
+    patch(
+        ctx,
+        &now,
+        &json!({"standby_cluster": old, "handover": null}),
+        "promote-cluster",
+    )
+    .await?;
+    Err(CliError::refused(format!(
+        "{why}; standby_cluster was put back, nothing was promoted (the leader's log says why: the other site \
+         answering as a primary, or the handover token not reached)"
+    )))
 }

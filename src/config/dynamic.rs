@@ -328,7 +328,8 @@ impl DynamicSettings {
         d.sync = sync_settings(top)?;
         super::standby::check_store_value(get("standby_cluster"))
             .map_err(|(key, why)| invalid(&key, why))?;
-        super::sites::check_store_value(top).map_err(|(key, why)| invalid(&key, why))?;
+        super::sites::check_store_value(get("peer_sites"), get("handover"))
+            .map_err(|(key, why)| invalid(&key, why))?;
         match get("postgresql") {
             None | Some(Value::Null) => {}
             Some(Value::Object(pg)) => {

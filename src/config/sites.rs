@@ -2,25 +2,11 @@
 use serde_json::Value;
 
 use super::ctx::Ctx;
-use crate::ha::{Handover, Lsn, Timeline};
+pub use crate::dcs::values::{check_url, read_handover};
+use crate::ha::Handover;
 
 /// More peers than this is no site's agents: a mistake, or a store trying to make the agents probe the world.
 pub const MAX_PEER_SITES: usize = 16;
-
-/// A peer site agent's REST URL: `http://` or `https://`, a host, no credentials.
-pub fn check_url(u: &str) -> Result<(), String> {
-    let url = reqwest::Url::parse(u).map_err(|e| format!("{u:?} is not a URL: {e}"))?;
-    if !matches!(url.scheme(), "http" | "https") {
-        return Err(format!("{u:?} is not an http:// or https:// URL"));
-    }
-    if url.host_str().is_none_or(str::is_empty) {
-        return Err(format!("{u:?} names no host"));
-    }
-    if !url.username().is_empty() || url.password().is_some() {
-        return Err(format!("{u:?} carries credentials"));
-    }
-    Ok(())
-}
 
 /// `bootstrap.dcs.peer_sites`, checked: the list, and its JSON for the `config` key.
 pub(crate) fn bootstrap_peer_sites(raw: Option<Vec<String>>, ctx: &mut Ctx) -> Vec<String> {
@@ -41,33 +27,6 @@ pub(crate) fn bootstrap_peer_sites(raw: Option<Vec<String>>, ctx: &mut Ctx) -> V
     list
 }
 
-/// The `handover` object: `{"timeline": N, "lsn": "X/Y"}`.
-pub fn read_handover(v: &Value) -> Result<Handover, String> {
-    let obj = v.as_object().ok_or("must be a mapping {timeline, lsn}")?;
-    let timeline = obj
-        .get("timeline")
-        .and_then(Value::as_u64)
-        .and_then(|t| u32::try_from(t).ok())
-        .filter(|t| *t >= 1)
-        .ok_or("timeline must be a timeline ID (a whole number from 1)")?;
-    let lsn: Lsn = obj
-        .get("lsn")
-        .and_then(Value::as_str)
-        .ok_or("lsn must be text such as \"0/5000028\"")?
-        .parse()
-        .map_err(|_| "lsn must be a WAL position such as \"0/5000028\"")?;
-    if let Some(k) = obj
-        .keys()
-        .find(|k| !matches!(k.as_str(), "timeline" | "lsn"))
-    {
-        return Err(format!("unknown key {k:?}"));
-    }
-    Ok(Handover {
-        timeline: Timeline(timeline),
-        lsn,
-    })
-}
-
 /// The token as `demote-cluster` prints it and `promote-cluster --token` reads it: `TIMELINE:LSN`.
 pub fn parse_token(t: &str) -> Result<Handover, String> {
     let (tl, lsn) = t
@@ -81,9 +40,10 @@ pub fn parse_token(t: &str) -> Result<Handover, String> {
 /// `peer_sites` and `handover` in the store's `config` key that the agents could not use (what `PATCH
 /// /config` refuses with 422): `Err((key, why))`.
 pub(crate) fn check_store_value(
-    config: &serde_json::Map<String, Value>,
+    peer_sites: Option<&Value>,
+    handover: Option<&Value>,
 ) -> Result<(), (String, String)> {
-    match config.get("peer_sites") {
+    match peer_sites {
         None | Some(Value::Null) => {}
         Some(Value::Array(list)) if list.len() <= MAX_PEER_SITES => {
             for u in list {
@@ -101,7 +61,7 @@ pub(crate) fn check_store_value(
         }
         Some(_) => return Err(("peer_sites".into(), "must be a list of URLs".into())),
     }
-    match config.get("handover") {
+    match handover {
         None | Some(Value::Null) => Ok(()),
         Some(v) => read_handover(v)
             .map(|_| ())
@@ -112,6 +72,7 @@ pub(crate) fn check_store_value(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ha::Timeline;
 
     #[test]
     fn urls_from_the_store_are_checked() {

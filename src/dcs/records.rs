@@ -246,7 +246,7 @@ pub fn peer_sites(config: &serde_json::Value) -> Vec<String> {
     };
     list.iter()
         .filter_map(serde_json::Value::as_str)
-        .filter(|u| crate::config::sites::check_url(u).is_ok())
+        .filter(|u| super::values::check_url(u).is_ok())
         .map(str::to_string)
         .collect()
 }
@@ -254,7 +254,7 @@ pub fn peer_sites(config: &serde_json::Value) -> Vec<String> {
 /// tenure's `handover`: `{"timeline": N, "lsn": "X/Y"}`, written by `promote-cluster --token`. One that
 /// cannot be read is none.
 pub fn handover(config: &serde_json::Value) -> Option<crate::ha::Handover> {
-    crate::config::sites::read_handover(config.get("handover")?).ok()
+    super::values::read_handover(config.get("handover")?).ok()
 }
 
 /// `standby_cluster` as Patroni reads it: an object with any of `host`, `port`, `restore_command` set makes

@@ -22,6 +22,9 @@ pub use super::procs::{
 pub const PG_BIN_DIR: &str = "/usr/lib/postgresql/15/bin";
 /// PostgreSQL's superuser, as written in every node's config.
 pub const SUPERUSER: (&str, &str) = ("postgres", "local-superuser-pw");
+/// PostgreSQL's replication user, as written in every node's config (a standby cluster of a local cluster
+/// streams with it).
+pub const REPLICATION: (&str, &str) = ("replicator", "local-replicator-pw");
 /// The REST API's basic-auth user for unsafe endpoints.
 pub const API_USER: (&str, &str) = ("admin", "local-admin-pw");
 
@@ -153,8 +156,8 @@ restapi:
       username: {su}
       password: {su_pw}
     replication:
-      username: replicator
-      password: local-replicator-pw
+      username: {rep}
+      password: {rep_pw}
     rewind:
       username: rewinder
       password: local-rewinder-pw
@@ -185,6 +188,8 @@ tenure:
             pg = self.pg_port,
             su = SUPERUSER.0,
             su_pw = SUPERUSER.1,
+            rep = REPLICATION.0,
+            rep_pw = REPLICATION.1,
             fence = t.fence_budget_s,
             pg_extra = self.postgresql_extra,
             initdb_extra = self.initdb_extra,

@@ -38,7 +38,7 @@ pub struct Memory {
     /// What we know of the local PgBouncer (`pooler.rs`).
     pub pooler: PoolerMemory,
     /// This site's key holder and the peer sites' answers (`sites.rs`).
-    pub sites: super::sites::SitesMemory,
+    pub sites: SitesMemory,
 }
 
 /// What the last store snapshot said of the cluster (kept while the store is unreachable).
@@ -193,4 +193,21 @@ pub struct ScheduledRestart {
     /// Unix ms.
     pub at_wall_ms: u64,
     pub filter: RestartFilter,
+}
+
+/// What the core remembers of its site and the other.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SitesMemory {
+    /// When we last asked for the peer sites' answers.
+    pub probed_at: Option<Millis>,
+    /// Their answers to that request, kept for the cycles after it (acquire, then promote).
+    pub answers: Option<Vec<super::observation::SiteProbe>>,
+    /// The key holder we see and since when (a key a crashed incarnation left lasts at most a ttl).
+    pub holder_since: Option<(NodeName, Millis)>,
+    /// We saw one holder keep the key for two ttls since we started: this site lives.
+    pub site_alive: bool,
+    /// The `config` index under which a peer site last answered as a primary: until one answers that it is
+    /// not, or the `config` key changes, its silence does not count as gone (a refused forced promotion is
+    /// not left armed for when the other site stops answering).
+    pub writable_seen: Option<u64>,
 }

@@ -51,9 +51,9 @@ pub use election::{
 pub use lease::Lease;
 pub use memory::{
     CallbackMemory, ClusterMemory, FailsafeMemory, FenceMemory, LeaderMemory, Memory,
-    NoLeaderMemory, OperatorMemory, RejoinMemory, ScheduledRestart, StartFailure, SyncMemory,
+    NoLeaderMemory, OperatorMemory, RejoinMemory, ScheduledRestart, SitesMemory, StartFailure,
+    SyncMemory,
 };
 pub use observation::*;
-pub use sites::{Handover, SiteProbe, SitesMemory};
 pub use sync::{quorum_standby_listed, sync_standby_listed};
 pub use types::*;

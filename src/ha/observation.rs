@@ -27,7 +27,7 @@ pub struct Observation {
     /// Peer probes, present when the previous decision asked for them.
     pub peers: Option<Vec<PeerProbe>>,
     /// The peer sites' answers, present when the previous decision asked for them (`Action::ProbeSites`).
-    pub sites: Option<Vec<super::sites::SiteProbe>>,
+    pub sites: Option<Vec<SiteProbe>>,
     /// Outcomes of the previous decision's actions, in order; the shell stops at the first that does not succeed.
     pub outcomes: Vec<ActionOutcome>,
     /// The background job (bootstrap, clone, rewind), if one is running or just finished.
@@ -221,7 +221,7 @@ pub struct DynamicConfig {
     /// tenure's `peer_sites`: the other site's agents' REST URLs (`sites.rs`).
     pub peer_sites: Vec<String>,
     /// tenure's `handover`: the token `promote-cluster --token` wrote (`sites.rs`).
-    pub handover: Option<super::sites::Handover>,
+    pub handover: Option<Handover>,
 }
 
 /// Where a standby cluster's leader replicates from (Patroni's `standby_cluster` keys). It is a standby
@@ -477,7 +477,8 @@ pub struct RunningPg {
     pub server_version: u32,
     /// `synchronous_standby_names` as the server runs it.
     pub sync_names: SyncNames,
-    /// Primary: its walsenders (`pg_stat_replication`); empty on a replica.
+    /// Primary: its walsenders (`pg_stat_replication`); empty on a replica (the probe leaves a standby
+    /// leader's and a cascading replica's out: they are shown in `/patroni`, never weighed for sync).
     pub standbys: Vec<ReplicationStat>,
 }
 
@@ -556,4 +557,19 @@ pub enum Divergence {
     NeedRewind { leader: NodeName },
     /// The check could not run (leader unreachable, still in recovery, no checkpoint yet).
     Unknown { leader: NodeName, why: String },
+}
+
+/// The old site's last record, as `demote-cluster` read it: the new site promotes at or past it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Handover {
+    pub timeline: Timeline,
+    pub lsn: Lsn,
+}
+
+/// One peer site agent's `GET /patroni` answer: `None` when it did not answer in time.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SiteProbe {
+    pub url: String,
+    /// It answered as a running primary (`role` primary or master, `state` running).
+    pub writable: Option<bool>,
 }

@@ -94,6 +94,7 @@ fn run_check(voters: &[&str], quorum: u32, names: SyncNames, flushed: &[&str], a
         store: StoreView::Available(c.clone()),
         store_read_at: Millis(1_000),
         peers: None,
+        sites: None,
         outcomes: Vec::new(),
         job: JobStatus::Idle,
         divergence: None,

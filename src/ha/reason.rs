@@ -51,6 +51,8 @@ pub enum Reason {
     },
     /// Back from a whole-site outage and the other site does not answer: no primary until it does.
     PeerSitesUnreachable,
+    /// The other site answered as a primary under this `config` and now does not answer: still no primary.
+    PeerSiteWasWritable,
     /// `promote-cluster --token`: our position is short of the old site's last record.
     AwaitingHandover {
         ours: Lsn,
@@ -284,6 +286,10 @@ impl fmt::Display for Reason {
             PeerSitesUnreachable => write!(
                 f,
                 "no answer from the other site after an outage of this site: making no primary until it answers"
+            ),
+            PeerSiteWasWritable => write!(
+                f,
+                "the other site answered as a primary and now does not answer: making no primary until it says it is none, or the config changes"
             ),
             AwaitingHandover { ours, wanted } => write!(
                 f,

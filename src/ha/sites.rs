@@ -18,39 +18,11 @@ use super::action::{Action, Job};
 use super::config::MutantName;
 use super::ctx::{Ctx, Local, Plan};
 use super::memory::Memory;
-use super::observation::Cluster;
-use super::types::{Lsn, Millis, Timeline};
+use super::observation::{Cluster, Handover, SiteProbe};
+use super::types::{Lsn, Timeline};
 use super::Reason;
 
 super::mutants::seam!(PeerSiteIgnored, PromoteWithoutHandover);
-
-/// The old site's last record, as `demote-cluster` read it: the new site promotes at or past it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Handover {
-    pub timeline: Timeline,
-    pub lsn: Lsn,
-}
-
-/// One peer site agent's `GET /patroni` answer: `None` when it did not answer in time.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SiteProbe {
-    pub url: String,
-    /// It answered as a running primary (`role` primary or master, `state` running).
-    pub writable: Option<bool>,
-}
-
-/// What the core remembers of its site and the other.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct SitesMemory {
-    /// When we last asked for the peer sites' answers.
-    pub probed_at: Option<Millis>,
-    /// Their answers to that request, kept for the cycles after it (acquire, then promote).
-    pub answers: Option<Vec<SiteProbe>>,
-    /// The key holder we see and since when (a key a crashed incarnation left lasts at most a ttl).
-    pub holder_since: Option<(super::types::NodeName, Millis)>,
-    /// We saw one holder keep the key for two ttls since we started: this site lives.
-    pub site_alive: bool,
-}
 
 /// What makes a primary in this site.
 fn makes_primary(a: &Action) -> bool {
@@ -70,6 +42,15 @@ pub(crate) fn remember(ctx: &Ctx, mem: &mut Memory, c: &Cluster) {
     let s = &mut mem.sites;
     if let Some(found) = &ctx.obs.sites {
         s.answers = Some(found.clone());
+        if found.iter().any(|p| p.writable == Some(true)) {
+            s.writable_seen = Some(c.config.index);
+        } else if found.iter().any(|p| p.writable == Some(false)) {
+            s.writable_seen = None;
+        }
+    }
+    // An operator's change of the `config` key (a promote-cluster run again, peer_sites edited) decides anew.
+    if s.writable_seen.is_some_and(|i| c.config.index > i) {
+        s.writable_seen = None;
     }
     s.holder_since = match (holder, s.holder_since.take()) {
         (Some(h), Some((seen, at))) if h == seen => Some((seen, at)),
@@ -111,9 +92,13 @@ fn blocked(mem: &Memory, c: &Cluster, probes: &[SiteProbe]) -> Option<Reason> {
         return Some(Reason::PeerSiteWritable { url: p.url.clone() });
     }
     let none_answered = probes.iter().all(|p| p.writable.is_none());
-    // A cluster not yet initialized has no data another site could have superseded.
-    (none_answered && !mem.sites.site_alive && c.initialize.is_some())
-        .then_some(Reason::PeerSitesUnreachable)
+    if none_answered && mem.sites.writable_seen.is_some() {
+        return Some(Reason::PeerSiteWasWritable);
+    }
+    // A cluster not yet initialized (or the one we are bootstrapping) has no data another site could have
+    // superseded.
+    let initialized = c.initialize.is_some() && !mem.no_leader.bootstrapping;
+    (none_answered && !mem.sites.site_alive && initialized).then_some(Reason::PeerSitesUnreachable)
 }
 
 /// Hold a plan that would make a primary: keep the key we hold (renewing when due), do nothing else.

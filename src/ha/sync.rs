@@ -376,6 +376,7 @@ mod tests {
             store: StoreView::Available(c),
             store_read_at: Millis(1_000),
             peers: None,
+            sites: None,
             outcomes: Vec::new(),
             job: JobStatus::Idle,
             divergence: None,

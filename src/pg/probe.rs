@@ -50,7 +50,8 @@ pub struct RunningStatus {
     /// `pg_postmaster_start_time()` as PostgreSQL prints it, and as Unix seconds (`/patroni`, metrics).
     pub postmaster_start_time: String,
     pub postmaster_start_unix_s: f64,
-    /// A primary's walsenders (`/patroni`'s `replication`); empty on a replica.
+    /// The walsenders (`/patroni`'s `replication`): a primary's, and a standby leader's or a replica's that
+    /// others cascade from (Patroni lists them on any member).
     pub replication: Vec<ReplicationRow>,
     /// `synchronous_standby_names` as the server runs it, read before the WAL position (the core takes
     /// that position as the floor a standby must pass under these names).
@@ -136,7 +137,18 @@ impl RunningStatus {
             pending_restart: self.pending_restart,
             server_version: self.server_version,
             sync_names: super::standby_names::parse(&self.sync_names),
-            standbys: self.replication.iter().filter_map(standby).collect(),
+            standbys: self.core_standbys(),
+        }
+    }
+}
+
+impl RunningStatus {
+    /// The walsenders synchronous replication weighs: a primary's only (the core's `RunningPg::standbys` is
+    /// empty on a replica, whose cascading standbys can never be synchronous).
+    fn core_standbys(&self) -> Vec<ReplicationStat> {
+        match self.role {
+            PgRole::Primary => self.replication.iter().filter_map(standby).collect(),
+            PgRole::Replica => Vec::new(),
         }
     }
 }
@@ -377,7 +389,8 @@ async fn replica_status(
         server_version: c.server_version,
         postmaster_start_time: c.postmaster_start_time,
         postmaster_start_unix_s: c.postmaster_start_unix_s,
-        replication: Vec::new(),
+        // A standby leader's and a cascading replica's walsenders, listed in `/patroni` as Patroni does.
+        replication: replication(client).await?,
         sync_names: c.sync_names,
     })
 }
@@ -502,4 +515,53 @@ pub async fn observe_kept(
         opened_for,
     });
     Ok(Observed::Running(st))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn running(role: PgRole) -> RunningStatus {
+        RunningStatus {
+            system_id: SystemId(1),
+            role,
+            timeline: Timeline(1),
+            write_lsn: None,
+            flush_lsn: None,
+            receive_lsn: None,
+            replay_lsn: None,
+            upstream_end_lsn: None,
+            replay_paused: false,
+            wal_receiver: None,
+            upstream: None,
+            remote: None,
+            pending_restart: false,
+            pending_restart_reason: Vec::new(),
+            server_version: 150_000,
+            postmaster_start_time: String::new(),
+            postmaster_start_unix_s: 0.0,
+            replication: vec![ReplicationRow {
+                usename: Some("replicator".into()),
+                application_name: "b2".into(),
+                client_addr: Some("127.0.0.1".into()),
+                state: "streaming".into(),
+                sync_state: "async".into(),
+                sent_lsn: None,
+                write_lsn: None,
+                flush_lsn: Some(Lsn(1)),
+                replay_lsn: None,
+                sync_priority: 0,
+            }],
+            sync_names: String::new(),
+        }
+    }
+
+    /// A standby leader's cascading walsender is shown (`/patroni`) but never weighed as a sync standby.
+    #[test]
+    fn only_a_primarys_walsenders_reach_the_core() {
+        assert_eq!(running(PgRole::Primary).to_core().standbys.len(), 1);
+        let replica = running(PgRole::Replica);
+        assert_eq!(replica.replication.len(), 1);
+        assert!(replica.to_core().standbys.is_empty());
+    }
 }

@@ -337,3 +337,25 @@ fn replicatefrom_names_a_member() {
         assert!(e.contains("tags.replicatefrom"), "{bad}: {e}");
     }
 }
+
+/// `bootstrap.dcs.peer_sites` (tenure's two-site key): URLs, checked, carried into the `config` key the first
+/// member uploads and into the core (the other site before the store has a config); a bad one names the key.
+#[test]
+fn peer_sites_are_checked_and_carried_into_the_bootstrap_config() {
+    let c = ok(&base_with(
+        "bootstrap.dcs.peer_sites",
+        "[http://10.2.0.1:8008, 'https://b2:8008']",
+    ));
+    let urls = vec!["http://10.2.0.1:8008".to_string(), "https://b2:8008".into()];
+    assert_eq!(c.config.bootstrap_peer_sites, urls);
+    assert_eq!(c.config.core_config().bootstrap_peer_sites, urls);
+    for bad in [
+        "[ftp://h]",
+        "['http://u:p@h:1']",
+        "[10.2.0.1:8008]",
+        "http://h:1",
+    ] {
+        let e = err(&base_with("bootstrap.dcs.peer_sites", bad));
+        assert!(e.contains("bootstrap.dcs.peer_sites"), "{bad}: {e}");
+    }
+}

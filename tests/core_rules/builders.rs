@@ -215,6 +215,7 @@ pub fn obs(now: u64) -> Observation {
         store: StoreView::Unavailable,
         store_read_at: Millis(now),
         peers: None,
+        sites: None,
         outcomes: Vec::new(),
         job: JobStatus::Idle,
         divergence: None,

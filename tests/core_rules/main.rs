@@ -20,6 +20,7 @@ mod quorum;
 mod race;
 mod scheduled;
 mod shutdown;
+mod sites;
 mod standby_cluster;
 mod start_failure;
 mod store_down;

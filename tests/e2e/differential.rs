@@ -11,6 +11,8 @@ mod support;
 mod actions;
 #[path = "differential_compare.rs"]
 mod compare;
+#[path = "differential_standby.rs"]
+mod standby;
 #[path = "differential_switchover.rs"]
 mod switchover;
 
@@ -425,7 +427,13 @@ fn tenure_answers_as_patroni_does_except_where_the_docs_say_why() {
             "Patroni: {probe}: {field}"
         );
     }
-    let found = differences(&patroni_seen, &tenure_seen);
+    assert_differences_listed(&patroni_seen, &tenure_seen);
+}
+
+/// Every difference between what the two clusters showed is a row of `docs/differences.md`'s table (each
+/// found difference is printed as a row; listed rows this run did not see are printed as stale).
+fn assert_differences_listed(patroni_seen: &Seen, tenure_seen: &Seen) {
+    let found = differences(patroni_seen, tenure_seen);
     let table = listed();
     let covers = |row: &(String, String, String, String), d: &(String, String, String, String)| {
         glob(&row.0, &d.0) && glob(&row.1, &d.1) && glob(&row.2, &d.2) && glob(&row.3, &d.3)
@@ -454,4 +462,34 @@ fn tenure_answers_as_patroni_does_except_where_the_docs_say_why() {
             .collect::<Vec<_>>()
             .join("\n")
     );
+}
+
+/// A standby cluster of each (`differential_standby.rs`), both following one tenure primary.
+#[test]
+fn a_standby_cluster_answers_as_patronis_does_except_where_the_docs_say_why() {
+    let (patroni_seen, tenure_seen) = standby::standby_clusters_seen();
+    // The steps ran on Patroni (the reference), so an equal answer is not two equal failures.
+    for (probe, field, want) in [
+        ("GET /patroni (standby leader)", "=role", "standby_leader"),
+        ("GET /standby-leader (standby leader)", "status", "200"),
+        ("GET /patroni (standby replica)", "=role", "replica"),
+        (
+            "PATCH /config standby_cluster.recovery_min_apply_delay",
+            "status",
+            "200",
+        ),
+        (
+            "after PATCH standby_cluster",
+            "standby leader recovery_min_apply_delay 1s",
+            "true",
+        ),
+    ] {
+        let got = patroni_seen.get(probe).and_then(|f| f.get(field));
+        assert_eq!(
+            got.map(String::as_str),
+            Some(want),
+            "Patroni: {probe}: {field}"
+        );
+    }
+    assert_differences_listed(&patroni_seen, &tenure_seen);
 }

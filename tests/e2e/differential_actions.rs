@@ -56,7 +56,7 @@ impl Target<'_> {
     }
 
     /// One value of a query on member `name`'s PostgreSQL, as its superuser over TCP (psql, 10 s).
-    fn sql(&self, name: &str, query: &str) -> Option<String> {
+    pub(super) fn sql(&self, name: &str, query: &str) -> Option<String> {
         let m = self.member(name);
         let child = reaper()
             .spawn(

@@ -130,29 +130,33 @@ impl KvReader {
     }
 }
 
-/// A Patroni cluster's scope, node names and count, and what its config adds ([`PatroniCluster::start_site`]).
-pub struct PatroniSite {
-    pub scope: String,
-    /// Nodes are named `<prefix>0`, `<prefix>1`, ...
-    pub prefix: String,
+/// What makes a Patroni cluster a standby cluster (`bootstrap.dcs.standby_cluster`): the primary it follows
+/// on 127.0.0.1, and the credentials its clone of that primary carries (Patroni creates no users in a standby
+/// cluster, so its config names the source's).
+pub struct StandbyOf {
+    pub port: u16,
+    pub superuser: (&'static str, &'static str),
+    pub replication: (&'static str, &'static str),
+}
+
+/// How many nodes a Patroni cluster runs, what it follows, its superuser when it follows nothing, and its
+/// `bootstrap.dcs` timing ([`PatroniCluster::start_site`]).
+pub struct PatroniSite<'a> {
     pub nodes: usize,
-    /// Lines added to `bootstrap.dcs` (indented by four spaces), e.g. a `standby_cluster` section.
-    pub dcs_extra: String,
-    /// The PostgreSQL superuser's password.
-    pub superuser_pw: String,
-    /// `bootstrap.dcs` timing: ttl, loop_wait, retry_timeout (seconds).
+    pub standby: Option<&'a StandbyOf>,
+    /// The superuser of a cluster that is not a standby cluster (a standby cluster has its source's).
+    pub superuser: (&'static str, &'static str),
+    /// ttl, loop_wait, retry_timeout (seconds).
     pub timing_s: (u64, u64, u64),
 }
 
-impl Default for PatroniSite {
-    /// What [`PatroniCluster::start`] runs: three nodes `p0`..`p2` of scope [`SCOPE`].
-    fn default() -> PatroniSite {
+impl Default for PatroniSite<'_> {
+    /// What [`PatroniCluster::start`] runs: three nodes, no standby cluster.
+    fn default() -> Self {
         PatroniSite {
-            scope: SCOPE.into(),
-            prefix: "p".into(),
             nodes: 3,
-            dcs_extra: String::new(),
-            superuser_pw: "pg-pw".into(),
+            standby: None,
+            superuser: ("postgres", "pg-pw"),
             timing_s: (TTL_S, LOOP_WAIT_S, 5),
         }
     }
@@ -179,11 +183,28 @@ impl PatroniCluster {
     }
 
     fn start_on(etcd: bool) -> PatroniCluster {
-        Self::start_site(etcd, &PatroniSite::default())
+        Self::launch(etcd, &PatroniSite::default())
     }
 
-    /// `site.nodes` Patroni nodes of `site.scope` on a store of their own; returns once they are started.
-    pub fn start_site(etcd: bool, site: &PatroniSite) -> PatroniCluster {
+    /// `nodes` Patroni nodes on a real etcd forming a standby cluster of `source`, started (not waited for).
+    pub fn start_standby_on_etcd(nodes: usize, source: &StandbyOf) -> PatroniCluster {
+        Self::launch(
+            true,
+            &PatroniSite {
+                nodes,
+                standby: Some(source),
+                ..PatroniSite::default()
+            },
+        )
+    }
+
+    /// `site.nodes` Patroni nodes on a real etcd of their own, started (not waited for).
+    pub fn start_site(site: &PatroniSite) -> PatroniCluster {
+        Self::launch(true, site)
+    }
+
+    fn launch(etcd: bool, site: &PatroniSite) -> PatroniCluster {
+        let count = site.nodes;
         for bin in [PATRONI, PATRONICTL] {
             assert!(
                 Path::new(bin).exists(),
@@ -206,11 +227,11 @@ impl PatroniCluster {
             .tempdir()
             .unwrap();
         let mut nodes = Vec::new();
-        for i in 0..site.nodes {
-            let dir = root.path().join(format!("{}{i}", site.prefix));
+        for i in 0..count {
+            let dir = root.path().join(format!("p{i}"));
             std::fs::create_dir_all(&dir).unwrap();
             let node = Node {
-                name: format!("{}{i}", site.prefix),
+                name: format!("p{i}"),
                 dir,
                 api: format!("127.0.0.1:{}", free_port().unwrap())
                     .parse()
@@ -232,7 +253,7 @@ impl PatroniCluster {
             failed: true,
             rt,
         };
-        for i in 0..site.nodes {
+        for i in 0..count {
             c.start_patroni(i);
         }
         c
@@ -391,6 +412,21 @@ fn chown_tree(dir: &Path, uid: nix::unistd::Uid, gid: nix::unistd::Gid) {
 
 fn config(n: &Node, store: &PatroniStore, site: &PatroniSite) -> String {
     let dir = n.dir.display();
+    // A standby cluster's clone has the source's users; the source (a local tenure cluster) allows 40
+    // connections, and a hot standby needs at least as many as its primary.
+    let (su, rep, max_connections, standby_cluster) = match site.standby {
+        None => (site.superuser, ("replicator", "rep-pw"), 30, String::new()),
+        Some(s) => (
+            s.superuser,
+            s.replication,
+            40,
+            format!(
+                "    standby_cluster:\n      host: 127.0.0.1\n      port: {}\n      \
+                 create_replica_methods:\n        - basebackup\n",
+                s.port
+            ),
+        ),
+    };
     let dcs = match store {
         PatroniStore::Consul(c) => format!(
             "consul:\n  host: {}\n  checks: []\n  register_service: false",
@@ -399,7 +435,7 @@ fn config(n: &Node, store: &PatroniStore, site: &PatroniSite) -> String {
         PatroniStore::Etcd(e) => format!("etcd3:\n  hosts: {}", e.host_port()),
     };
     format!(
-        "scope: {scope}
+        "scope: {SCOPE}
 namespace: /service/
 name: {name}
 restapi:
@@ -413,12 +449,12 @@ bootstrap:
     loop_wait: {loop_wait}
     retry_timeout: {retry}
     maximum_lag_on_failover: 1048576
-{dcs_extra}    postgresql:
+{standby_cluster}    postgresql:
       use_pg_rewind: true
       use_slots: true
       parameters:
         wal_log_hints: 'on'
-        max_connections: 30
+        max_connections: {max_connections}
         max_wal_senders: 10
         max_replication_slots: 10
   initdb:
@@ -430,8 +466,8 @@ postgresql:
   bin_dir: {BIN_DIR}
   pgpass: {dir}/pgpass
   authentication:
-    superuser: {{username: postgres, password: {su_pw}}}
-    replication: {{username: replicator, password: rep-pw}}
+    superuser: {{username: {su_user}, password: {su_pw}}}
+    replication: {{username: {rep_user}, password: {rep_pw}}}
   parameters:
     unix_socket_directories: '{dir}'
     shared_buffers: 16MB
@@ -439,18 +475,19 @@ postgresql:
   pg_hba:
     - local all all trust
     - host all all 127.0.0.1/32 md5
-    - host replication replicator 127.0.0.1/32 md5
+    - host replication {rep_user} 127.0.0.1/32 md5
 watchdog:
   mode: off
 ",
         name = n.name,
-        scope = site.scope,
         ttl = site.timing_s.0,
         loop_wait = site.timing_s.1,
         retry = site.timing_s.2,
-        dcs_extra = site.dcs_extra,
-        su_pw = site.superuser_pw,
         api = n.api,
         port = n.pg_port,
+        su_user = su.0,
+        su_pw = su.1,
+        rep_user = rep.0,
+        rep_pw = rep.1,
     )
 }

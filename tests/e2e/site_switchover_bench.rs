@@ -8,9 +8,8 @@ use super::support::checker::Checker;
 use super::support::cluster::{serial, wait_for};
 use super::support::writer::Writer;
 use super::{
-    log, longest_unwritable, longest_write_gap, lost, standby_cluster_section, start_sites,
-    writable, Dir, Switch, CLI_BUDGET, REPLAY_BUDGET, REPOINT_BUDGET, SITE_NODES,
-    STANDBY_SITE_BUDGET,
+    log, longest_unwritable, longest_write_gap, lost, start_sites, writable, Dir, Switch,
+    CLI_BUDGET, REPLAY_BUDGET, REPOINT_BUDGET, SITE_NODES, STANDBY_SITE_BUDGET,
 };
 use tenure::demo::local;
 
@@ -127,7 +126,7 @@ fn sql_port(rt: &tokio::runtime::Runtime, port: u16, query: &str) -> Option<Stri
 #[test]
 #[ignore = "a benchmark: bench/site_switchover.sh"]
 fn bench_patroni_site_switchover() {
-    use patroni_harness::{PatroniCluster, PatroniSite};
+    use patroni_harness::{PatroniCluster, PatroniSite, StandbyOf};
     let runs: usize = std::env::var("SITE_SWITCHOVER_RUNS")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -139,13 +138,13 @@ fn bench_patroni_site_switchover() {
         .enable_all()
         .build()
         .expect("tokio runtime");
-    let site = |name: &str, dcs_extra: String| PatroniSite {
-        scope: format!("psite-{name}"),
-        prefix: name.into(),
-        nodes: SITE_NODES,
-        dcs_extra,
-        superuser_pw: local::SUPERUSER.1.into(),
-        timing_s: (10, 1, 2),
+    let site = |standby: Option<&StandbyOf>| {
+        PatroniCluster::start_site(&PatroniSite {
+            nodes: SITE_NODES,
+            standby,
+            superuser: local::SUPERUSER,
+            timing_s: (10, 1, 2),
+        })
     };
     let role = |c: &PatroniCluster, i: usize| -> String {
         c.nodes[i]
@@ -167,14 +166,18 @@ fn bench_patroni_site_switchover() {
         .parse()
         .ok()
     };
-    let mut a = PatroniCluster::start_site(true, &site("pa", String::new()));
+    let mut a = site(None);
     let p = a.wait(
         "a primary in Patroni site A",
         Duration::from_secs(120),
         || writable_node(&a),
     );
     let a_port = a.nodes[p].pg_port;
-    let mut b = PatroniCluster::start_site(true, &site("pb", standby_cluster_section(a_port)));
+    let mut b = site(Some(&StandbyOf {
+        port: a_port,
+        superuser: local::SUPERUSER,
+        replication: ("replicator", "rep-pw"),
+    }));
     b.wait(
         "a standby leader in Patroni site B streaming from A",
         STANDBY_SITE_BUDGET,

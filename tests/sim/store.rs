@@ -267,6 +267,8 @@ impl Store {
                 sync: self.sync_settings,
                 standby_cluster: self.standby_cluster.clone(),
                 index: self.config_index,
+                peer_sites: Vec::new(),
+                handover: None,
             },
             leader: self.leader.as_ref().map(|h| LeaderKey {
                 name: names[h.node].clone(),
