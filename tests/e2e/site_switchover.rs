@@ -728,6 +728,12 @@ fn planned_site_switchover_there_and_back_loses_no_acknowledged_write_and_refuse
         forced.took < Duration::from_secs(REFUSED_TIMEOUT_S + 10),
         "promote-cluster --force --timeout {REFUSED_TIMEOUT_S} returned within its timeout: {forced}"
     );
+    // Nothing was promoted: the command leaves site B a standby cluster, as it found it.
+    let config = cli(&s.b, b_sl, &["show-config"], "");
+    assert!(
+        config.out.contains("standby_cluster:"),
+        "site B's config has standby_cluster back after a refused promote-cluster --force: {config}"
+    );
     hold(&mut s.b, Duration::from_secs(5));
     let c_to = s.since_epoch();
     assert_eq!(
