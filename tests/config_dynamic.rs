@@ -588,3 +588,45 @@ fn peer_sites_and_handover_from_the_store_are_checked() {
         assert!(err.to_string().contains(key), "{v}: {err}");
     }
 }
+
+/// `slots`, `ignore_slots` and `member_slots_ttl` in the key: store values are data, so a name outside
+/// PostgreSQL's slot-name grammar, a logical slot or an unreadable ttl is refused naming the key (422 through
+/// `PATCH /config`).
+#[test]
+fn slot_values_are_checked() {
+    for ok in [
+        json!({"slots": {"dr_site": {"type": "physical"}, "b": null}}),
+        json!({"ignore_slots": [{"name": "x", "type": "physical"}, {"database": "app", "plugin": "pgoutput"}]}),
+        json!({"member_slots_ttl": 0}),
+        json!({"member_slots_ttl": "30min"}),
+        json!({"slots": null, "ignore_slots": null, "member_slots_ttl": null}),
+    ] {
+        assert!(DynamicSettings::parse(&ok).is_ok(), "{ok}");
+    }
+    for (bad, key) in [
+        (json!({"slots": {"x'; DROP": {}}}), "slots.x'; DROP"),
+        (json!({"slots": {"a".repeat(64): null}}), "slots.aaaa"),
+        (
+            json!({"slots": {"dr": {"type": "logical", "database": "d", "plugin": "p"}}}),
+            "slots.dr.",
+        ),
+        (json!({"slots": {"dr": "physical"}}), "slots.dr"),
+        (json!({"slots": ["dr"]}), "slots"),
+        (json!({"ignore_slots": {"name": "x"}}), "ignore_slots"),
+        (
+            json!({"ignore_slots": [{"name": "X!"}]}),
+            "ignore_slots[0].name",
+        ),
+        (
+            json!({"ignore_slots": [{"plugin": "p\nx = 1"}]}),
+            "ignore_slots[0].plugin",
+        ),
+        (json!({"member_slots_ttl": -1}), "member_slots_ttl"),
+        (json!({"member_slots_ttl": "soon"}), "member_slots_ttl"),
+    ] {
+        let e = DynamicSettings::parse(&bad)
+            .expect_err("refused")
+            .to_string();
+        assert!(e.starts_with(key), "{bad}: {e}");
+    }
+}

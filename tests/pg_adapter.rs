@@ -550,3 +550,55 @@ async fn a_failed_bootstrap_leaves_an_empty_data_directory() {
     assert!(left.is_empty(), "after {err}: {left:?}");
     assert!(node.postmaster_pid().is_none(), "no postmaster left");
 }
+
+/// `slots::apply` on a real server: creates a physical slot reserving WAL, advances an inactive one, drops it;
+/// the probe reports what is there (temporary slots left out), names passed as parameters only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slot_changes_are_applied_and_probed() {
+    use tenure::ha::{Lsn, SlotChanges};
+    let a = PgNode::new("node-slots");
+    let sa = &a.settings;
+    bootstrap(&a).await;
+    let create = SlotChanges {
+        create: vec!["dr_site".into()],
+        ..Default::default()
+    };
+    slots::apply(sa, &create).await.expect("create");
+    let before = status(sa).await.slots;
+    let dr = before.iter().find(|s| s.name == "dr_site").expect("probed");
+    assert!(dr.physical && !dr.active);
+    let start = dr.restart_lsn.expect("reserves WAL at once");
+    exec(
+        sa,
+        "CREATE TABLE t (v text); INSERT INTO t SELECT g::text FROM generate_series(1, 1000) g",
+    )
+    .await;
+    let now: String = sql(sa, "SELECT pg_current_wal_lsn()::text").await[0].get(0);
+    let now: Lsn = now.parse().unwrap();
+    let advance = SlotChanges {
+        advance: vec![("dr_site".into(), now)],
+        ..Default::default()
+    };
+    slots::apply(sa, &advance).await.expect("advance");
+    let moved = status(sa).await.slots[0].restart_lsn.unwrap();
+    assert!(
+        moved > start && moved <= now,
+        "{start} -> {moved} (target {now})"
+    );
+    let drop = SlotChanges {
+        drop: vec!["dr_site".into()],
+        ..Default::default()
+    };
+    slots::apply(sa, &drop).await.expect("drop");
+    assert!(status(sa).await.slots.is_empty());
+    // A hostile name is only ever a parameter: nothing is created, nothing else happens.
+    let hostile = SlotChanges {
+        create: vec!["x'); DROP TABLE t; --".into()],
+        ..Default::default()
+    };
+    assert!(slots::apply(sa, &hostile).await.is_err());
+    assert_eq!(
+        sql(sa, "SELECT count(*) FROM t").await[0].get::<_, i64>(0),
+        1000
+    );
+}

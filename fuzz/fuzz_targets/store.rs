@@ -182,6 +182,7 @@ fn pg_states(cluster: &Cluster) -> Vec<PgState> {
             } else {
                 Vec::new()
             },
+            slots: Vec::new(),
         })
     };
     vec![

@@ -237,6 +237,15 @@ impl Executor {
     async fn local_act(&mut self, action: &Action, deadline: Instant) -> Outcome {
         match action {
             Action::SetSyncNames(names) => self.set_sync_names(names, deadline).await,
+            // Best effort (`Action::blocks_on_failure`): a failed change is logged and looked at next cycle.
+            Action::SyncSlots(changes) => {
+                let apply = pg::slots::apply(&self.pg, changes);
+                match tokio::time::timeout_at(deadline, apply).await {
+                    Ok(Ok(())) => Outcome::Done,
+                    Ok(Err(why)) => Outcome::Failed(why),
+                    Err(_) => Outcome::Unknown,
+                }
+            }
             Action::StartReplica { upstream } => {
                 let cfg = self.standby_config(upstream.as_ref()).await;
                 self.start_standby(&cfg).await

@@ -40,7 +40,10 @@ pub(super) fn log_cycle(log: &mut CycleLog<crate::ha::Reason>, d: &Decision, obs
 /// Whether an action is news: everything but the leader's steady renewal, its optime and its fence.
 fn notable(a: &crate::ha::Action) -> bool {
     use crate::ha::Action::*;
-    !matches!(a, RenewLeader | WriteOptime(_) | ArmFence { .. })
+    !matches!(
+        a,
+        RenewLeader | WriteOptime(_) | WriteStatus(_) | ArmFence { .. }
+    )
 }
 
 /// `/patroni`'s PostgreSQL details: the system identifier (also of a stopped cluster), the postmaster's

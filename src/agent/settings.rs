@@ -137,5 +137,8 @@ pub(super) fn bootstrap_config(core: &CoreConfig, config: &Config) -> serde_json
     if !config.bootstrap_peer_sites.is_empty() {
         v["peer_sites"] = serde_json::json!(config.bootstrap_peer_sites);
     }
+    if let Some(top) = v.as_object_mut() {
+        top.extend(config.bootstrap_slots.clone());
+    }
     v
 }

@@ -39,6 +39,10 @@ impl Executor {
             Action::ReleaseLeader => store(self.dcs.release_leader(deadline).await),
             Action::ClearSwitchover => store(self.dcs.clear_switchover(deadline).await),
             Action::WriteOptime(lsn) => store(self.dcs.write_status(lsn.0, deadline).await),
+            Action::WriteStatus(status) => {
+                let json = crate::dcs::records::status_json(status);
+                store(self.dcs.write_status_json(&json, deadline).await)
+            }
             Action::WriteConfig => store(
                 self.dcs
                     .cas_config(&self.bootstrap_config, None, deadline)

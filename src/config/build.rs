@@ -38,6 +38,7 @@ pub(crate) fn build(
     let d = durations(&dcs, &tenure, ctx);
     let standby = super::standby::bootstrap_standby(dcs.standby_cluster.take(), ctx);
     let peer_sites = super::sites::bootstrap_peer_sites(dcs.peer_sites.take(), ctx);
+    let bootstrap_slots = bootstrap_slots(&mut dcs, ctx);
     let is_consul = store_kind(&raw, ctx);
     let timing = timing(is_consul, &d, ctx);
 
@@ -96,6 +97,7 @@ pub(crate) fn build(
         bootstrap_sync: d.sync,
         bootstrap_standby: standby_json,
         bootstrap_peer_sites: peer_sites,
+        bootstrap_slots,
         local_pg,
         log,
         pgbouncer,
@@ -272,6 +274,33 @@ fn store(
 }
 
 /// The member's own rules the core follows: its tags, the rewind policy, the watchdog.
+/// `bootstrap.dcs.slots`, `ignore_slots` and `member_slots_ttl`, checked as the store's `config` key is; the
+/// ones set, to upload with the rest of `bootstrap.dcs`.
+fn bootstrap_slots(dcs: &mut RawDcs, ctx: &mut Ctx) -> serde_json::Map<String, serde_json::Value> {
+    let mut out = serde_json::Map::new();
+    let values = [
+        ("slots", dcs.slots.take()),
+        ("ignore_slots", dcs.ignore_slots.take()),
+        ("member_slots_ttl", dcs.member_slots_ttl.take()),
+    ];
+    for (key, v) in values {
+        let Some(v) = v.filter(|v| !v.is_null()) else {
+            continue;
+        };
+        match super::slots::check(key, &v) {
+            Ok(()) => {
+                out.insert(key.to_string(), v);
+            }
+            Err((at, why)) => ctx.invalid(
+                &format!("bootstrap.dcs.{at}"),
+                why,
+                Some("see docs/reference/configuration.md, `slots`"),
+            ),
+        }
+    }
+    out
+}
+
 fn local_rules(
     core: &mut CoreConfig,
     tags: &TagValues,
@@ -282,6 +311,7 @@ fn local_rules(
     core.failover_priority = tags.failover_priority;
     core.noloadbalance = tags.noloadbalance;
     core.replicatefrom = tags.replicatefrom.as_deref().map(NodeName::new);
+    core.nostream = tags.nostream;
     core.use_pg_rewind = rewind.use_pg_rewind;
     core.remove_data_directory_on_rewind_failure = rewind.on_rewind_failure;
     core.remove_data_directory_on_diverged_timelines = rewind.on_diverged_timelines;

@@ -330,6 +330,15 @@ impl DynamicSettings {
             .map_err(|(key, why)| invalid(&key, why))?;
         super::sites::check_store_value(get("peer_sites"), get("handover"))
             .map_err(|(key, why)| invalid(&key, why))?;
+        for (key, v) in [
+            ("slots", get("slots")),
+            ("ignore_slots", get("ignore_slots")),
+            ("member_slots_ttl", get("member_slots_ttl")),
+        ] {
+            if let Some(v) = v {
+                super::slots::check(key, v).map_err(|(key, why)| invalid(&key, why))?;
+            }
+        }
         match get("postgresql") {
             None | Some(Value::Null) => {}
             Some(Value::Object(pg)) => {

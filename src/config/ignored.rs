@@ -67,24 +67,12 @@ pub const IGNORED: &[(&str, &str)] = &[
         "no post-bootstrap script runs; tenure creates its own roles",
     ),
     (
-        "bootstrap.dcs.slots",
-        "permanent replication slots are not managed",
-    ),
-    (
-        "bootstrap.dcs.ignore_slots",
-        "permanent replication slots are not managed",
-    ),
-    (
         "bootstrap.dcs.check_timeline",
         "tenure always checks timelines",
     ),
     (
         "bootstrap.dcs.max_timelines_history",
         "the history key is kept whole",
-    ),
-    (
-        "bootstrap.dcs.member_slots_ttl",
-        "slots of absent members are not retained",
     ),
     (
         "bootstrap.dcs.primary_stop_timeout",

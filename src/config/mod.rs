@@ -33,6 +33,7 @@ mod pgbouncer;
 mod raw;
 mod restapi;
 pub mod sites;
+mod slots;
 mod standby;
 mod store;
 mod sync;
@@ -144,6 +145,8 @@ pub struct Config {
     pub bootstrap_standby: Option<serde_json::Value>,
     /// `bootstrap.dcs.peer_sites`, uploaded the same way (the core has it as `bootstrap_peer_sites`).
     pub bootstrap_peer_sites: Vec<String>,
+    /// `bootstrap.dcs.slots`, `ignore_slots`, `member_slots_ttl` as checked, uploaded the same way.
+    pub bootstrap_slots: serde_json::Map<String, serde_json::Value>,
     /// The PostgreSQL settings by source, for merging with the store's `config` key (`dynamic`).
     pub local_pg: LocalPg,
     /// `log:` (Patroni 4's `type` and `level`).

@@ -29,6 +29,8 @@ pub(crate) struct TagValues {
     pub clonefrom: bool,
     /// `replicatefrom`: the member to stream from instead of the leader (cascading).
     pub replicatefrom: Option<String>,
+    /// `nostream` (Patroni 3.3): recover through `restore_command` only, never stream.
+    pub nostream: bool,
 }
 
 /// initdb options tenure passes itself, or that would break its bootstrap.
@@ -453,6 +455,7 @@ pub(crate) fn tags(raw: BTreeMap<String, yaml_serde::Value>, ctx: &mut Ctx) -> O
     let clonefrom = flag("clonefrom", ctx);
     // Read by the leader from the member key (`all`); checked here so a typo is not silently "set".
     flag("nosync", ctx);
+    let nostream = flag("nostream", ctx);
     let failover_priority = match raw.get("failover_priority") {
         None => 1,
         Some(v) => match v.as_i64() {
@@ -515,5 +518,6 @@ pub(crate) fn tags(raw: BTreeMap<String, yaml_serde::Value>, ctx: &mut Ctx) -> O
         noloadbalance,
         clonefrom,
         replicatefrom,
+        nostream,
     })
 }

@@ -318,11 +318,12 @@ pub struct RawDcs {
     pub standby_cluster: Option<super::standby::RawStandbyCluster>,
     /// tenure's `peer_sites`: checked in `sites.rs`.
     pub peer_sites: Option<Vec<String>>,
-    pub slots: Option<Ignored>,
-    pub ignore_slots: Option<Ignored>,
+    /// Patroni's permanent slots, `ignore_slots` and `member_slots_ttl`: checked in `slots.rs`.
+    pub slots: Option<serde_json::Value>,
+    pub ignore_slots: Option<serde_json::Value>,
     pub check_timeline: Option<Ignored>,
     pub max_timelines_history: Option<Ignored>,
-    pub member_slots_ttl: Option<Ignored>,
+    pub member_slots_ttl: Option<serde_json::Value>,
     pub primary_stop_timeout: Option<Ignored>,
 }
 

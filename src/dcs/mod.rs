@@ -119,6 +119,16 @@ pub trait Dcs: Send + Sync {
     }
     /// Write `status` (`{"optime": <bytes>}`) as the leader.
     async fn write_status(&self, optime: u64, deadline: Instant) -> Result<(), DcsError>;
+    /// Write `status` with its slots (`records::status_json`: `{"optime", "slots", "retain_slots"}`) as the
+    /// leader. A store model without slots writes the optime alone.
+    async fn write_status_json(
+        &self,
+        status: &serde_json::Value,
+        deadline: Instant,
+    ) -> Result<(), DcsError> {
+        let optime = status.get("optime").and_then(serde_json::Value::as_u64);
+        self.write_status(optime.unwrap_or(0), deadline).await
+    }
     /// Write `history` as the leader.
     async fn write_history(
         &self,

@@ -5,8 +5,10 @@ use serde::{Deserialize, Serialize};
 
 use super::rfc3339::parse_rfc3339_ms;
 use crate::ha::observation::{
-    DynamicConfig, Member, MemberRole, MemberState, StandbySource, Switchover, SyncSettings,
+    DynamicConfig, Member, MemberRole, MemberState, SlotMatcher, SlotSettings, StandbySource,
+    Switchover, SyncSettings,
 };
+use crate::ha::slots::slot_name_ok;
 use crate::ha::types::{Lsn, NodeName, Timeline};
 
 /// The `members/<name>` JSON, field for field as Patroni writes it (patroni-compat §2.2).
@@ -229,6 +231,7 @@ pub fn dynamic_config_from_json(config: &serde_json::Value) -> DynamicConfig {
             None => sync_settings(config),
         },
         standby_cluster: standby_cluster(config),
+        slots: slot_settings(config),
         index: 0,
         peer_sites: peer_sites(config),
         handover: handover(config),
@@ -255,6 +258,105 @@ pub fn peer_sites(config: &serde_json::Value) -> Vec<String> {
 /// cannot be read is none.
 pub fn handover(config: &serde_json::Value) -> Option<crate::ha::Handover> {
     super::values::read_handover(config.get("handover")?).ok()
+}
+
+/// `slots`, `ignore_slots` and `member_slots_ttl` as the agents act on them. Store values are data: a slot
+/// name that is not one (PostgreSQL's grammar), a logical or unreadable entry, is left out, as Patroni skips
+/// it with an error (`PATCH /config` refuses them before they get here); a `member_slots_ttl` that is no
+/// whole number of seconds is the default.
+pub fn slot_settings(config: &serde_json::Value) -> SlotSettings {
+    use serde_json::Value;
+    let mut out = SlotSettings::default();
+    if let Some(slots) = config.get("slots").and_then(Value::as_object) {
+        for (name, v) in slots {
+            let physical = match v {
+                Value::Null => true,
+                Value::Object(o) => match o.get("type") {
+                    None | Some(Value::Null) => {
+                        !(o.contains_key("database") && o.contains_key("plugin"))
+                    }
+                    Some(t) => t.as_str() == Some("physical"),
+                },
+                _ => false,
+            };
+            if physical && slot_name_ok(name) {
+                out.permanent.insert(name.clone());
+            }
+        }
+    }
+    if let Some(list) = config.get("ignore_slots").and_then(Value::as_array) {
+        for m in list.iter().filter_map(Value::as_object) {
+            let text = |k: &str| m.get(k).and_then(Value::as_str).map(str::to_string);
+            out.ignore.push(SlotMatcher {
+                name: text("name"),
+                kind: text("type"),
+                database: text("database"),
+                plugin: text("plugin"),
+            });
+        }
+    }
+    if let Some(v) = config.get("member_slots_ttl") {
+        let secs = v
+            .as_u64()
+            .or_else(|| v.as_str().and_then(crate::ha::slots::ttl_seconds));
+        if let Some(secs) = secs {
+            out.member_ttl_ms = secs.saturating_mul(1000);
+        }
+    }
+    out
+}
+
+/// `status.slots` (`{"name": lsn}`, or that as a JSON string, as Patroni reads it) with checked names.
+pub fn slots_from_status(status: &serde_json::Value) -> BTreeMap<String, Lsn> {
+    let parsed;
+    let mut v = status.get("slots");
+    if let Some(serde_json::Value::String(s)) = v {
+        parsed = serde_json::from_str::<serde_json::Value>(s).ok();
+        v = parsed.as_ref();
+    }
+    v.and_then(serde_json::Value::as_object)
+        .map(|m| {
+            m.iter()
+                .filter(|(k, _)| slot_name_ok(k))
+                .filter_map(|(k, v)| {
+                    let n = v.as_u64().or_else(|| v.as_str()?.trim().parse().ok())?;
+                    Some((k.clone(), Lsn(n)))
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// `status.retain_slots` (a list of names, or that as a JSON string) with checked names.
+pub fn retain_slots_from_status(status: &serde_json::Value) -> BTreeSet<String> {
+    let parsed;
+    let mut v = status.get("retain_slots");
+    if let Some(serde_json::Value::String(s)) = v {
+        parsed = serde_json::from_str::<serde_json::Value>(s).ok();
+        v = parsed.as_ref();
+    }
+    v.and_then(serde_json::Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(serde_json::Value::as_str)
+                .filter(|s| slot_name_ok(s))
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The `status` key's JSON as Patroni 4 writes it: `slots` and `retain_slots` only when not empty.
+pub fn status_json(s: &crate::ha::StatusKey) -> serde_json::Value {
+    let mut v = serde_json::json!({ "optime": s.optime.0 });
+    if !s.slots.is_empty() {
+        let slots: BTreeMap<&String, u64> = s.slots.iter().map(|(k, l)| (k, l.0)).collect();
+        v["slots"] = serde_json::json!(slots);
+    }
+    if !s.retain_slots.is_empty() {
+        v["retain_slots"] = serde_json::json!(s.retain_slots);
+    }
+    v
 }
 
 /// `standby_cluster` as Patroni reads it: an object with any of `host`, `port`, `restore_command` set makes

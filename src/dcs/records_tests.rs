@@ -209,3 +209,35 @@ fn replica_lag_is_measured_from_the_optime() {
     assert_eq!(replica_lag(Some(2000), Some(1000)), Some((Lsn(2000), 0)));
     assert_eq!(replica_lag(Some(2000), None), Some((Lsn(2000), 0)));
 }
+
+/// `status.slots` and `retain_slots` as Patroni writes them (objects, or JSON text), a name that is no slot name
+/// left out: store values reach PostgreSQL only through the grammar.
+#[test]
+fn status_slots_are_read_as_patroni_writes_them_with_checked_names() {
+    let v = serde_json::json!({"optime": 10, "slots": {"dr": 9, "a": "8", "x'y": 7}, "retain_slots": ["b", "B!"]});
+    let slots = slots_from_status(&v);
+    assert_eq!(slots.get("dr"), Some(&Lsn(9)));
+    assert_eq!(slots.get("a"), Some(&Lsn(8)));
+    assert_eq!(slots.len(), 2);
+    assert_eq!(retain_slots_from_status(&v), ["b".to_string()].into());
+    let text = serde_json::json!({"optime": 10, "slots": "{\"dr\": 9}", "retain_slots": "[\"b\"]"});
+    assert_eq!(slots_from_status(&text).get("dr"), Some(&Lsn(9)));
+    assert_eq!(retain_slots_from_status(&text).len(), 1);
+}
+
+/// The `config` key's slot settings: physical names that pass the grammar, Patroni's ttl forms.
+#[test]
+fn slot_settings_keep_physical_checked_names() {
+    let s = slot_settings(&serde_json::json!({
+        "slots": {"dr": {"type": "physical"}, "p2": null, "cdc": {"database": "d", "plugin": "p"}, "Bad": null},
+        "ignore_slots": [{"name": "x", "type": "physical"}],
+        "member_slots_ttl": "10min",
+    }));
+    assert_eq!(s.permanent, ["dr".to_string(), "p2".to_string()].into());
+    assert_eq!(s.ignore.len(), 1);
+    assert_eq!(s.member_ttl_ms, 600_000);
+    assert_eq!(
+        slot_settings(&serde_json::json!({})).member_ttl_ms,
+        1_800_000
+    );
+}

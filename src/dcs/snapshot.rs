@@ -132,6 +132,8 @@ fn read_entry(snap: &mut ClusterSnapshot, rel: &str, e: &StoreEntry) -> Result<(
         "status" => match text(e).and_then(json) {
             Ok(status) => {
                 snap.cluster.optime = optime_from_status(&status);
+                snap.cluster.slots = super::records::slots_from_status(&status);
+                snap.cluster.retain_slots = super::records::retain_slots_from_status(&status);
                 if snap.cluster.optime.is_none() {
                     warn!(key, "ignoring a status without a numeric optime");
                 }

@@ -30,6 +30,7 @@ fn tags_from_pairs<'a>(pairs: impl Iterator<Item = (&'a String, &'a Value)>) -> 
             "noloadbalance" => out.noloadbalance = truthy(v),
             "clonefrom" => out.clonefrom = truthy(v),
             "nosync" => out.nosync = truthy(v),
+            "nostream" => out.nostream = truthy(v),
             "failover_priority" => {
                 let p = v
                     .as_i64()
@@ -82,6 +83,48 @@ pub fn parse_bool(v: &Value) -> Option<bool> {
         Value::String(s) => bool_word(s),
         other => bool_word(&other.to_string()),
     }
+}
+
+/// A peer site agent's REST URL: `http://` or `https://`, a host, no credentials.
+pub fn check_url(u: &str) -> Result<(), String> {
+    let url = reqwest::Url::parse(u).map_err(|e| format!("{u:?} is not a URL: {e}"))?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(format!("{u:?} is not an http:// or https:// URL"));
+    }
+    if url.host_str().is_none_or(str::is_empty) {
+        return Err(format!("{u:?} names no host"));
+    }
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err(format!("{u:?} carries credentials"));
+    }
+    Ok(())
+}
+
+/// The `handover` object: `{"timeline": N, "lsn": "X/Y"}`.
+pub fn read_handover(v: &Value) -> Result<Handover, String> {
+    let obj = v.as_object().ok_or("must be a mapping {timeline, lsn}")?;
+    let timeline = obj
+        .get("timeline")
+        .and_then(Value::as_u64)
+        .and_then(|t| u32::try_from(t).ok())
+        .filter(|t| *t >= 1)
+        .ok_or("timeline must be a timeline ID (a whole number from 1)")?;
+    let lsn: Lsn = obj
+        .get("lsn")
+        .and_then(Value::as_str)
+        .ok_or("lsn must be text such as \"0/5000028\"")?
+        .parse()
+        .map_err(|_| "lsn must be a WAL position such as \"0/5000028\"")?;
+    if let Some(k) = obj
+        .keys()
+        .find(|k| !matches!(k.as_str(), "timeline" | "lsn"))
+    {
+        return Err(format!("unknown key {k:?}"));
+    }
+    Ok(Handover {
+        timeline: Timeline(timeline),
+        lsn,
+    })
 }
 
 #[cfg(test)]
@@ -138,46 +181,4 @@ mod tests {
         assert!(!tags_from_value(&json!({"nosync": false})).nosync);
         assert!(!tags_from_value(&json!({})).nosync);
     }
-}
-
-/// A peer site agent's REST URL: `http://` or `https://`, a host, no credentials.
-pub fn check_url(u: &str) -> Result<(), String> {
-    let url = reqwest::Url::parse(u).map_err(|e| format!("{u:?} is not a URL: {e}"))?;
-    if !matches!(url.scheme(), "http" | "https") {
-        return Err(format!("{u:?} is not an http:// or https:// URL"));
-    }
-    if url.host_str().is_none_or(str::is_empty) {
-        return Err(format!("{u:?} names no host"));
-    }
-    if !url.username().is_empty() || url.password().is_some() {
-        return Err(format!("{u:?} carries credentials"));
-    }
-    Ok(())
-}
-
-/// The `handover` object: `{"timeline": N, "lsn": "X/Y"}`.
-pub fn read_handover(v: &Value) -> Result<Handover, String> {
-    let obj = v.as_object().ok_or("must be a mapping {timeline, lsn}")?;
-    let timeline = obj
-        .get("timeline")
-        .and_then(Value::as_u64)
-        .and_then(|t| u32::try_from(t).ok())
-        .filter(|t| *t >= 1)
-        .ok_or("timeline must be a timeline ID (a whole number from 1)")?;
-    let lsn: Lsn = obj
-        .get("lsn")
-        .and_then(Value::as_str)
-        .ok_or("lsn must be text such as \"0/5000028\"")?
-        .parse()
-        .map_err(|_| "lsn must be a WAL position such as \"0/5000028\"")?;
-    if let Some(k) = obj
-        .keys()
-        .find(|k| !matches!(k.as_str(), "timeline" | "lsn"))
-    {
-        return Err(format!("unknown key {k:?}"));
-    }
-    Ok(Handover {
-        timeline: Timeline(timeline),
-        lsn,
-    })
 }

@@ -36,6 +36,9 @@ pub enum Action {
     ClearSwitchover,
     /// Publish the leader's WAL position to `status`.
     WriteOptime(Lsn),
+    /// Publish `status` with its slots (Patroni 4's `{"optime", "slots", "retain_slots"}`): the leader's WAL
+    /// position, its physical slots' positions and the member slots it retains.
+    WriteStatus(Box<StatusKey>),
     /// Create the `config` key from our bootstrap settings (only when absent: create-only).
     WriteConfig,
     /// Publish our timeline history to `history` (after a promotion: our timeline is newer than the store's).
@@ -93,6 +96,9 @@ pub enum Action {
         members: Vec<(NodeName, String)>,
         timeout_ms: u64,
     },
+    /// Bring the local physical replication slots in line (`slots.rs` decides): create the missing, drop the
+    /// unwanted (never an active one), advance inactive copies to the leader's published positions.
+    SyncSlots(Box<SlotChanges>),
     /// Start a long job in the background.
     StartJob(Job),
     // --- hooks (Patroni's scripts) ---
@@ -137,6 +143,7 @@ impl Action {
                 | Action::ReleaseLeader
                 | Action::ClearSwitchover
                 | Action::WriteOptime(_)
+                | Action::WriteStatus(_)
                 | Action::WriteHistory(_)
                 | Action::WriteFailsafe(_)
                 | Action::WriteConfig
@@ -150,7 +157,35 @@ impl Action {
     /// Whether a failure stops the rest of the plan. Pooler steps do not: a PgBouncer that does not answer
     /// is reported and the handover goes on without it (issue 31).
     pub fn blocks_on_failure(&self) -> bool {
-        !matches!(self, Action::PoolerPause | Action::PoolerRoute { .. })
+        !matches!(
+            self,
+            Action::PoolerPause | Action::PoolerRoute { .. } | Action::SyncSlots(_)
+        )
+    }
+}
+
+/// The `status` key as the leader writes it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StatusKey {
+    pub optime: Lsn,
+    pub slots: BTreeMap<String, Lsn>,
+    pub retain_slots: BTreeSet<String>,
+}
+
+/// What `Action::SyncSlots` changes, each list in name order.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SlotChanges {
+    /// Physical slots to create, reserving WAL at once.
+    pub create: Vec<String>,
+    /// Physical slots to drop, if still inactive.
+    pub drop: Vec<String>,
+    /// Physical slots to advance (`pg_replication_slot_advance`) to a position.
+    pub advance: Vec<(String, Lsn)>,
+}
+
+impl SlotChanges {
+    pub fn is_empty(&self) -> bool {
+        self.create.is_empty() && self.drop.is_empty() && self.advance.is_empty()
     }
 }
 

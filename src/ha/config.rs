@@ -49,6 +49,8 @@ pub struct CoreConfig {
     /// The `replicatefrom` tag: stream from this member instead of the leader while it runs on the leader's
     /// timeline (cascading replication).
     pub replicatefrom: Option<NodeName>,
+    /// The `nostream` tag (Patroni 3.3): never stream; recover through `restore_command` only, no slot anywhere.
+    pub nostream: bool,
     /// Test-only: a deliberately broken rule, to prove the simulator's checkers can fail.
     #[cfg(feature = "mutants")]
     pub mutant: Option<super::mutants::Mutant>,
@@ -300,6 +302,7 @@ impl CoreConfig {
             bootstrap_standby: None,
             bootstrap_peer_sites: Vec::new(),
             replicatefrom: None,
+            nostream: false,
             #[cfg(feature = "mutants")]
             mutant: None,
         })

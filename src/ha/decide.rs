@@ -90,12 +90,14 @@ fn choose_plan(ctx: &Ctx, mem: &mut Memory, answer: &mut Option<RequestAnswer>) 
     match &obs.store {
         StoreView::Available(c) if fresh => {
             failsafe::remember(ctx, mem, c);
+            super::slots::retain(ctx, mem, c);
             let plan = with_store(ctx, mem, c, answer);
             let plan = backoff::gate(ctx, mem, plan);
             let mut plan = super::sites::gate(ctx, mem, c, plan);
             failsafe::write_key(ctx, mem, c, &mut plan);
             let plan = failsafe::guard(ctx, mem, Some(c), plan);
-            super::pooler::follow(ctx, mem, c, plan)
+            let plan = super::pooler::follow(ctx, mem, c, plan);
+            super::slots::sync(ctx, mem, c, plan)
         }
         _ => {
             let plan = store_unavailable(ctx, mem);

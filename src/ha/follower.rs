@@ -94,11 +94,13 @@ pub(crate) fn cycle(ctx: &Ctx, mem: &mut Memory, c: &Cluster, leader: &NodeName)
                 return rejoin(ctx, mem, c, leader, true);
             }
             let up = upstream(ctx, c, leader);
-            if r.upstream.as_ref() != Some(up) && !mem.cluster.paused {
+            if r.upstream.as_ref() != up && !mem.cluster.paused {
                 return Plan::act(
-                    Reason::Reconfiguring { leader: up.clone() },
+                    Reason::Reconfiguring {
+                        leader: up.unwrap_or(leader).clone(),
+                    },
                     vec![Action::Follow {
-                        upstream: Some(up.clone()),
+                        upstream: up.cloned(),
                     }],
                 );
             }
@@ -119,10 +121,14 @@ pub(crate) fn cycle(ctx: &Ctx, mem: &mut Memory, c: &Cluster, leader: &NodeName)
 /// Patroni's tag), else the leader. Patroni follows the named member whenever its key exists; tenure falls
 /// back to the leader when that member is not running or is on another timeline, or when the tags make a
 /// ring that does not reach the leader (found by the simulator: three replicas naming each other in a ring
-/// streamed from none), so that a tag never leaves a replica streaming from nothing.
-fn upstream<'a>(ctx: &'a Ctx, c: &'a Cluster, leader: &'a NodeName) -> &'a NodeName {
+/// streamed from none), so that a tag never leaves a replica streaming from nothing. With the `nostream` tag,
+/// nobody: the member recovers through `restore_command` only (Patroni 3.3).
+fn upstream<'a>(ctx: &'a Ctx, c: &'a Cluster, leader: &'a NodeName) -> Option<&'a NodeName> {
+    if ctx.cfg.nostream {
+        return None;
+    }
     let Some(from) = ctx.cfg.replicatefrom.as_ref() else {
-        return leader;
+        return Some(leader);
     };
     let leader_tl = c.member(leader).and_then(|m| m.timeline);
     let usable = c.member(from).is_some_and(|m| {
@@ -131,9 +137,9 @@ fn upstream<'a>(ctx: &'a Ctx, c: &'a Cluster, leader: &'a NodeName) -> &'a NodeN
             && (leader_tl.is_none() || m.timeline == leader_tl)
     });
     if *from != ctx.cfg.name && usable && reaches_leader(ctx, c, from, leader) {
-        from
+        Some(from)
     } else {
-        leader
+        Some(leader)
     }
 }
 
@@ -175,9 +181,11 @@ fn rejoin(ctx: &Ctx, mem: &mut Memory, c: &Cluster, leader: &NodeName, running: 
                 // Streaming failed although the histories agree: point it at the leader again.
                 let up = upstream(ctx, c, leader);
                 return Plan::act(
-                    Reason::Reconfiguring { leader: up.clone() },
+                    Reason::Reconfiguring {
+                        leader: up.unwrap_or(leader).clone(),
+                    },
                     vec![Action::Follow {
-                        upstream: Some(up.clone()),
+                        upstream: up.cloned(),
                     }],
                 );
             }
@@ -186,7 +194,7 @@ fn rejoin(ctx: &Ctx, mem: &mut Memory, c: &Cluster, leader: &NodeName, running: 
                     leader: Some(leader.clone()),
                 },
                 vec![Action::StartReplica {
-                    upstream: Some(upstream(ctx, c, leader).clone()),
+                    upstream: upstream(ctx, c, leader).cloned(),
                 }],
                 ctx.now,
             )

@@ -265,7 +265,6 @@ fn lead(
     r: &super::observation::RunningPg,
     renew_due: bool,
 ) -> Plan {
-    let lsn = r.lsn;
     let reason = if mem.cluster.paused {
         Reason::Paused {
             what: "I am the leader with the lock".into(),
@@ -286,13 +285,8 @@ fn lead(
     };
     let again = !sync.is_empty();
     if renew_due {
-        let optime = if c.optime != Some(lsn) {
-            vec![Action::WriteOptime(lsn)]
-        } else {
-            vec![]
-        };
         let mut actions = vec![Action::RenewLeader];
-        actions.extend(optime);
+        actions.extend(super::slots::status(ctx, mem, c, r));
         actions.extend(sync);
         // A lone renewal that succeeds is absorbed at the next regular cycle (one cycle per loop_wait, not
         // two); one that fails is looked at again at once. With synchronous-mode steps in the plan, their
@@ -410,10 +404,23 @@ fn stopped(
 /// After the graceful stop: publish the final position (the shutdown checkpoint) and release at once. The
 /// candidate, not us, waits until it has received that position (`follower::catch_up`): it sees its own
 /// receive LSN fresh, where our probes of it would read a status up to a loop old.
+/// The slots and retained slots the key holds are kept (Patroni's `write_status` copies them over).
 fn switchover_release(ctx: &Ctx, lsn: super::types::Lsn) -> Plan {
+    let status = match &ctx.obs.store {
+        super::observation::StoreView::Available(c)
+            if !c.slots.is_empty() || !c.retain_slots.is_empty() =>
+        {
+            Action::WriteStatus(Box::new(super::action::StatusKey {
+                optime: lsn,
+                slots: c.slots.clone(),
+                retain_slots: c.retain_slots.clone(),
+            }))
+        }
+        _ => Action::WriteOptime(lsn),
+    };
     Plan::act_now(
         Reason::SwitchoverReleasing,
-        vec![Action::WriteOptime(lsn), Action::ReleaseLeader],
+        vec![status, Action::ReleaseLeader],
         ctx.now,
     )
 }

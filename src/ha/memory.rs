@@ -39,6 +39,17 @@ pub struct Memory {
     pub pooler: PoolerMemory,
     /// This site's key holder and the peer sites' answers (`sites.rs`).
     pub sites: SitesMemory,
+    /// The leader's retained member slots (`slots.rs`).
+    pub slots: SlotsMemory,
+}
+
+/// The member slots a leader retains: when it last saw each slot's member (Patroni's `_last_retain_slots`).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SlotsMemory {
+    /// Slot name -> when its member was last seen, while we lead.
+    pub seen: BTreeMap<String, Millis>,
+    /// `seen` was seeded from `status.retain_slots` in this term.
+    pub seeded: bool,
 }
 
 /// What the last store snapshot said of the cluster (kept while the store is unreachable).

@@ -30,6 +30,7 @@ pub mod pooler;
 mod quorum;
 mod reason;
 mod sites;
+pub mod slots;
 mod standby_leader;
 mod standbys;
 mod status;
@@ -38,7 +39,7 @@ pub mod types;
 
 pub use action::{
     Action, Decision, FailsafeAnswer, Job, MemberStatus, NodeRole, NodeStatus, PoolerStatus,
-    Reason, Refusal, RequestAnswer, StopMode,
+    Reason, Refusal, RequestAnswer, SlotChanges, StatusKey, StopMode,
 };
 pub use backoff::PROMOTE_RETRY_MS;
 pub use callbacks::{CallbackEvent, CallbackRole, Hooks};
@@ -51,8 +52,8 @@ pub use election::{
 pub use lease::Lease;
 pub use memory::{
     CallbackMemory, ClusterMemory, FailsafeMemory, FenceMemory, LeaderMemory, Memory,
-    NoLeaderMemory, OperatorMemory, RejoinMemory, ScheduledRestart, SitesMemory, StartFailure,
-    SyncMemory,
+    NoLeaderMemory, OperatorMemory, RejoinMemory, ScheduledRestart, SitesMemory, SlotsMemory,
+    StartFailure, SyncMemory,
 };
 pub use observation::*;
 pub use sync::{quorum_standby_listed, sync_standby_listed};

@@ -114,6 +114,11 @@ pub struct Cluster {
     pub switchover: Option<Switchover>,
     /// The leader's last published WAL position (`status.optime`).
     pub optime: Option<Lsn>,
+    /// `status.slots`: the positions of the leader's physical slots (and its own WAL position under its own
+    /// slot name), which replicas advance their copies to (Patroni 4's format).
+    pub slots: BTreeMap<String, Lsn>,
+    /// `status.retain_slots`: the slots of members the leader keeps for `member_slots_ttl` (Patroni 4).
+    pub retain_slots: BTreeSet<String>,
     /// The newest timeline the store knows of: the last `history` entry's timeline + 1, as in Patroni.
     pub timeline: Option<Timeline>,
     /// Who announced `timeline` (the `new_leader` of the last `history` line).
@@ -216,12 +221,77 @@ pub struct DynamicConfig {
     /// Patroni's `standby_cluster`: this cluster is a standby of another (a second site). Its key holder is
     /// the standby leader, which replicates from this source and never promotes.
     pub standby_cluster: Option<StandbySource>,
+    /// `slots`, `ignore_slots`, `member_slots_ttl`: the replication slots tenure keeps (`slots.rs`).
+    pub slots: SlotSettings,
     /// The `config` key's modify index (0 when absent): which of two reads is the newer.
     pub index: u64,
     /// tenure's `peer_sites`: the other site's agents' REST URLs (`sites.rs`).
     pub peer_sites: Vec<String>,
     /// tenure's `handover`: the token `promote-cluster --token` wrote (`sites.rs`).
     pub handover: Option<Handover>,
+}
+
+/// Patroni's default `member_slots_ttl`: 30 minutes.
+pub const DEFAULT_MEMBER_SLOTS_TTL_MS: u64 = 30 * 60 * 1000;
+
+/// The replication slots the `config` key asks for (Patroni's `slots`, `ignore_slots`, `member_slots_ttl`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SlotSettings {
+    /// Permanent physical slots, by name (each passed PostgreSQL's slot-name grammar).
+    pub permanent: BTreeSet<String>,
+    /// Slots tenure never creates, drops or advances.
+    pub ignore: Vec<SlotMatcher>,
+    /// How long the leader keeps the slot of a member whose key is gone (0: not at all).
+    pub member_ttl_ms: u64,
+}
+
+impl Default for SlotSettings {
+    fn default() -> Self {
+        SlotSettings {
+            permanent: BTreeSet::new(),
+            ignore: Vec::new(),
+            member_ttl_ms: DEFAULT_MEMBER_SLOTS_TTL_MS,
+        }
+    }
+}
+
+/// One `ignore_slots` entry: a slot matches when every field that is set equals the slot's.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SlotMatcher {
+    pub name: Option<String>,
+    /// `physical` or `logical`.
+    pub kind: Option<String>,
+    pub database: Option<String>,
+    pub plugin: Option<String>,
+}
+
+impl SlotMatcher {
+    pub fn matches(&self, slot: &LocalSlot) -> bool {
+        let kind = if slot.physical { "physical" } else { "logical" };
+        self.name.as_ref().is_none_or(|n| *n == slot.name)
+            && self.kind.as_ref().is_none_or(|k| k == kind)
+            && self
+                .database
+                .as_ref()
+                .is_none_or(|d| Some(d) == slot.database.as_ref())
+            && self
+                .plugin
+                .as_ref()
+                .is_none_or(|p| Some(p) == slot.plugin.as_ref())
+    }
+}
+
+/// One replication slot of the local PostgreSQL (`pg_replication_slots`, temporary ones left out).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LocalSlot {
+    pub name: String,
+    pub physical: bool,
+    pub database: Option<String>,
+    pub plugin: Option<String>,
+    /// A walsender (or a backend) holds it.
+    pub active: bool,
+    /// `restart_lsn`; `None` for a slot that reserves no WAL.
+    pub restart_lsn: Option<Lsn>,
 }
 
 /// Where a standby cluster's leader replicates from (Patroni's `standby_cluster` keys). It is a standby
@@ -389,6 +459,8 @@ pub struct Tags {
     pub clonefrom: bool,
     /// Never chosen as a synchronous standby.
     pub nosync: bool,
+    /// Patroni 3.3's `nostream`: the member does not stream (restore_command only) and has no slot anywhere.
+    pub nostream: bool,
     pub other: BTreeMap<String, String>,
 }
 
@@ -400,6 +472,7 @@ impl Default for Tags {
             noloadbalance: false,
             clonefrom: false,
             nosync: false,
+            nostream: false,
             other: BTreeMap::new(),
         }
     }
@@ -480,6 +553,8 @@ pub struct RunningPg {
     /// Primary: its walsenders (`pg_stat_replication`); empty on a replica (the probe leaves a standby
     /// leader's and a cascading replica's out: they are shown in `/patroni`, never weighed for sync).
     pub standbys: Vec<ReplicationStat>,
+    /// Its replication slots (`pg_replication_slots`, temporary ones left out).
+    pub slots: Vec<LocalSlot>,
 }
 
 impl RunningPg {

@@ -86,6 +86,7 @@ fn run_check(voters: &[&str], quorum: u32, names: SyncNames, flushed: &[&str], a
         server_version: 150_004,
         sync_names: names.clone(),
         standbys,
+        slots: Vec::new(),
     };
     let o = Observation {
         now: Millis(1_000),

@@ -372,6 +372,7 @@ mod tests {
                 server_version: 150_004,
                 sync_names: names,
                 standbys: Vec::new(),
+                slots: Vec::new(),
             }),
             store: StoreView::Available(c),
             store_read_at: Millis(1_000),

@@ -261,16 +261,7 @@ impl PgError {
 /// `[a-z0-9_]` becomes `u` and its code point in four digits; at most 63 bytes. Kept identical so slots
 /// survive a migration between Patroni and tenure.
 pub fn slot_name_for(member: &NodeName) -> String {
-    let mut out = String::new();
-    for c in member.as_str().to_lowercase().chars() {
-        match c {
-            'a'..='z' | '0'..='9' | '_' => out.push(c),
-            '-' | '.' => out.push('_'),
-            other => out.push_str(&format!("u{:04}", other as u32)),
-        }
-    }
-    out.truncate(63);
-    out
+    crate::ha::slots::member_slot_name(member)
 }
 
 /// Quote a libpq conninfo value (`'...'` with `\` and `'` escaped).

@@ -2,7 +2,7 @@
 //!
 //! It reads role, positions, timelines, `pending_restart`, `server_version_num`, `synchronous_standby_names` (in the
 //! first query, before the WAL position, which the core takes as the floor for those names) and a primary's
-//! `pg_stat_replication` as `RunningPg::standbys`. The runtime's probe keeps its connection across cycles for the
+//! `pg_stat_replication` as `RunningPg::standbys`, and its replication slots (one query). The runtime's probe keeps its connection across cycles for the
 //! same postmaster (`KeptConnection`), since a new one runs SCRAM's key derivation.
 use std::time::Duration;
 
@@ -56,6 +56,8 @@ pub struct RunningStatus {
     /// `synchronous_standby_names` as the server runs it, read before the WAL position (the core takes
     /// that position as the floor a standby must pass under these names).
     pub sync_names: String,
+    /// Its replication slots, temporary ones left out (`slots::local`, one query).
+    pub slots: Vec<crate::ha::LocalSlot>,
 }
 
 /// Local PostgreSQL in the adapter's richer types (the divergence check needs them).
@@ -138,6 +140,7 @@ impl RunningStatus {
             server_version: self.server_version,
             sync_names: super::standby_names::parse(&self.sync_names),
             standbys: self.core_standbys(),
+            slots: self.slots.clone(),
         }
     }
 }
@@ -334,6 +337,7 @@ async fn primary_status(client: &Client, c: Common) -> Result<RunningStatus, PgE
         postmaster_start_unix_s: c.postmaster_start_unix_s,
         replication: replication(client).await?,
         sync_names: c.sync_names,
+        slots: super::slots::local(client).await?,
     })
 }
 
@@ -392,6 +396,7 @@ async fn replica_status(
         // A standby leader's and a cascading replica's walsenders, listed in `/patroni` as Patroni does.
         replication: replication(client).await?,
         sync_names: c.sync_names,
+        slots: super::slots::local(client).await?,
     })
 }
 
@@ -553,6 +558,7 @@ mod tests {
                 sync_priority: 0,
             }],
             sync_names: String::new(),
+            slots: Vec::new(),
         }
     }
 

@@ -359,3 +359,65 @@ fn peer_sites_are_checked_and_carried_into_the_bootstrap_config() {
         assert!(e.contains("bootstrap.dcs.peer_sites"), "{bad}: {e}");
     }
 }
+/// `bootstrap.dcs.slots`, `ignore_slots` and `member_slots_ttl` (Patroni's keys) are checked and carried into the
+/// `config` key the first member uploads; a bad value is refused naming the key (exit 64), a logical slot too.
+#[test]
+fn slots_are_checked_and_carried_into_the_bootstrap_config() {
+    let c = ok(&base_with(
+        "bootstrap.dcs",
+        "{slots: {dr_site: {type: physical}, other: null}, ignore_slots: [{name: backup}, {type: logical}], \
+         member_slots_ttl: 30min}",
+    ));
+    let s = &c.config.bootstrap_slots;
+    assert_eq!(
+        s.get("slots"),
+        Some(&serde_json::json!({"dr_site": {"type": "physical"}, "other": null}))
+    );
+    assert_eq!(s.get("member_slots_ttl"), Some(&serde_json::json!("30min")));
+    assert!(s.contains_key("ignore_slots"));
+    for (value, says) in [
+        (
+            "{slots: {Dr-Site: {type: physical}}}",
+            "bootstrap.dcs.slots.Dr-Site",
+        ),
+        (
+            "{slots: {dr: {type: logical, database: app, plugin: pgoutput}}}",
+            "PostgreSQL 17",
+        ),
+        (
+            "{slots: {dr: {database: app, plugin: pgoutput}}}",
+            "bootstrap.dcs.slots.dr.database",
+        ),
+        (
+            "{slots: {dr: {type: physcal}}}",
+            "bootstrap.dcs.slots.dr.type",
+        ),
+        ("{slots: [dr]}", "bootstrap.dcs.slots"),
+        (
+            "{ignore_slots: [{nam: x}]}",
+            "bootstrap.dcs.ignore_slots[0].nam",
+        ),
+        (
+            "{ignore_slots: [{type: both}]}",
+            "bootstrap.dcs.ignore_slots[0].type",
+        ),
+        ("{member_slots_ttl: -5}", "bootstrap.dcs.member_slots_ttl"),
+        (
+            "{member_slots_ttl: 5 weeks}",
+            "bootstrap.dcs.member_slots_ttl",
+        ),
+    ] {
+        let e = err(&base_with("bootstrap.dcs", value));
+        assert!(e.contains(says), "{value}: {e}");
+    }
+}
+
+/// The `nostream` tag is read into the core (no upstream, no slot) and published with the other tags.
+#[test]
+fn nostream_is_read_into_the_core() {
+    let c = ok(&base_with("tags", "{nostream: true}"));
+    assert!(c.config.core_config().nostream);
+    assert!(!ok(BASE).config.core_config().nostream);
+    let e = err(&base_with("tags", "{nostream: perhaps}"));
+    assert!(e.contains("tags.nostream"), "{e}");
+}

@@ -243,6 +243,7 @@ fn running(role: PgRole, tl: u32, lsn: u64, upstream: Option<&str>) -> PgState {
         server_version: 150_004,
         sync_names: SyncNames::Off,
         standbys: Vec::new(),
+        slots: Vec::new(),
     })
 }
 

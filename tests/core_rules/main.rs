@@ -21,6 +21,7 @@ mod race;
 mod scheduled;
 mod shutdown;
 mod sites;
+mod slots;
 mod standby_cluster;
 mod start_failure;
 mod store_down;

@@ -560,4 +560,21 @@ pub async fn snapshot_carries_every_key(b: &dyn Backend) {
     assert!(s.index > 0);
     a.clear_switchover(deadline()).await.expect("clear");
     assert_eq!(snapshot(&*a).await.cluster.switchover, None);
+    // Patroni 4's status with slots: written whole, read back with checked slot names.
+    let status = tenure::dcs::records::status_json(&tenure::ha::StatusKey {
+        optime: Lsn(5000),
+        slots: [
+            ("dr_site".to_string(), Lsn(4900)),
+            ("a".to_string(), Lsn(5000)),
+        ]
+        .into(),
+        retain_slots: ["gone".to_string()].into(),
+    });
+    a.write_status_json(&status, deadline())
+        .await
+        .expect("status with slots");
+    let c = snapshot(&*a).await.cluster;
+    assert_eq!(c.optime, Some(Lsn(5000)));
+    assert_eq!(c.slots.get("dr_site"), Some(&Lsn(4900)));
+    assert_eq!(c.retain_slots, ["gone".to_string()].into());
 }

@@ -60,6 +60,11 @@ pub fn apply(w: &mut World, i: usize, action: &Action) -> ActionOutcomeKind {
             w.store.optime = Some(l.0);
             Done
         }
+        // The model has no slots: the status's optime is what it keeps.
+        Action::WriteStatus(s) => {
+            w.store.optime = Some(s.optime.0);
+            Done
+        }
         Action::WriteHistory(tl) => {
             w.store.timeline = Some((tl.0, i));
             Done

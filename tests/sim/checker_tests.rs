@@ -220,3 +220,47 @@ fn standby_site_read_only_fails_on_a_promotion_in_a_standby_cluster_only() {
         sim.w.violations
     );
 }
+
+#[test]
+fn at_most_one_writable_site_fails_on_a_primary_while_the_other_site_is_writable_only() {
+    let mut sim = settled();
+    let t = sim.w.t;
+    sim.w.remote = Some(crate::remote::RemoteSite::new(t, 1, 0, false, 0));
+    crate::remote::at_most_one_writable_site(&mut sim.w);
+    assert!(sim.w.violations.is_empty(), "{:?}", sim.w.violations);
+    sim.w.remote.as_mut().expect("remote").set_writable(t, true);
+    crate::remote::at_most_one_writable_site(&mut sim.w);
+    assert!(
+        sim.w
+            .violations
+            .iter()
+            .any(|v| v.starts_with("AtMostOneWritableSite")),
+        "{:?}",
+        sim.w.violations
+    );
+}
+
+#[test]
+fn handover_loses_nothing_fails_on_a_primary_short_of_the_token_only() {
+    let mut sim = settled();
+    let p = sim.primary_now();
+    let d = sim.w.nodes[p].pg.data.clone().expect("data");
+    // The other site's last acknowledged record is where our primary's timeline began (it holds it) ...
+    let (tl, lsn) = d.history.last().copied().unwrap_or((d.tl, d.lsn));
+    let mut remote = crate::remote::RemoteSite::new(sim.w.t, tl, lsn, false, 0);
+    remote.token = Some((tl, lsn));
+    sim.w.remote = Some(remote);
+    crate::remote::handover_loses_nothing(&mut sim.w);
+    assert!(sim.w.violations.is_empty(), "{:?}", sim.w.violations);
+    // ... or one past every record we have.
+    sim.w.remote.as_mut().expect("remote").token = Some((tl, lsn.max(d.lsn) + 1));
+    crate::remote::handover_loses_nothing(&mut sim.w);
+    assert!(
+        sim.w
+            .violations
+            .iter()
+            .any(|v| v.starts_with("HandoverLosesNothing")),
+        "{:?}",
+        sim.w.violations
+    );
+}

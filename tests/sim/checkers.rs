@@ -1,5 +1,5 @@
 //! Checkers run after every event: SingleWriter, LeaseCovers, HealthSingle, TimelineMonotone (at promotion),
-//! NoSilentDivergence, NoAckedWriteLost (`sync.rs`); ReadLagHonest after every decision; PauseHandsOff at every PostgreSQL action;
+//! NoSilentDivergence, NoAckedWriteLost (`sync.rs`), AtMostOneWritableSite and HandoverLosesNothing (`remote.rs`); ReadLagHonest after every decision; PauseHandsOff at every PostgreSQL action;
 //! RecoveryBeforeCheck at every divergence check;
 //! Liveness by `assert_converged` after faults heal.
 use tenure::ha::{health, Action, Job, NodeRole, NodeStatus, Observation, StoreView};
@@ -16,6 +16,8 @@ pub fn after_event(w: &mut World) {
     crate::sync::no_acked_write_lost(w);
     crate::pooler::routes_to_leader(w);
     standby_site_stays_read_only(w);
+    crate::remote::at_most_one_writable_site(w);
+    crate::remote::handover_loses_nothing(w);
 }
 
 /// StandbySiteReadOnly, continuously: a ttl after the `config` key named a `standby_cluster`, no node of the

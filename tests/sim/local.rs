@@ -29,6 +29,10 @@ pub fn execute(
             };
             return (kind, took, Some(Found::FailsafeReplies(replies)));
         }
+        Action::ProbeSites(urls) => {
+            let (probes, took) = crate::remote::probe_sites(w, i, urls);
+            return (ActionOutcomeKind::Done, took, Some(Found::Sites(probes)));
+        }
         Action::CheckDivergence { leader } => {
             crate::checkers::recovery_before_check(w, i);
             let d = crate::peers::check_divergence(w, i, leader);
@@ -179,6 +183,8 @@ fn act(w: &mut World, i: usize, action: &Action) -> (ActionOutcomeKind, u64) {
             (Done, 10)
         }
         Action::SetSyncNames(_) => (Failed, 5),
+        // The model has no slots (its nodes never report any), so the core never asks; harmless if it did.
+        Action::SyncSlots(_) => (Done, 5),
         other => unreachable!("store call executed locally: {other:?}"),
     }
 }

@@ -38,7 +38,15 @@
 //! before every PostgreSQL action; RecoveryBeforeCheck before every divergence check; NoPromoteAfterVeto before
 //! every promotion; PromotionPaced before every attempt of a node whose promotion fails (one random seed in seven); after every decision ReadLagHonest (a replica never publishes less lag than its replayed WAL is
 //! behind the snapshot's optime); FailsafeKeepsPrimary in the hung-store benchmark; PoolerRoutesToLeader after every event and
-//! before every route; Liveness after faults heal.
+//! before every route; StandbySiteReadOnly (`standby_cluster.rs`) after every event and before every PostgreSQL action;
+//! Liveness after faults heal.
+//!
+//! Two sites (`remote.rs`, `sites.rs`): the other site modelled from outside, writable or a standby, the link between
+//! the sites up or cut, its WAL end over time (growing while writable), shipped to this site's standby leader some
+//! seconds late while the link works, and what its clients were acknowledged; `ProbeSites` answered from it (nothing
+//! across a cut link, after the probe's limit). After every event AtMostOneWritableSite (no PostgreSQL here writable
+//! while the other site is) and HandoverLosesNothing (after a planned site switchover, every primary here holds the
+//! other site's last acknowledged record, the token).
 //! `mutants.rs` (feature `mutants`) shows each broken rule tripping a checker; `checker_tests.rs` shows every
 //! checker failing on a broken world.
 mod agent;
@@ -62,8 +70,10 @@ mod pgmodel;
 mod pooler;
 mod quorum;
 mod random;
+mod remote;
 mod rng;
 mod scenarios;
+mod sites;
 mod slow_store;
 mod standby_cluster;
 mod start_failure;

@@ -347,3 +347,41 @@ fn mutant_stale_read_undoes_standby_trips_standby_site_read_only() {
     });
     assert_tripped(&msg, &["StandbySiteReadOnly"]);
 }
+
+#[test]
+fn mutant_peer_site_ignored_trips_at_most_one_writable_site() {
+    // A site back from a whole-site outage promotes while the other site (promoted meanwhile) answers as a primary.
+    let msg = first_failure(1..5, |seed| {
+        crate::sites::superseded_site(seed, true, |_, c| c.mutant = Some(Mutant::PeerSiteIgnored));
+    });
+    assert_tripped(&msg, &["AtMostOneWritableSite"]);
+}
+
+#[test]
+fn mutant_promote_without_handover_trips_handover_loses_nothing() {
+    // The other site's WAL arrives 3 s late: promoting on the handover at once loses what it acknowledged last.
+    let msg = first_failure(1..5, |seed| {
+        crate::sites::planned_switchover(seed, 3_000, |_, c| {
+            c.mutant = Some(Mutant::PromoteWithoutHandover)
+        });
+    });
+    assert_tripped(&msg, &["HandoverLosesNothing"]);
+}
+
+#[test]
+fn mutant_peer_site_ignored_trips_at_most_one_writable_site_in_random_seeds() {
+    let msg = first_failure(1..20, |seed| {
+        crate::sites::run_return_seed(seed, |_, c| c.mutant = Some(Mutant::PeerSiteIgnored));
+    });
+    assert_tripped(&msg, &["AtMostOneWritableSite"]);
+}
+
+#[test]
+fn mutant_promote_without_handover_trips_handover_loses_nothing_in_random_seeds() {
+    let msg = first_failure(1..20, |seed| {
+        crate::sites::run_handover_seed(seed, |_, c| {
+            c.mutant = Some(Mutant::PromoteWithoutHandover)
+        });
+    });
+    assert_tripped(&msg, &["HandoverLosesNothing"]);
+}

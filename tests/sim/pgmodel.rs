@@ -162,6 +162,7 @@ impl Pg {
             server_version: 150_004,
             sync_names: self.sync_names.clone(),
             standbys: Vec::new(),
+            slots: Vec::new(),
         })
     }
 

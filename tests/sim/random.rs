@@ -121,7 +121,7 @@ fn inject(sim: &mut Sim, pick: &mut Rng, watchdog: bool) {
     }
 }
 
-fn seeds_from_env(default: u64) -> u64 {
+pub fn seeds_from_env(default: u64) -> u64 {
     std::env::var("TENURE_SIM_SEEDS")
         .ok()
         .and_then(|s| s.parse().ok())

@@ -7,7 +7,7 @@ use crate::dsl::Sim;
 use crate::pgmodel::Run;
 use crate::rng::Rng;
 
-fn source() -> StandbySource {
+pub fn source() -> StandbySource {
     StandbySource {
         host: Some("site-a".into()),
         port: Some(5432),
@@ -27,7 +27,7 @@ fn demoted(seed: u64, n: usize) -> Sim {
 
 /// One standby leader holding the key and answering /standby-leader, following the source; every other
 /// live member streaming from it. `Err` says what is not so yet.
-fn settled(sim: &Sim) -> Result<usize, String> {
+pub fn settled(sim: &Sim) -> Result<usize, String> {
     let w = &sim.w;
     let fp = source().fingerprint();
     let holder = w
@@ -68,7 +68,7 @@ fn settled(sim: &Sim) -> Result<usize, String> {
     Ok(holder)
 }
 
-fn settle(sim: &mut Sim, within_ms: u64) -> usize {
+pub fn settle(sim: &mut Sim, within_ms: u64) -> usize {
     let start = sim.w.t;
     while sim.w.t < start + within_ms {
         sim.run_for(100);

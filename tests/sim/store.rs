@@ -4,8 +4,9 @@
 use std::collections::BTreeMap;
 
 use tenure::ha::{
-    Cluster, DynamicConfig, LeaderKey, Lsn, Member, MemberRole, MemberState, MemberStatus,
-    NodeName, SessionId, StandbySource, Switchover, SyncKey, SyncSettings, Tags, Timeline,
+    Cluster, DynamicConfig, Handover, LeaderKey, Lsn, Member, MemberRole, MemberState,
+    MemberStatus, NodeName, SessionId, StandbySource, Switchover, SyncKey, SyncSettings, Tags,
+    Timeline,
 };
 
 use crate::rng::Rng;
@@ -82,6 +83,10 @@ pub struct Store {
     pub config_index: u64,
     /// When `standby_cluster` was last set (true time): the old primary has a ttl to step down.
     pub standby_set_at: Option<u64>,
+    /// `peer_sites` and `handover` in the `config` key: the other site's agents, and the token of a planned
+    /// site switchover (`remote.rs`, `sites.rs`).
+    pub peer_sites: Vec<String>,
+    pub handover: Option<Handover>,
     pub sync: Option<SyncKey>,
 }
 
@@ -101,6 +106,8 @@ impl Store {
             standby_cluster: None,
             config_index: 0,
             standby_set_at: None,
+            peer_sites: Vec::new(),
+            handover: None,
             failsafe: None,
             switchover: None,
             optime: None,
@@ -244,6 +251,21 @@ impl Store {
         self.standby_cluster = source;
     }
 
+    /// An operator's write of `peer_sites` into the `config` key.
+    pub fn set_peer_sites(&mut self, urls: Vec<String>) {
+        self.config_index = self.bump();
+        self.peer_sites = urls;
+    }
+
+    /// `promote-cluster --token`: one write of the `config` key that removes `standby_cluster` and sets
+    /// `handover`.
+    pub fn hand_over(&mut self, token: Handover) {
+        self.config_index = self.bump();
+        self.standby_set_at = None;
+        self.standby_cluster = None;
+        self.handover = Some(token);
+    }
+
     pub fn put_member(&mut self, node: usize, status: MemberStatus, session: u64) {
         if self.alive(session) {
             let bumped = self.bump();
@@ -266,9 +288,10 @@ impl Store {
                 failsafe_mode: self.failsafe_mode,
                 sync: self.sync_settings,
                 standby_cluster: self.standby_cluster.clone(),
+                slots: Default::default(),
                 index: self.config_index,
-                peer_sites: Vec::new(),
-                handover: None,
+                peer_sites: self.peer_sites.clone(),
+                handover: self.handover,
             },
             leader: self.leader.as_ref().map(|h| LeaderKey {
                 name: names[h.node].clone(),
@@ -286,6 +309,8 @@ impl Store {
             timeline_owner: self.timeline.map(|(_, owner)| names[owner].clone()),
             failsafe: self.failsafe.clone(),
             sync: self.sync.clone(),
+            slots: Default::default(),
+            retain_slots: Default::default(),
         }
     }
 
@@ -418,6 +443,8 @@ struct ReadFrom {
     sync_settings: SyncSettings,
     standby_cluster: Option<StandbySource>,
     config_index: u64,
+    peer_sites: Vec<String>,
+    handover: Option<Handover>,
     leader: Option<Held>,
     members: BTreeMap<usize, (MemberStatus, u64, u64)>,
     switchover: Option<Switchover>,
@@ -441,6 +468,8 @@ impl ReadFrom {
             standby_cluster,
             config_index,
             standby_set_at: _,
+            peer_sites,
+            handover,
             leader,
             members,
             switchover,
@@ -467,6 +496,8 @@ impl ReadFrom {
             sync_settings: *sync_settings,
             standby_cluster: standby_cluster.clone(),
             config_index: *config_index,
+            peer_sites: peer_sites.clone(),
+            handover: *handover,
             leader: leader.clone(),
             members: members.clone(),
             switchover: switchover.clone(),
@@ -488,6 +519,8 @@ impl ReadFrom {
             sync_settings,
             standby_cluster,
             config_index,
+            peer_sites,
+            handover,
             leader,
             members,
             switchover,
@@ -504,6 +537,8 @@ impl ReadFrom {
             && *sync_settings == s.sync_settings
             && *standby_cluster == s.standby_cluster
             && *config_index == s.config_index
+            && *peer_sites == s.peer_sites
+            && *handover == s.handover
             && *leader == s.leader
             && *members == s.members
             && *switchover == s.switchover

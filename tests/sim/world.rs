@@ -215,6 +215,8 @@ pub struct World {
     pub next_sysid: u64,
     /// The newest commit acknowledged under synchronous mode's promise (NoAckedWriteLost).
     pub acked: Option<crate::sync::Acked>,
+    /// The other site (`remote.rs`), in the two-site scenarios (`sites.rs`) only.
+    pub remote: Option<crate::remote::RemoteSite>,
 }
 
 const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
@@ -291,6 +293,7 @@ impl World {
             last_write_t: 0,
             next_sysid: 7_000_000_000_000_000_000 + seed % 1000,
             acked: None,
+            remote: None,
         };
         for i in 0..n {
             let at = w.rng.range(0, 300);
@@ -444,11 +447,17 @@ impl World {
 
     fn stream(&mut self, i: usize) {
         let Run::Replica { upstream: Some(u) } = self.nodes[i].pg.run else {
-            // A standby cluster's leader streams from the other site, which is outside the model (its WAL
-            // does not move here).
+            // A standby cluster's leader streams from the other site: outside the model (its WAL does not
+            // move here) unless a scenario models it (`remote.rs`), then while the link between the sites works.
             let pg = &mut self.nodes[i].pg;
-            pg.streaming =
-                pg.run == (Run::Replica { upstream: None }) && pg.remote.is_some() && !pg.frozen;
+            let link = self.remote.as_ref().is_none_or(|r| r.reachable);
+            pg.streaming = pg.run == (Run::Replica { upstream: None })
+                && pg.remote.is_some()
+                && !pg.frozen
+                && link;
+            if let (true, Some(r), Some(d)) = (pg.streaming, &self.remote, pg.data.as_mut()) {
+                r.ship(self.last_write_t, d);
+            }
             return;
         };
         let up = &self.nodes[u].pg;

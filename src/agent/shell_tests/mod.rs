@@ -63,6 +63,7 @@ fn replica() -> PgState {
         server_version: 150_004,
         sync_names: SyncNames::Off,
         standbys: Vec::new(),
+        slots: Vec::new(),
     })
 }
 

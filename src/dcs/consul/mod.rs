@@ -374,6 +374,15 @@ impl Dcs for ConsulDcs {
         .await
     }
 
+    async fn write_status_json(
+        &self,
+        status: &serde_json::Value,
+        deadline: Instant,
+    ) -> Result<(), DcsError> {
+        self.put_plain(&self.layout.status(), json_bytes(status)?, deadline)
+            .await
+    }
+
     async fn write_history(
         &self,
         history: &serde_json::Value,

@@ -336,6 +336,15 @@ impl Dcs for EtcdDcs {
         self.put(&self.layout.status(), json, deadline).await
     }
 
+    async fn write_status_json(
+        &self,
+        status: &serde_json::Value,
+        deadline: Instant,
+    ) -> Result<(), DcsError> {
+        self.put(&self.layout.status(), status.to_string(), deadline)
+            .await
+    }
+
     async fn write_history(
         &self,
         history: &serde_json::Value,
