@@ -1,9 +1,8 @@
 //! Site switchover end to end (Patroni 4.1's `demote-cluster`/`promote-cluster`, issue 32), from the user's
 //! side: two sites on one machine as in `e2e_standby` (each its own etcd and scope, two agents and PostgreSQL
 //! 15 servers each), site B a standby cluster of site A, each site's `peer_sites` naming the other site's
-//! REST URLs (both sites' ports are chosen before any config is written). Site B has them in its
-//! `bootstrap.dcs`; site A gets them through its `config` key once B runs, because in A's `bootstrap.dcs` they
-//! keep A from bootstrapping while B does not exist yet (the first case).
+//! REST URLs in its `bootstrap.dcs` (both sites' ports are chosen before any config is written; site A
+//! bootstraps while site B does not run yet, the first case).
 //!
 //! Beside each site's own checker, one sampler across both sites asks `pg_is_in_recovery()` and
 //! `GET /primary` of all four nodes every 100 ms: never two writable nodes across the sites, and the
@@ -183,7 +182,7 @@ fn start_sites() -> Sites {
     let mut a = Cluster::start_site(
         StoreKind::Etcd,
         &layout("a"),
-        with_ports(&pa, None, String::new()),
+        with_ports(&pa, Some(&pb), String::new()),
     );
     let epoch = a.epoch;
     let p = a.wait_healthy(Duration::from_secs(90));
@@ -216,19 +215,12 @@ fn start_sites() -> Sites {
             b.nodes[so].name
         ),
     );
-    // Site A's peer_sites go in through its `config` key once site B runs: in A's bootstrap.dcs they keep A
-    // from bootstrapping while B is not up yet (see the test below).
+    // Site A's bootstrap put its peer_sites (site B's agents, not running then) in its `config` key.
     let urls: Vec<String> = pb
         .api
         .iter()
         .map(|p| format!("http://127.0.0.1:{p}"))
         .collect();
-    let body = serde_json::json!({ "peer_sites": urls }).to_string();
-    let (code, answer) = common::api(&a, p, "PATCH", "/config", &body);
-    assert_eq!(
-        code, 200,
-        "PATCH /config on site A with peer_sites: {answer}"
-    );
     a.wait_until(
         "site A's config key to hold peer_sites",
         REPLAY_BUDGET,
