@@ -139,6 +139,29 @@ pub struct StandbyOf {
     pub replication: (&'static str, &'static str),
 }
 
+/// How many nodes a Patroni cluster runs, what it follows, its superuser when it follows nothing, and its
+/// `bootstrap.dcs` timing ([`PatroniCluster::start_site`]).
+pub struct PatroniSite<'a> {
+    pub nodes: usize,
+    pub standby: Option<&'a StandbyOf>,
+    /// The superuser of a cluster that is not a standby cluster (a standby cluster has its source's).
+    pub superuser: (&'static str, &'static str),
+    /// ttl, loop_wait, retry_timeout (seconds).
+    pub timing_s: (u64, u64, u64),
+}
+
+impl Default for PatroniSite<'_> {
+    /// What [`PatroniCluster::start`] runs: three nodes, no standby cluster.
+    fn default() -> Self {
+        PatroniSite {
+            nodes: 3,
+            standby: None,
+            superuser: ("postgres", "pg-pw"),
+            timing_s: (TTL_S, LOOP_WAIT_S, 5),
+        }
+    }
+}
+
 pub struct PatroniCluster {
     pub nodes: Vec<Node>,
     pub store: PatroniStore,
@@ -160,15 +183,28 @@ impl PatroniCluster {
     }
 
     fn start_on(etcd: bool) -> PatroniCluster {
-        Self::launch(etcd, 3, None)
+        Self::launch(etcd, &PatroniSite::default())
     }
 
     /// `nodes` Patroni nodes on a real etcd forming a standby cluster of `source`, started (not waited for).
     pub fn start_standby_on_etcd(nodes: usize, source: &StandbyOf) -> PatroniCluster {
-        Self::launch(true, nodes, Some(source))
+        Self::launch(
+            true,
+            &PatroniSite {
+                nodes,
+                standby: Some(source),
+                ..PatroniSite::default()
+            },
+        )
     }
 
-    fn launch(etcd: bool, count: usize, standby: Option<&StandbyOf>) -> PatroniCluster {
+    /// `site.nodes` Patroni nodes on a real etcd of their own, started (not waited for).
+    pub fn start_site(site: &PatroniSite) -> PatroniCluster {
+        Self::launch(true, site)
+    }
+
+    fn launch(etcd: bool, site: &PatroniSite) -> PatroniCluster {
+        let count = site.nodes;
         for bin in [PATRONI, PATRONICTL] {
             assert!(
                 Path::new(bin).exists(),
@@ -203,7 +239,7 @@ impl PatroniCluster {
                 pg_port: free_port().unwrap(),
                 child: None,
             };
-            std::fs::write(node.config(), config(&node, &store, standby)).unwrap();
+            std::fs::write(node.config(), config(&node, &store, site)).unwrap();
             nodes.push(node);
         }
         if let Some((uid, gid)) = run_as.owner() {
@@ -374,17 +410,12 @@ fn chown_tree(dir: &Path, uid: nix::unistd::Uid, gid: nix::unistd::Gid) {
     }
 }
 
-fn config(n: &Node, store: &PatroniStore, standby: Option<&StandbyOf>) -> String {
+fn config(n: &Node, store: &PatroniStore, site: &PatroniSite) -> String {
     let dir = n.dir.display();
     // A standby cluster's clone has the source's users; the source (a local tenure cluster) allows 40
     // connections, and a hot standby needs at least as many as its primary.
-    let (su, rep, max_connections, standby_cluster) = match standby {
-        None => (
-            ("postgres", "pg-pw"),
-            ("replicator", "rep-pw"),
-            30,
-            String::new(),
-        ),
+    let (su, rep, max_connections, standby_cluster) = match site.standby {
+        None => (site.superuser, ("replicator", "rep-pw"), 30, String::new()),
         Some(s) => (
             s.superuser,
             s.replication,
@@ -414,9 +445,9 @@ restapi:
 {dcs}
 bootstrap:
   dcs:
-    ttl: {TTL_S}
-    loop_wait: {LOOP_WAIT_S}
-    retry_timeout: 5
+    ttl: {ttl}
+    loop_wait: {loop_wait}
+    retry_timeout: {retry}
     maximum_lag_on_failover: 1048576
 {standby_cluster}    postgresql:
       use_pg_rewind: true
@@ -449,6 +480,9 @@ watchdog:
   mode: off
 ",
         name = n.name,
+        ttl = site.timing_s.0,
+        loop_wait = site.timing_s.1,
+        retry = site.timing_s.2,
         api = n.api,
         port = n.pg_port,
         su_user = su.0,

@@ -18,7 +18,7 @@ pub struct Sample {
 }
 
 impl Sample {
-    pub(super) fn render(&self, names: &[String]) -> String {
+    pub fn render(&self, names: &[String]) -> String {
         let cols: Vec<String> = self
             .writable
             .iter()
@@ -47,7 +47,7 @@ pub struct Checker {
 }
 
 impl Checker {
-    pub(super) fn start(
+    pub fn start(
         rt: &tokio::runtime::Runtime,
         ports: Vec<u16>,
         api_ports: Vec<u16>,
@@ -123,7 +123,7 @@ impl Checker {
     }
 
     /// Stop sampling: the `pg_is_in_recovery()` samples and the `GET /primary` samples.
-    pub(super) fn stop(self) -> (Vec<Sample>, Vec<Sample>) {
+    pub fn stop(self) -> (Vec<Sample>, Vec<Sample>) {
         self.stop.store(true, Ordering::SeqCst);
         for task in self.tasks {
             let _ = self

@@ -371,6 +371,31 @@ impl Cluster {
         }
     }
 
+    /// SIGKILL the cluster's single etcd server (its data stays for [`Cluster::restart_etcd`]).
+    pub fn kill_etcd(&mut self) {
+        let Some(Store::Etcd(e)) = &mut self.store else {
+            panic!("not a single etcd server")
+        };
+        let pid = e.pid().as_raw();
+        e.kill();
+        local::reaper().release(pid);
+    }
+
+    /// Start the single etcd server again on its ports and data (after [`Cluster::kill_etcd`]).
+    pub fn restart_etcd(&mut self) {
+        let Some(Store::Etcd(e)) = &mut self.store else {
+            panic!("not a single etcd server")
+        };
+        let old = e.pid().as_raw();
+        local::reaper().spawn_with(|| {
+            e.restart();
+            ((), vec![e.pid().as_raw()])
+        });
+        if e.pid().as_raw() != old {
+            local::reaper().release(old);
+        }
+    }
+
     fn rt(&self) -> &tokio::runtime::Runtime {
         self.rt.as_ref().expect("runtime")
     }

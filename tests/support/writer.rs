@@ -67,9 +67,72 @@ impl Writer {
         }
     }
 
+    /// [`Writer::start`] across the nodes on `ports` (the nodes of two sites): it writes through one
+    /// connection to a node that answered `pg_is_in_recovery()` false, and after any error looks for a
+    /// writable node again, trying every port in turn.
+    pub fn start_any(rt: &tokio::runtime::Runtime, ports: Vec<u16>, epoch: Instant) -> Writer {
+        let stop = Arc::new(AtomicBool::new(false));
+        let s = stop.clone();
+        let task = rt.spawn(async move {
+            let mut log = WriteLog::default();
+            let mut client: Option<Client> = None;
+            let mut id: i64 = 0;
+            let mut next = 0;
+            while !s.load(Ordering::SeqCst) {
+                let c = match client.take() {
+                    Some(c) if !c.is_closed() => c,
+                    _ => {
+                        let port = ports[next % ports.len()];
+                        next += 1;
+                        match writable(port).await {
+                            Some(c) => c,
+                            None => {
+                                tokio::time::sleep(Duration::from_millis(20)).await;
+                                continue;
+                            }
+                        }
+                    }
+                };
+                id += 1;
+                let params: [&(dyn tokio_postgres::types::ToSql + Sync); 1] = [&id];
+                let insert = c.execute("INSERT INTO e2e_writes (id) VALUES ($1)", &params);
+                match tokio::time::timeout(Duration::from_secs(1), insert).await {
+                    Ok(Ok(1)) => {
+                        log.acked.push((id, epoch.elapsed()));
+                        client = Some(c);
+                    }
+                    _ => {
+                        log.failed += 1;
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                    }
+                }
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            log
+        });
+        Writer {
+            stop,
+            task,
+            rt: rt.handle().clone(),
+        }
+    }
+
     /// Stop writing; what was acknowledged.
     pub fn stop(self) -> WriteLog {
         self.stop.store(true, Ordering::SeqCst);
         self.rt.block_on(self.task).expect("writer task panicked")
     }
+}
+
+/// A connection to 127.0.0.1:`port` if that node answers as a writable primary.
+async fn writable(port: u16) -> Option<Client> {
+    let c = connect(port).await.ok()?;
+    let row = tokio::time::timeout(
+        Duration::from_millis(500),
+        c.query_one("SELECT pg_is_in_recovery()", &[]),
+    )
+    .await
+    .ok()?
+    .ok()?;
+    (!row.get::<_, bool>(0)).then_some(c)
 }
