@@ -223,7 +223,19 @@ fn observe_standby(t: &Target, source_port: u16) -> Seen {
         "answer standby_cluster",
         &mut fields,
     );
-    let (code, _, body) = t.call(t.replica, "GET", "/config", Auth::None, None);
+    // Patroni's replica answers GET /config from the cluster its last loop read: wait for the change to show
+    // (read at once, Patroni 3.0.2's answer was a loop old in one CI run), then compare what shows.
+    let read = || t.call(t.replica, "GET", "/config", Auth::None, None);
+    let delay_shown = |body: &str| {
+        serde_json::from_str::<Value>(body)
+            .ok()
+            .is_some_and(|v| v["standby_cluster"]["recovery_min_apply_delay"].is_string())
+    };
+    let (code, _, body) = until(APPLY_BUDGET, || {
+        let (code, ch, body) = read();
+        delay_shown(&body).then_some((code, ch, body))
+    })
+    .unwrap_or_else(read);
     fields.insert(
         "GET /config (standby replica) status".into(),
         code.to_string(),

@@ -13,24 +13,31 @@ type Shows<'a> = &'a dyn Fn(&serde_json::Value) -> bool;
 /// How soon after the leader's answer a replica must show the change.
 const FRESH: Duration = Duration::from_millis(100);
 
-/// Poll `GET path` on node `i` from `since` until `shows` holds of its JSON body: how long after `since` the
-/// first answer that showed it was read, or `None` when none did within `FRESH`.
+/// Poll each `GET path` of `checks` on node `i` in turn from `since` until its `shows` holds of its JSON body:
+/// for each, how long after `since` the first answer that showed it was read, or `None` when none did within
+/// `FRESH`. The paths are polled side by side, each timed from `since` (polled one after the other, a first
+/// path slow to show left the next one a few ms of the window: seen failing CI on a loaded machine).
 fn shown_after(
     c: &Cluster,
     i: usize,
-    path: &str,
+    checks: &[(&str, Shows)],
     since: Instant,
-    shows: impl Fn(&serde_json::Value) -> bool,
-) -> Option<Duration> {
-    while since.elapsed() < FRESH {
-        let (_, body) = c.rest_get(i, path);
-        let v: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
-        if shows(&v) {
-            return Some(since.elapsed());
+) -> Vec<Option<Duration>> {
+    let mut took: Vec<Option<Duration>> = vec![None; checks.len()];
+    while since.elapsed() < FRESH && took.iter().any(Option::is_none) {
+        for (k, (path, shows)) in checks.iter().enumerate() {
+            if took[k].is_some() {
+                continue;
+            }
+            let (_, body) = c.rest_get(i, path);
+            let v: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
+            if shows(&v) {
+                took[k] = Some(since.elapsed());
+            }
         }
         std::thread::sleep(Duration::from_millis(2));
     }
-    None
+    took
 }
 
 /// Send `method path body` to the leader and check each `(path, shows)` on a replica within `FRESH`.
@@ -47,8 +54,8 @@ fn change_then_read(
         "{method} {path} {body}: {status} {resp}"
     );
     let mut stale = Vec::new();
-    for (read, shows) in checks {
-        let took = shown_after(c, replica, read, answered, shows);
+    let shown = shown_after(c, replica, checks, answered);
+    for ((read, _), took) in checks.iter().zip(shown) {
         log(
             c,
             &format!("{method} {path} {body} -> replica GET {read}: shown after {took:?}"),
