@@ -12,14 +12,22 @@ const LEADER_Q: &str =
 
 /// `tenure <args>` with `input` piped to stdin (then closed): (exit code, stdout, stderr).
 async fn tenure_typing(args: &[&str], input: &str) -> (i32, String, String) {
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_tenure"))
-        .args(args)
-        .env_clear()
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run tenure");
+    // Held off the process-wide reaper (another test of this binary runs a cluster, and so the reaper): it
+    // would reap the exited CLI first and the wait fail with ECHILD (seen in CI, 12-07).
+    let reaper = tenure::demo::local::reaper();
+    let mut child = reaper.spawn_with(|| {
+        let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_tenure"))
+            .args(args)
+            .env_clear()
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("run tenure");
+        let pid = child.id().map(|p| p as i32).into_iter().collect();
+        (child, pid)
+    });
+    let pid = child.id().map(|p| p as i32);
     let mut stdin = child.stdin.take().unwrap();
     // A refused answer may end the process before it reads the rest: a broken pipe is no failure here.
     let _ = stdin.write_all(input.as_bytes()).await;
@@ -28,6 +36,9 @@ async fn tenure_typing(args: &[&str], input: &str) -> (i32, String, String) {
         .await
         .expect("the CLI finishes within 60 s")
         .expect("tenure's output");
+    if let Some(pid) = pid {
+        reaper.release(pid);
+    }
     (
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stdout).into_owned(),
