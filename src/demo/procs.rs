@@ -1,5 +1,5 @@
 //! The processes a local cluster leaves behind: this process as their subreaper, their trees, and stopping them by PID.
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Mutex, MutexGuard, OnceLock};
@@ -14,7 +14,13 @@ use nix::unistd::Pid;
 pub struct Reaper {
     /// PIDs of children someone holds a `Child` for: those are theirs to wait for.
     held: Mutex<HashSet<i32>>,
+    /// Zombies not held, with the rounds each has been seen for: one is reaped only after
+    /// `ZOMBIE_GRACE_ROUNDS`, so a child spawned with plain `Command` is left to its own waiter.
+    zombies: Mutex<HashMap<i32, u32>>,
 }
+
+/// 20 rounds of at least 100 ms: a waiter that has not reaped its own exited child in 2 s is not coming.
+const ZOMBIE_GRACE_ROUNDS: u32 = 20;
 
 /// The process-wide reaper, started on first use.
 pub fn reaper() -> &'static Reaper {
@@ -27,6 +33,7 @@ pub fn reaper() -> &'static Reaper {
         });
         Reaper {
             held: Mutex::new(HashSet::new()),
+            zombies: Mutex::new(HashMap::new()),
         }
     })
 }
@@ -72,12 +79,21 @@ impl Reaper {
     }
 
     fn reap_orphans(&self) {
-        let held = self.held();
+        let held = self.held().clone();
+        let mut zombies = self.zombies.lock().unwrap_or_else(|e| e.into_inner());
+        let mut seen = HashMap::new();
         for (pid, state) in children_of(Pid::this()) {
-            if state == 'Z' && !held.contains(&pid.as_raw()) {
+            if state != 'Z' || held.contains(&pid.as_raw()) {
+                continue;
+            }
+            let rounds = zombies.get(&pid.as_raw()).copied().unwrap_or(0) + 1;
+            if rounds >= ZOMBIE_GRACE_ROUNDS {
                 let _ = waitpid(pid, Some(WaitPidFlag::WNOHANG));
+            } else {
+                seen.insert(pid.as_raw(), rounds);
             }
         }
+        *zombies = seen;
     }
 
     /// Wait up to `within` (in 1 ms rounds) until the SIGKILLed `pids` are gone, reaping those re-parented to us now rather
@@ -190,5 +206,21 @@ pub fn stop_postmaster(data_dir: &Path, grace: Duration) {
     }
     for p in process_tree(pid) {
         let _ = kill(p, Signal::SIGKILL);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A child someone spawned with plain `Command` (not through the reaper) and waits for a moment after
+    /// it exited is theirs to wait for: the reaper's rounds must not take it first (CI on e4d558e: ECHILD).
+    #[test]
+    fn a_child_spawned_without_the_reaper_is_left_to_its_waiter() {
+        reaper();
+        let mut child = Command::new("true").spawn().expect("spawn true");
+        std::thread::sleep(Duration::from_millis(500));
+        let status = child.wait().expect("the waiter reaps its own child");
+        assert!(status.success());
     }
 }
