@@ -25,6 +25,8 @@ mod packaging;
 mod query;
 #[path = "cli/remove.rs"]
 mod remove;
+#[path = "cli/site_commands.rs"]
+mod site_commands;
 
 use std::path::PathBuf;
 use std::process::Stdio;
