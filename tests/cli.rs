@@ -221,6 +221,11 @@ async fn tenure_env(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String
     .await
     .expect("the CLI finishes within 60 s")
     .expect("run tenure");
+    outcome(&out)
+}
+
+/// A finished CLI's (exit code, stdout, stderr).
+fn outcome(out: &std::process::Output) -> (i32, String, String) {
     (
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stdout).into_owned(),

@@ -44,11 +44,7 @@ async fn tenure_answering(args: &[&str], answer: &str) -> (i32, String, String) 
         .await
         .expect("the CLI finishes within 60 s")
         .expect("its output");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    outcome(&out)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
