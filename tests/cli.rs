@@ -236,3 +236,16 @@ fn outcome(out: &std::process::Output) -> (i32, String, String) {
 fn path(p: &std::path::Path) -> &str {
     p.to_str().unwrap()
 }
+
+/// The harness's reaper (PostgreSQL's daemonized postmasters are re-parented here) leaves a child that its
+/// spawner waits for alone, even a moment after it exited: CI on 1d670c6 saw a CLI's wait fail with ECHILD.
+#[test]
+fn the_harness_reaper_leaves_a_spawned_child_to_its_waiter() {
+    pg_support::init_process();
+    let mut child = std::process::Command::new("true")
+        .spawn()
+        .expect("spawn true");
+    std::thread::sleep(Duration::from_millis(500));
+    let status = child.wait().expect("the spawner reaps its own child");
+    assert!(status.success());
+}

@@ -2,7 +2,6 @@
 #![allow(dead_code)]
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::Once;
 use std::time::Duration;
 
 use nix::sys::wait::{waitpid, WaitPidFlag};
@@ -12,45 +11,11 @@ use tenure::pg::{Credentials, Endpoint, PgSettings};
 
 pub const BIN_DIR: &str = "/usr/lib/postgresql/15/bin";
 
-/// Become the subreaper of daemonized postmasters (PID 1 here does not reap) and reap their zombies.
+/// Become the subreaper of daemonized postmasters (PID 1 here does not reap) and reap their zombies: the
+/// library's one reaper, which leaves a child its spawner waits for alone (a second reaper here took
+/// every zombie but `runuser`, and a CLI's wait failed with ECHILD).
 pub fn init_process() {
-    static ONCE: Once = Once::new();
-    ONCE.call_once(|| {
-        nix::sys::prctl::set_child_subreaper(true).expect("set child subreaper");
-        std::thread::spawn(|| loop {
-            reap_orphans();
-            std::thread::sleep(Duration::from_millis(100));
-        });
-    });
-}
-
-/// Reap zombie children other than `runuser`: those are tokio's own children and tokio reaps them.
-fn reap_orphans() {
-    let me = std::process::id().to_string();
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return;
-    };
-    for entry in dir.flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|s| s.parse::<i32>().ok())
-        else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-            continue;
-        };
-        let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
-            continue;
-        };
-        let comm = &stat[open + 1..close];
-        let mut rest = stat[close + 1..].split_whitespace();
-        let (state, ppid) = (rest.next().unwrap_or(""), rest.next().unwrap_or(""));
-        if state == "Z" && ppid == me && comm != "runuser" {
-            let _ = waitpid(Pid::from_raw(pid), Some(WaitPidFlag::WNOHANG));
-        }
-    }
+    tenure::demo::local::reaper();
 }
 
 /// A loopback port nobody listens on right now.
