@@ -24,74 +24,56 @@ pub struct Writer {
     rt: tokio::runtime::Handle,
 }
 
+/// Where the writer connects: one node, or whichever of several answers as a writable primary.
+enum Target {
+    One(u16),
+    AnyWritable { ports: Vec<u16>, next: usize },
+}
+
+impl Target {
+    /// A new connection, or `None` after a short pause when none was made this time.
+    async fn connect(&mut self) -> Option<Client> {
+        let (client, pause_ms) = match self {
+            Target::One(port) => (connect(*port).await.ok(), 50),
+            Target::AnyWritable { ports, next } => {
+                let port = ports[*next % ports.len()];
+                *next += 1;
+                (writable(port).await, 20)
+            }
+        };
+        if client.is_none() {
+            tokio::time::sleep(Duration::from_millis(pause_ms)).await;
+        }
+        client
+    }
+}
+
 impl Writer {
     pub(super) fn start(rt: &tokio::runtime::Runtime, port: u16, epoch: Instant) -> Writer {
-        let stop = Arc::new(AtomicBool::new(false));
-        let s = stop.clone();
-        let task = rt.spawn(async move {
-            let mut log = WriteLog::default();
-            let mut client: Option<Client> = None;
-            let mut id: i64 = 0;
-            while !s.load(Ordering::SeqCst) {
-                let c = match client.take() {
-                    Some(c) if !c.is_closed() => c,
-                    _ => match connect(port).await {
-                        Ok(c) => c,
-                        Err(_) => {
-                            tokio::time::sleep(Duration::from_millis(50)).await;
-                            continue;
-                        }
-                    },
-                };
-                id += 1;
-                let params: [&(dyn tokio_postgres::types::ToSql + Sync); 1] = [&id];
-                let insert = c.execute("INSERT INTO e2e_writes (id) VALUES ($1)", &params);
-                match tokio::time::timeout(Duration::from_secs(1), insert).await {
-                    Ok(Ok(1)) => {
-                        log.acked.push((id, epoch.elapsed()));
-                        client = Some(c);
-                    }
-                    _ => {
-                        log.failed += 1;
-                        tokio::time::sleep(Duration::from_millis(20)).await;
-                    }
-                }
-                tokio::time::sleep(Duration::from_millis(5)).await;
-            }
-            log
-        });
-        Writer {
-            stop,
-            task,
-            rt: rt.handle().clone(),
-        }
+        Writer::spawn(rt, Target::One(port), epoch)
     }
 
     /// [`Writer::start`] across the nodes on `ports` (the nodes of two sites): it writes through one
     /// connection to a node that answered `pg_is_in_recovery()` false, and after any error looks for a
     /// writable node again, trying every port in turn.
     pub fn start_any(rt: &tokio::runtime::Runtime, ports: Vec<u16>, epoch: Instant) -> Writer {
+        Writer::spawn(rt, Target::AnyWritable { ports, next: 0 }, epoch)
+    }
+
+    fn spawn(rt: &tokio::runtime::Runtime, mut target: Target, epoch: Instant) -> Writer {
         let stop = Arc::new(AtomicBool::new(false));
         let s = stop.clone();
         let task = rt.spawn(async move {
             let mut log = WriteLog::default();
             let mut client: Option<Client> = None;
             let mut id: i64 = 0;
-            let mut next = 0;
             while !s.load(Ordering::SeqCst) {
                 let c = match client.take() {
                     Some(c) if !c.is_closed() => c,
-                    _ => {
-                        let port = ports[next % ports.len()];
-                        next += 1;
-                        match writable(port).await {
-                            Some(c) => c,
-                            None => {
-                                tokio::time::sleep(Duration::from_millis(20)).await;
-                                continue;
-                            }
-                        }
-                    }
+                    _ => match target.connect().await {
+                        Some(c) => c,
+                        None => continue,
+                    },
                 };
                 id += 1;
                 let params: [&(dyn tokio_postgres::types::ToSql + Sync); 1] = [&id];
