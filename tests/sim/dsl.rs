@@ -196,6 +196,19 @@ impl Sim {
         self.freeze_agent(i);
         self.w.nodes[i].fencer_frozen = true;
     }
+    /// Node `i`'s fault number `which` of eight (0 to 6; 7 and above thaw it): what the random scenarios draw.
+    pub fn node_fault(&mut self, i: usize, which: usize) {
+        match which {
+            0 => self.crash_host(i),
+            1 => self.crash_pg(i),
+            2 => self.kill_agent(i),
+            3 => self.restart_agent(i),
+            4 => self.partition_from_store(i),
+            5 => self.heal_store_link(i),
+            6 => self.freeze_agent(i),
+            _ => self.thaw(i),
+        }
+    }
     pub fn thaw(&mut self, i: usize) {
         let t = self.w.t;
         let n = &mut self.w.nodes[i];

@@ -105,14 +105,7 @@ pub fn run_handover_seed(seed: u64, adjust: impl Fn(usize, &mut CoreConfig)) {
         sim.run_for(pick.range(500, 6_000));
         let i = pick.pick(n);
         match pick.pick(10) {
-            0 => sim.crash_host(i),
-            1 => sim.crash_pg(i),
-            2 => sim.kill_agent(i),
-            3 => sim.restart_agent(i),
-            4 => sim.partition_from_store(i),
-            5 => sim.heal_store_link(i),
-            6 => sim.freeze_agent(i),
-            7 => sim.thaw(i),
+            k @ 0..=7 => sim.node_fault(i, k),
             8 => link_sites(&mut sim, false),
             _ => link_sites(&mut sim, true),
         }
@@ -143,16 +136,7 @@ pub fn run_handover_seed(seed: u64, adjust: impl Fn(usize, &mut CoreConfig)) {
     while sim.w.t < end {
         sim.run_for(pick.range(500, 6_000));
         let i = pick.pick(n);
-        match pick.pick(8) {
-            0 => sim.crash_host(i),
-            1 => sim.crash_pg(i),
-            2 => sim.kill_agent(i),
-            3 => sim.restart_agent(i),
-            4 => sim.partition_from_store(i),
-            5 => sim.heal_store_link(i),
-            6 => sim.freeze_agent(i),
-            _ => sim.thaw(i),
-        }
+        sim.node_fault(i, pick.pick(8));
     }
     heal(&mut sim);
     sim.run_until_converged(8 * ttl);
@@ -262,14 +246,7 @@ pub fn run_return_seed(seed: u64, adjust: impl Fn(usize, &mut CoreConfig)) {
         sim.run_for(pick.range(500, 6_000));
         let i = pick.pick(n);
         match pick.pick(9) {
-            0 => sim.crash_host(i),
-            1 => sim.crash_pg(i),
-            2 => sim.kill_agent(i),
-            3 => sim.restart_agent(i),
-            4 => sim.partition_from_store(i),
-            5 => sim.heal_store_link(i),
-            6 => sim.freeze_agent(i),
-            7 => sim.thaw(i),
+            k @ 0..=7 => sim.node_fault(i, k),
             _ => link_sites(&mut sim, pick.chance(50)),
         }
     }

@@ -136,16 +136,7 @@ pub fn run_standby_seed(seed: u64, adjust: impl Fn(usize, &mut tenure::ha::CoreC
     while sim.w.t < end {
         sim.run_for(pick.range(500, 6_000));
         let i = pick.pick(n);
-        match pick.pick(8) {
-            0 => sim.crash_host(i),
-            1 => sim.crash_pg(i),
-            2 => sim.kill_agent(i),
-            3 => sim.restart_agent(i),
-            4 => sim.partition_from_store(i),
-            5 => sim.heal_store_link(i),
-            6 => sim.freeze_agent(i),
-            _ => sim.thaw(i),
-        }
+        sim.node_fault(i, pick.pick(8));
     }
     sim.heal_all();
     settle(&mut sim, 6 * ttl);
