@@ -37,6 +37,8 @@ mod site_switchover_bench;
 #[path = "../support/mod.rs"]
 #[allow(dead_code)]
 mod support;
+#[path = "two_sites.rs"]
+mod two_sites;
 
 use std::io::Write;
 use std::sync::MutexGuard;
@@ -50,15 +52,11 @@ use support::writer::{WriteLog, Writer};
 use tenure::demo::local;
 
 use common::{create_table, hold, CONVERGE_BUDGET, TTL};
+use two_sites::{
+    role, sender_port, standby_cluster_section, REPLAY_BUDGET, REPOINT_BUDGET, SITE_NODES,
+    STANDBY_SITE_BUDGET,
+};
 
-/// Nodes per site (two sites of two spare the two-core machine).
-const SITE_NODES: usize = 2;
-/// Site B's bootstrap: a pg_basebackup from site A, then the other member's from B's standby leader.
-const STANDBY_SITE_BUDGET: Duration = Duration::from_secs(120);
-/// A standby leader points its WAL receiver at a new source: maybe a restart of PostgreSQL.
-const REPOINT_BUDGET: Duration = Duration::from_secs(60);
-/// A replica that streams applies a committed row within this (a loaded two-core box included).
-const REPLAY_BUDGET: Duration = Duration::from_secs(30);
 /// The CLI's own `--timeout` default (60 s), plus its start and some slack: the test gives up after this.
 const CLI_BUDGET: Duration = Duration::from_secs(120);
 /// `promote-cluster --timeout` of the refused promotion.
@@ -126,30 +124,6 @@ fn log(epoch: Instant, msg: &str) {
         "[e2e site switchover {:>6.1}s] {msg}",
         epoch.elapsed().as_secs_f64()
     );
-}
-
-/// The `bootstrap.dcs` lines that make a cluster a standby cluster of the primary on 127.0.0.1:`port`.
-fn standby_cluster_section(port: u16) -> String {
-    format!(
-        "    standby_cluster:\n      host: 127.0.0.1\n      port: {port}\n      \
-         create_replica_methods:\n        - basebackup\n"
-    )
-}
-
-/// The port node `i`'s WAL receiver streams from, if it is streaming.
-fn sender_port(c: &Cluster, i: usize) -> Option<u16> {
-    c.sql_one(
-        i,
-        "SELECT sender_port FROM pg_stat_wal_receiver WHERE status = 'streaming'",
-    )
-    .ok()?
-    .parse()
-    .ok()
-}
-
-/// `GET /patroni`'s `role` on node `i` ("" when nothing answers).
-fn role(c: &Cluster, i: usize) -> String {
-    c.patroni(i)["role"].as_str().unwrap_or("").to_string()
 }
 
 /// The node of `c` answering as its standby leader.

@@ -18,6 +18,8 @@ mod common;
 #[path = "../support/mod.rs"]
 #[allow(dead_code)]
 mod support;
+#[path = "two_sites.rs"]
+mod two_sites;
 
 use std::sync::MutexGuard;
 use std::time::{Duration, Instant};
@@ -25,15 +27,10 @@ use std::time::{Duration, Instant};
 use support::cluster::{serial, wait_for, Cluster, Layout, StoreKind};
 
 use common::{create_table, tenure_cli, CONVERGE_BUDGET};
-
-/// Nodes per site (two sites of two spare the two-core machine).
-const SITE_NODES: usize = 2;
-/// Site B's bootstrap: a pg_basebackup from site A, then the other member's from B's standby leader.
-const STANDBY_SITE_BUDGET: Duration = Duration::from_secs(120);
-/// A replica that streams applies a committed row within this (a loaded two-core box included).
-const REPLAY_BUDGET: Duration = Duration::from_secs(30);
-/// A new standby leader points its WAL receiver at site A: maybe a restart of PostgreSQL.
-const REPOINT_BUDGET: Duration = Duration::from_secs(60);
+use two_sites::{
+    role, sender_port, standby_cluster_section, REPLAY_BUDGET, REPOINT_BUDGET, SITE_NODES,
+    STANDBY_SITE_BUDGET,
+};
 
 /// The two sites of one test. Fields drop in order: site B first, then A, the lock last.
 struct Sites {
@@ -55,30 +52,6 @@ fn log(site: &Cluster, msg: &str) {
         site.nodes[0].scope,
         site.now_s()
     );
-}
-
-/// The `bootstrap.dcs` lines that make a cluster a standby cluster of the primary on 127.0.0.1:`port`.
-fn standby_cluster_section(port: u16) -> String {
-    format!(
-        "    standby_cluster:\n      host: 127.0.0.1\n      port: {port}\n      \
-         create_replica_methods:\n        - basebackup\n"
-    )
-}
-
-/// The port node `i`'s WAL receiver streams from, if it is streaming.
-fn sender_port(c: &Cluster, i: usize) -> Option<u16> {
-    c.sql_one(
-        i,
-        "SELECT sender_port FROM pg_stat_wal_receiver WHERE status = 'streaming'",
-    )
-    .ok()?
-    .parse()
-    .ok()
-}
-
-/// `GET /patroni`'s `role` on node `i` ("" when nothing answers).
-fn role(c: &Cluster, i: usize) -> String {
-    c.patroni(i)["role"].as_str().unwrap_or("").to_string()
 }
 
 /// `GET path` on node `i`'s REST API: its status, asked again for up to 5 s while nothing answers (a
