@@ -30,18 +30,6 @@ pub async fn ensure_on(
     Ok(())
 }
 
-/// Drop the slot `slot` on the local primary, if present (an active slot is an error: its walsender holds it).
-pub async fn drop_slot(settings: &PgSettings, slot: &str) -> Result<(), PgError> {
-    let client = probe::connect_local(settings).await?;
-    client
-        .execute(
-            "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1::text::name",
-            &[&slot],
-        )
-        .await?;
-    Ok(())
-}
-
 /// Names of the physical slots on the local PostgreSQL.
 pub async fn list_slots(settings: &PgSettings) -> Result<Vec<String>, PgError> {
     let client = probe::connect_local(settings).await?;
