@@ -43,6 +43,12 @@ fn status_action(d: &Decision) -> Option<StatusKey> {
     })
 }
 
+/// The leader pg1's decision, its PostgreSQL a primary at `LSN` holding `slots`, its lease taken at 1 000.
+fn leader_decides(c: Cluster, slots: Vec<LocalSlot>) -> Decision {
+    let o = with_slots(obs(1_500).pg_primary(1, LSN).store(c), slots);
+    decide(&cfg("pg1"), &mem().leased(1_000), &o)
+}
+
 fn led() -> Cluster {
     cluster()
         .leader("pg1")
@@ -54,11 +60,10 @@ fn led() -> Cluster {
 #[test]
 fn the_leader_creates_a_missing_permanent_slot() {
     let c = permanent(led(), &["dr_site"]);
-    let o = with_slots(
-        obs(1_500).pg_primary(1, LSN).store(c),
+    let d = leader_decides(
+        c,
         vec![slot("pg2", true, Some(LSN)), slot("pg3", true, Some(LSN))],
     );
-    let d = decide(&cfg("pg1"), &mem().leased(1_000), &o);
     let s = sync_action(&d).expect("a slot change");
     assert_eq!(s.create, vec!["dr_site".to_string()]);
     assert!(s.drop.is_empty() && s.advance.is_empty(), "{s:?}");
@@ -158,11 +163,7 @@ fn a_slot_removed_from_the_config_is_dropped() {
 
 #[test]
 fn an_active_slot_is_never_dropped() {
-    let o = with_slots(
-        obs(1_500).pg_primary(1, LSN).store(led()),
-        vec![slot("receiver", true, Some(LSN))],
-    );
-    let d = decide(&cfg("pg1"), &mem().leased(1_000), &o);
+    let d = leader_decides(led(), vec![slot("receiver", true, Some(LSN))]);
     assert_eq!(sync_action(&d), None, "{:?}", d.actions);
 }
 
@@ -173,11 +174,7 @@ fn an_ignored_slot_is_neither_dropped_nor_advanced() {
         name: Some("backup".into()),
         ..Default::default()
     }];
-    let o = with_slots(
-        obs(1_500).pg_primary(1, LSN).store(c),
-        vec![slot("backup", false, Some(LSN))],
-    );
-    let d = decide(&cfg("pg1"), &mem().leased(1_000), &o);
+    let d = leader_decides(c, vec![slot("backup", false, Some(LSN))]);
     assert_eq!(sync_action(&d), None, "{:?}", d.actions);
 }
 
@@ -247,11 +244,7 @@ fn the_slot_of_an_absent_member_is_kept_for_member_slots_ttl_then_dropped() {
 fn member_slots_ttl_zero_keeps_no_slot_of_an_absent_member() {
     let mut c = led();
     c.config.slots.member_ttl_ms = 0;
-    let o = with_slots(
-        obs(1_500).pg_primary(1, LSN).store(c),
-        vec![slot("gone", false, Some(LSN))],
-    );
-    let d = decide(&cfg("pg1"), &mem().leased(1_000), &o);
+    let d = leader_decides(c, vec![slot("gone", false, Some(LSN))]);
     assert_eq!(
         sync_action(&d).expect("a change").drop,
         vec!["gone".to_string()]
@@ -262,11 +255,7 @@ fn member_slots_ttl_zero_keeps_no_slot_of_an_absent_member() {
 fn a_new_leader_keeps_the_slots_its_predecessor_retained() {
     let mut c = led();
     c.retain_slots.insert("pg4".into());
-    let o = with_slots(
-        obs(1_500).pg_primary(1, LSN).store(c),
-        vec![slot("pg4", false, Some(LSN))],
-    );
-    let d = decide(&cfg("pg1"), &mem().leased(1_000), &o);
+    let d = leader_decides(c, vec![slot("pg4", false, Some(LSN))]);
     assert!(
         sync_action(&d).is_none_or(|s| s.drop.is_empty()),
         "{:?}",
@@ -356,11 +345,7 @@ fn no_slot_is_kept_for_a_nostream_member() {
         .optime(LSN);
     let mut c = c;
     c.config.slots.member_ttl_ms = 0;
-    let o = with_slots(
-        obs(1_500).pg_primary(1, LSN).store(c),
-        vec![slot("pg2", false, Some(LSN))],
-    );
-    let d = decide(&cfg("pg1"), &mem().leased(1_000), &o);
+    let d = leader_decides(c, vec![slot("pg2", false, Some(LSN))]);
     assert_eq!(
         sync_action(&d).expect("a change").drop,
         vec!["pg2".to_string()]
@@ -400,11 +385,7 @@ fn the_leader_does_not_advance_a_permanent_slot_its_consumer_moves() {
     let c = permanent(led(), &["dr_site"]);
     let mut c = c;
     c.slots.insert("dr_site".into(), Lsn(LSN));
-    let o = with_slots(
-        obs(1_500).pg_primary(1, LSN).store(c),
-        vec![slot("dr_site", false, Some(LSN - 900))],
-    );
-    let d = decide(&cfg("pg1"), &mem().leased(1_000), &o);
+    let d = leader_decides(c, vec![slot("dr_site", false, Some(LSN - 900))]);
     assert_eq!(sync_action(&d), None, "{:?}", d.actions);
 }
 
