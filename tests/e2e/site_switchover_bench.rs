@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use super::patroni_harness;
-use super::support::checker::Checker;
+use super::support::checker::{Checker, Sample};
 use super::support::cluster::{serial, wait_for};
 use super::support::writer::Writer;
 use super::{
@@ -17,6 +17,41 @@ use tenure::demo::local;
 fn median_max(mut v: Vec<f64>) -> (f64, f64) {
     v.sort_by(f64::total_cmp);
     (v[(v.len() - 1) / 2], *v.last().unwrap_or(&0.0))
+}
+
+/// Switchover `k` of `rows`: the longest window with no writable node (sampler), the writer's longest pause,
+/// up to the next switchover's start (or 3 s after the last), and its commands' time, in seconds.
+fn window(
+    rows: &[(String, Switch)],
+    k: usize,
+    samples: &[Sample],
+    acked: &[(i64, Duration)],
+) -> [f64; 3] {
+    let sw = &rows[k].1;
+    let to = rows
+        .get(k + 1)
+        .map_or(sw.to + Duration::from_secs(3), |(_, n)| n.from);
+    [
+        longest_unwritable(samples, sw.from, to).as_secs_f64(),
+        longest_write_gap(acked, sw.from, to).as_secs_f64(),
+        sw.cli.as_secs_f64(),
+    ]
+}
+
+/// The `bench: <who>summary` lines: median and maximum of each figure of [`window`].
+fn summary(who: &str, figures: &[[f64; 3]], third: &str) {
+    for (pick, what) in ["no writable node (sampler)", "writer gap", third]
+        .into_iter()
+        .enumerate()
+    {
+        let (med, max) = median_max(figures.iter().map(|f| f[pick]).collect());
+        println!(
+            "bench: {who}summary over {} switchovers: {what}: median {:.0} ms, max {:.0} ms",
+            figures.len(),
+            med * 1000.0,
+            max * 1000.0
+        );
+    }
 }
 
 /// `bench/site_switchover.sh`: `SITE_SWITCHOVER_RUNS` (default 3) planned switchovers A -> B and back under
@@ -48,15 +83,11 @@ fn bench_site_switchover() {
     }
     let log_w = writer.stop();
     let samples = s.stop_sampler();
-    let mut figures: Vec<(f64, f64, f64)> = Vec::new();
+    let mut figures = Vec::new();
     for (k, (name, sw)) in rows.iter().enumerate() {
-        // Up to the next switchover's start (or 3 s after the last).
-        let to = rows
-            .get(k + 1)
-            .map_or(sw.to + Duration::from_secs(3), |(_, n)| n.from);
-        let sampler = longest_unwritable(&samples, sw.from, to).as_secs_f64();
-        let gap = longest_write_gap(&log_w.acked, sw.from, to).as_secs_f64();
-        figures.push((sampler, gap, sw.cli.as_secs_f64()));
+        let f = window(&rows, k, &samples, &log_w.acked);
+        figures.push(f);
+        let [sampler, gap, _] = f;
         if std::env::var_os("SITE_SWITCHOVER_SAMPLES").is_some() {
             for x in samples.iter().filter(|x| x.at >= sw.from && x.at <= sw.to) {
                 println!("bench: sample {}", x.render(&s.names));
@@ -78,19 +109,7 @@ fn bench_site_switchover() {
         log_w.failed,
         missing.len()
     );
-    for (what, pick) in [
-        ("no writable node (sampler)", 0),
-        ("writer gap", 1),
-        ("CLI time", 2),
-    ] {
-        let (med, max) = median_max(figures.iter().map(|f| [f.0, f.1, f.2][pick]).collect());
-        println!(
-            "bench: summary over {} switchovers: {what}: median {:.0} ms, max {:.0} ms",
-            figures.len(),
-            med * 1000.0,
-            max * 1000.0
-        );
-    }
+    summary("", &figures, "CLI time");
 }
 
 /// The one value of `query` on 127.0.0.1:`port` as the superuser (a Patroni node), None on any error.
@@ -273,14 +292,11 @@ fn bench_patroni_site_switchover() {
     let log_w = writer.stop();
     let (samples, _) = sampler.stop();
     let double = samples.iter().filter(|x| writable(x) > 1).count();
-    let mut figures: Vec<(f64, f64, f64)> = Vec::new();
+    let mut figures = Vec::new();
     for (k, (name, sw)) in rows.iter().enumerate() {
-        let to = rows
-            .get(k + 1)
-            .map_or(sw.to + Duration::from_secs(3), |(_, n)| n.from);
-        let sampler = longest_unwritable(&samples, sw.from, to).as_secs_f64();
-        let gap = longest_write_gap(&log_w.acked, sw.from, to).as_secs_f64();
-        figures.push((sampler, gap, sw.cli.as_secs_f64()));
+        let f = window(&rows, k, &samples, &log_w.acked);
+        figures.push(f);
+        let [sampler, gap, _] = f;
         println!(
             "bench: {name}: no writable node {:.0} ms (sampler), writer gap {:.0} ms, commands and waits {:.1} s",
             sampler * 1000.0,
@@ -318,19 +334,7 @@ fn bench_patroni_site_switchover() {
         log_w.acked.len(),
         log_w.failed,
     );
-    for (what, pick) in [
-        ("no writable node (sampler)", 0),
-        ("writer gap", 1),
-        ("commands and waits", 2),
-    ] {
-        let (med, max) = median_max(figures.iter().map(|f| [f.0, f.1, f.2][pick]).collect());
-        println!(
-            "bench: patroni summary over {} switchovers: {what}: median {:.0} ms, max {:.0} ms",
-            figures.len(),
-            med * 1000.0,
-            max * 1000.0
-        );
-    }
+    summary("patroni ", &figures, "commands and waits");
     a.failed = false;
     b.failed = false;
     drop(b);
