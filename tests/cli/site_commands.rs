@@ -189,3 +189,72 @@ async fn a_promotion_past_its_deadline_puts_standby_cluster_back() {
     assert_eq!(f.pg1_api.control.calls()[2], format!("patch_config {none}"));
     assert_eq!(f.pg1_api.control.calls()[3], format!("patch_config {back}"));
 }
+
+/// The other site's PostgreSQL does not answer while demote-cluster waits for it to replay the token: the
+/// deadline ends the wait, exit 1, with the token printed and the command that finishes the switchover named.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn demote_cluster_prints_the_token_when_the_other_site_never_answers() {
+    let f = Fixture::start().await;
+    let config = f.config();
+    let closed = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port().to_string()
+    };
+    let args = [
+        "demote-cluster",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        &closed,
+        "--force",
+        "--timeout",
+        "5",
+        "--config",
+        path(&config),
+    ];
+    let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    let run = tokio::spawn(async move {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        tenure(&args).await
+    });
+    // What the agent does on the PATCH: its primary comes back as the standby leader.
+    let patched = tokio::time::timeout(Duration::from_secs(30), async {
+        while f.pg1_api.control.calls().is_empty() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    });
+    patched.await.expect("demote-cluster sends its PATCH");
+    standby_site(&f).await;
+    let (code, out, err) = run.await.unwrap();
+    assert_eq!(code, 1, "{out}{err}");
+    let token = format!("3:{}", tenure::ha::Lsn(LEADER_LSN));
+    assert!(out.contains("cluster is successfully demoted"), "{out}");
+    assert!(out.contains(&format!("handover token: {token}")), "{out}");
+    assert!(
+        err.contains(&format!("has not replayed up to {token} within 5 s"))
+            && err.contains(&format!("tenure promote-cluster --token {token}")),
+        "{err}"
+    );
+}
+
+/// No store: nothing is sent, exit 69 naming it (the other commands' habit).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn site_commands_without_the_store_exit_69_before_sending() {
+    let f = Fixture::start().await;
+    let closed = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let file = f.dir.path().join("nowhere.yml");
+    let auth = "  authentication: {username: admin, password: s3cret}\n";
+    std::fs::write(&file, config_text(&format!("127.0.0.1:{closed}"), auth)).unwrap();
+    for cmd in [
+        &["demote-cluster", "--host", "h", "--force"][..],
+        &["promote-cluster", "--token", "3:0/5000028"][..],
+    ] {
+        let (code, _, err) = tenure(&[cmd, &["--config", path(&file)]].concat()).await;
+        assert_eq!(code, 69, "{cmd:?}: {err}");
+        assert!(err.contains("cannot reach the store"), "{cmd:?}: {err}");
+    }
+    assert!(f.pg1_api.control.calls().is_empty());
+}
